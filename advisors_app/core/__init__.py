@@ -1,0 +1,1 @@
+"""Framework-agnostic advisor engine (no Django imports below this package)."""
