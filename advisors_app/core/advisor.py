@@ -1,0 +1,220 @@
+"""Advisor protocols (Spring AI ``Advisor``, ``CallAdvisor``, ``StreamAdvisor``, ``BaseAdvisor``).
+
+An advisor is an ordered interceptor around the chat-model call. ``order`` decides position:
+smaller is outer (its ``before`` runs first and its ``after`` last). Advisors are shared by
+concurrent requests, so they keep no per-request state on ``self``; per-call state travels in
+the request/response context (seed §6.14.11).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .aggregation import ChatClientResponseAccumulator
+from .requests import ChatClientRequest, ChatClientResponse
+from .response import ChatResponse, ChatResponseMetadata
+from .streams import closing_stream
+
+if TYPE_CHECKING:
+    from .chain import CallAdvisorChain, StreamAdvisorChain
+
+__all__ = [
+    "DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER",
+    "DEFAULT_TOOL_CALLING_ORDER",
+    "HIGHEST_PRECEDENCE",
+    "LOWEST_PRECEDENCE",
+    "Advisor",
+    "BaseAdvisor",
+    "CallAdvisor",
+    "MemoryAdvisor",
+    "StreamAdvisor",
+    "ToolAdvisor",
+]
+
+HIGHEST_PRECEDENCE = -(2**31)
+LOWEST_PRECEDENCE = 2**31 - 1
+#: Memory advisors wrap the tool loop (Spring AI 2.0 moved this from +1000 to +200).
+DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER = HIGHEST_PRECEDENCE + 200
+#: ``ToolCallingAdvisor.DEFAULT_ORDER``: inside memory, outside everything at order 0.
+DEFAULT_TOOL_CALLING_ORDER = HIGHEST_PRECEDENCE + 300
+
+
+class Advisor:
+    """Base of every advisor: a read-only ``name`` (the class name) and ``order`` (0).
+
+    Subclasses may override either as a class attribute or a property and never need to call
+    ``super().__init__()``.
+    """
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def order(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"{self.name}(order={self.order})"
+
+
+class CallAdvisor(Advisor):
+    """An advisor of blocking calls: ``await chain.next_call(request)`` runs the rest of the chain."""
+
+    __slots__ = ()
+
+    async def advise_call(self, request: ChatClientRequest, chain: CallAdvisorChain) -> ChatClientResponse:
+        raise NotImplementedError(f"{type(self).__name__} must implement advise_call")
+
+
+class StreamAdvisor(Advisor):
+    """An advisor of streams: ``chain.next_stream(request)`` yields the rest of the chain's chunks.
+
+    ``advise_stream`` must be lazy (an async generator): work and errors happen while the
+    caller iterates. When the caller stops early it closes the iterator; close the downstream
+    iterator too (:class:`~advisors_app.core.streams.closing_stream`) so the model request is cancelled.
+    """
+
+    __slots__ = ()
+
+    def advise_stream(self, request: ChatClientRequest, chain: StreamAdvisorChain) -> AsyncIterator[ChatClientResponse]:
+        raise NotImplementedError(f"{type(self).__name__} must implement advise_stream")
+
+
+class MemoryAdvisor(Advisor):
+    """Marker: the advisor owns the chat-memory lifecycle (Spring AI ``MemoryAdvisor``)."""
+
+    __slots__ = ()
+
+
+class ToolAdvisor(Advisor):
+    """Marker: the advisor owns the tool-calling loop; at most one per chain."""
+
+    __slots__ = ()
+
+
+class _Hooks:
+    """How a ``BaseAdvisor`` subclass's hooks must be invoked, worked out once per class."""
+
+    __slots__ = ("after_async", "after_default", "before_async", "before_default")
+
+    def __init__(self, cls: type[BaseAdvisor]) -> None:
+        self.before_default = cls.before is BaseAdvisor.before
+        self.after_default = cls.after is BaseAdvisor.after
+        self.before_async = inspect.iscoroutinefunction(cls.before)
+        self.after_async = inspect.iscoroutinefunction(cls.after)
+
+
+class BaseAdvisor(CallAdvisor, StreamAdvisor):
+    """Write ``before`` and ``after``; calls and streams run them (Spring AI ``BaseAdvisor``).
+
+    ``before(request, chain)`` returns the request to send on; ``after(response, chain)`` the
+    response to return. Either may be a plain function or ``async def``. Plain hooks run on the
+    event loop with no thread hop; set ``blocking = True`` on a class whose plain hooks block
+    (ORM, file or network I/O) and they run in a worker thread instead.
+
+    Streams (divergence from Spring AI, seed §6.16.2 #1 and defect 5.1.4): chunks pass through
+    as they arrive, and ``after`` runs **exactly once**, on the aggregated response, when the
+    stream completes normally, whether or not the provider sent a finish reason. Its result is
+    not re-emitted as text: context keys and response-metadata entries it adds reach the
+    consumer as one trailing chunk without generations. An advisor that must rewrite streamed
+    text overrides ``advise_stream``. Errors pass through with their original type (Spring
+    wraps them in ``IllegalStateException``, defect 5.1.5).
+    """
+
+    __slots__ = ()
+    blocking: ClassVar[bool] = False
+    _hooks: ClassVar[_Hooks]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._hooks = _Hooks(cls)
+
+    def before(self, request: ChatClientRequest, chain: Any) -> ChatClientRequest:
+        return request
+
+    def after(self, response: ChatClientResponse, chain: Any) -> ChatClientResponse:
+        return response
+
+    async def _run_before(self, request: ChatClientRequest, chain: Any) -> ChatClientRequest:
+        hooks = self._hooks
+        if hooks.before_async:
+            result = await self.before(request, chain)  # type: ignore[misc]
+        elif self.blocking:
+            result = await asyncio.to_thread(self.before, request, chain)
+        else:
+            result = self.before(request, chain)
+        if result is None:
+            raise ValueError(f"{self.name}.before() returned None; it must return a ChatClientRequest")
+        return result
+
+    async def _run_after(self, response: ChatClientResponse, chain: Any) -> ChatClientResponse:
+        hooks = self._hooks
+        if hooks.after_async:
+            result = await self.after(response, chain)  # type: ignore[misc]
+        elif self.blocking:
+            result = await asyncio.to_thread(self.after, response, chain)
+        else:
+            result = self.after(response, chain)
+        if result is None:
+            raise ValueError(f"{self.name}.after() returned None; it must return a ChatClientResponse")
+        return result
+
+    async def advise_call(self, request: ChatClientRequest, chain: CallAdvisorChain) -> ChatClientResponse:
+        if request is None:
+            raise ValueError("chatClientRequest cannot be null")
+        hooks = self._hooks
+        if not hooks.before_default:
+            request = await self._run_before(request, chain)
+        response = await chain.next_call(request)
+        if hooks.after_default:
+            return response
+        return await self._run_after(response, chain)
+
+    async def advise_stream(  # type: ignore[override]
+        self, request: ChatClientRequest, chain: StreamAdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        hooks = self._hooks
+        if not hooks.before_default:
+            request = await self._run_before(request, chain)
+        stream = chain.next_stream(request)
+        if hooks.after_default:
+            async with closing_stream(stream) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+            return
+        accumulator = ChatClientResponseAccumulator()
+        async with closing_stream(stream) as chunks:
+            async for chunk in chunks:
+                accumulator.add(chunk)
+                yield chunk
+        aggregated = accumulator.result()
+        finished = await self._run_after(aggregated, chain)
+        trailer = trailing_chunk(aggregated, finished)
+        if trailer is not None:
+            yield trailer
+
+
+def trailing_chunk(aggregated: ChatClientResponse, finished: ChatClientResponse) -> ChatClientResponse | None:
+    """The chunk that carries what a stream ``after`` added: changed metadata and context.
+
+    Returns ``None`` when ``after`` changed neither. The chunk has no generations and no usage,
+    so consumers that concatenate text or add up usage are unaffected.
+    """
+    if finished is aggregated:
+        return None
+    old_extra = aggregated.chat_response.metadata.extra if aggregated.chat_response else {}
+    new_extra = finished.chat_response.metadata.extra if finished.chat_response else {}
+    changed = {k: v for k, v in new_extra.items() if k not in old_extra or old_extra[k] is not v}
+    if not changed and finished.context == aggregated.context:
+        return None
+    chat_response = ChatResponse((), ChatResponseMetadata(extra=changed)) if changed else None
+    return ChatClientResponse(chat_response, finished.context)
+
+
+BaseAdvisor._hooks = _Hooks(BaseAdvisor)

@@ -1,0 +1,26 @@
+"""Context keys the engine itself reads (Spring AI ``ChatClientAttributes`` / ``AdvisorParams``)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CONVERSATION_ID",
+    "OUTPUT_FORMAT",
+    "STRUCTURED_OUTPUT_NATIVE",
+    "STRUCTURED_OUTPUT_SCHEMA",
+    "TOOL_CALLING_AUTO_REGISTER",
+]
+
+#: The conversation a memory advisor reads and writes (Spring AI ``ChatMemory.CONVERSATION_ID``).
+CONVERSATION_ID = "chat_memory_conversation_id"
+
+#: Format instructions appended to the last user message by the model advisor.
+OUTPUT_FORMAT = "chat_client.output_format"
+
+#: JSON Schema of the expected output, used for native structured output.
+STRUCTURED_OUTPUT_SCHEMA = "chat_client.structured_output_schema"
+
+#: ``True`` asks the model advisor to send the schema as ``response_format`` instead of text.
+STRUCTURED_OUTPUT_NATIVE = "chat_client.structured_output_native"
+
+#: ``False`` stops ``ChatClient`` from adding a ``ToolCallingAdvisor`` to the chain.
+TOOL_CALLING_AUTO_REGISTER = "advisors.tool_calling.auto_register"

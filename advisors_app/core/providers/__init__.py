@@ -1,0 +1,1 @@
+"""Chat and embedding model implementations."""
