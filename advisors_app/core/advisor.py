@@ -64,11 +64,13 @@ class Advisor:
 
 
 class CallAdvisor(Advisor):
-    """An advisor of blocking calls: ``await chain.next_call(request)`` runs the rest of the chain."""
+    """An advisor of calls: ``await chain.next_call(request)`` runs the rest of the chain."""
 
     __slots__ = ()
 
-    async def advise_call(self, request: ChatClientRequest, chain: CallAdvisorChain) -> ChatClientResponse:
+    async def advise_call(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
         raise NotImplementedError(f"{type(self).__name__} must implement advise_call")
 
 
@@ -77,12 +79,15 @@ class StreamAdvisor(Advisor):
 
     ``advise_stream`` must be lazy (an async generator): work and errors happen while the
     caller iterates. When the caller stops early it closes the iterator; close the downstream
-    iterator too (:class:`~advisors_app.core.streams.closing_stream`) so the model request is cancelled.
+    iterator too (:class:`~advisors_app.core.streams.closing_stream`) so the model request
+    is cancelled.
     """
 
     __slots__ = ()
 
-    def advise_stream(self, request: ChatClientRequest, chain: StreamAdvisorChain) -> AsyncIterator[ChatClientResponse]:
+    def advise_stream(
+        self, request: ChatClientRequest, chain: StreamAdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
         raise NotImplementedError(f"{type(self).__name__} must implement advise_stream")
 
 
@@ -150,7 +155,9 @@ class BaseAdvisor(CallAdvisor, StreamAdvisor):
         else:
             result = self.before(request, chain)
         if result is None:
-            raise ValueError(f"{self.name}.before() returned None; it must return a ChatClientRequest")
+            raise ValueError(
+                f"{self.name}.before() returned None; it must return a ChatClientRequest"
+            )
         return result
 
     async def _run_after(self, response: ChatClientResponse, chain: Any) -> ChatClientResponse:
@@ -162,10 +169,14 @@ class BaseAdvisor(CallAdvisor, StreamAdvisor):
         else:
             result = self.after(response, chain)
         if result is None:
-            raise ValueError(f"{self.name}.after() returned None; it must return a ChatClientResponse")
+            raise ValueError(
+                f"{self.name}.after() returned None; it must return a ChatClientResponse"
+            )
         return result
 
-    async def advise_call(self, request: ChatClientRequest, chain: CallAdvisorChain) -> ChatClientResponse:
+    async def advise_call(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
         if request is None:
             raise ValueError("chatClientRequest cannot be null")
         hooks = self._hooks
@@ -200,7 +211,9 @@ class BaseAdvisor(CallAdvisor, StreamAdvisor):
             yield trailer
 
 
-def trailing_chunk(aggregated: ChatClientResponse, finished: ChatClientResponse) -> ChatClientResponse | None:
+def trailing_chunk(
+    aggregated: ChatClientResponse, finished: ChatClientResponse
+) -> ChatClientResponse | None:
     """The chunk that carries what a stream ``after`` added: changed metadata and context.
 
     Returns ``None`` when ``after`` changed neither. The chunk has no generations and no usage,

@@ -68,7 +68,11 @@ def combine_stream_usage(usages: Sequence[Usage | None]) -> Usage | None:
     natives = [u.native for u in reported if u.native is not None]
     if natives:
         total = Usage(
-            total.prompt_tokens, total.completion_tokens, total.total_tokens, total.cached_prompt_tokens, natives[-1]
+            total.prompt_tokens,
+            total.completion_tokens,
+            total.total_tokens,
+            total.cached_prompt_tokens,
+            natives[-1],
         )
     return total
 
@@ -166,7 +170,7 @@ class _GenerationSlot:
 
 
 class ChatResponseAccumulator:
-    """Builds one :class:`ChatResponse` from stream chunks, incrementally (``add`` then ``result``)."""
+    """Builds one :class:`ChatResponse` from stream chunks: ``add`` each, then ``result``."""
 
     __slots__ = ("_extra", "_id", "_model", "_rate_limit", "_slots", "_usages")
 
@@ -199,7 +203,11 @@ class ChatResponseAccumulator:
         return ChatResponse(
             tuple(slot.result() for slot in self._slots),
             ChatResponseMetadata(
-                self._id, self._model, combine_stream_usage(self._usages), self._rate_limit, self._extra
+                self._id,
+                self._model,
+                combine_stream_usage(self._usages),
+                self._rate_limit,
+                self._extra,
             ),
         )
 
@@ -222,7 +230,9 @@ class ChatClientResponseAccumulator:
             self._context.update(chunk.context)
 
     def result(self) -> ChatClientResponse:
-        return ChatClientResponse(self._responses.result() if self._seen_response else None, ReadOnlyMap(self._context))
+        return ChatClientResponse(
+            self._responses.result() if self._seen_response else None, ReadOnlyMap(self._context)
+        )
 
 
 async def _notify(callback: Callable[[Any], Any], value: Any) -> None:
@@ -248,7 +258,7 @@ class MessageAggregator:
 
 
 class ChatClientMessageAggregator:
-    """Passes :class:`ChatClientResponse` chunks through unchanged; reports the aggregate on completion."""
+    """Passes :class:`ChatClientResponse` chunks through; reports their aggregate on completion."""
 
     async def aggregate(
         self,

@@ -1,4 +1,5 @@
-"""The advisor chain (Spring AI ``CallAdvisorChain``, ``StreamAdvisorChain``, ``DefaultAroundAdvisorChain``).
+"""The advisor chain (Spring AI ``CallAdvisorChain``, ``StreamAdvisorChain``,
+``DefaultAroundAdvisorChain``).
 
 Divergences from Spring AI, each a fix (reference §5.1):
 
@@ -105,16 +106,24 @@ class DefaultAroundAdvisorChain(CallAdvisorChain, StreamAdvisorChain):
         "_streams",
     )
 
-    def __init__(self, advisors: Iterable[Advisor], *, observer: AdvisorObserver | None = None) -> None:
+    def __init__(
+        self, advisors: Iterable[Advisor], *, observer: AdvisorObserver | None = None
+    ) -> None:
         ordered = _sorted(advisors)
-        self._calls: tuple[CallAdvisor, ...] = tuple(a for a in ordered if isinstance(a, CallAdvisor))
-        self._streams: tuple[StreamAdvisor, ...] = tuple(a for a in ordered if isinstance(a, StreamAdvisor))
+        self._calls: tuple[CallAdvisor, ...] = tuple(
+            a for a in ordered if isinstance(a, CallAdvisor)
+        )
+        self._streams: tuple[StreamAdvisor, ...] = tuple(
+            a for a in ordered if isinstance(a, StreamAdvisor)
+        )
         self._observer = observer
         self._call_base = self._call_index = 0
         self._stream_base = self._stream_index = 0
         self._next: DefaultAroundAdvisorChain | None = None
 
-    def _at(self, call_base: int, call_index: int, stream_base: int, stream_index: int) -> DefaultAroundAdvisorChain:
+    def _at(
+        self, call_base: int, call_index: int, stream_base: int, stream_index: int
+    ) -> DefaultAroundAdvisorChain:
         chain = object.__new__(DefaultAroundAdvisorChain)
         chain._calls = self._calls
         chain._streams = self._streams
@@ -127,7 +136,9 @@ class DefaultAroundAdvisorChain(CallAdvisorChain, StreamAdvisorChain):
     def _advanced(self) -> DefaultAroundAdvisorChain:
         # One step further for both traversals; cached because a position never changes.
         if self._next is None:
-            self._next = self._at(self._call_base, self._call_index + 1, self._stream_base, self._stream_index + 1)
+            self._next = self._at(
+                self._call_base, self._call_index + 1, self._stream_base, self._stream_index + 1
+            )
         return self._next
 
     @property
@@ -153,7 +164,9 @@ class DefaultAroundAdvisorChain(CallAdvisorChain, StreamAdvisorChain):
         rest = self._advanced()
         if self._observer is None:
             return await advisor.advise_call(request, rest)
-        return await self._observer.observe_call(advisor, request, lambda r: advisor.advise_call(r, rest))
+        return await self._observer.observe_call(
+            advisor, request, lambda r: advisor.advise_call(r, rest)
+        )
 
     def next_stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
         if request is None:
@@ -164,7 +177,9 @@ class DefaultAroundAdvisorChain(CallAdvisorChain, StreamAdvisorChain):
         rest = self._advanced()
         if self._observer is None:
             return advisor.advise_stream(request, rest)
-        return self._observer.observe_stream(advisor, request, lambda r: advisor.advise_stream(r, rest))
+        return self._observer.observe_stream(
+            advisor, request, lambda r: advisor.advise_stream(r, rest)
+        )
 
     def copy(self, after: Advisor) -> DefaultAroundAdvisorChain:
         """The chain of the advisors that follow ``after`` (Spring AI ``copy(after)``).
@@ -199,7 +214,9 @@ async def _exhausted_stream() -> AsyncIterator[ChatClientResponse]:
 
 
 def augment_with_format_instructions(request: ChatClientRequest) -> Prompt:
-    """The prompt to send: format instructions from the context applied (Spring AI ``augmentWithFormatInstructions``).
+    """The prompt with the context's format instructions applied.
+
+    Spring AI ``augmentWithFormatInstructions``.
 
     With ``STRUCTURED_OUTPUT_NATIVE`` set to ``True`` and a schema, the schema goes to the model as
     ``response_format``; otherwise a non-blank ``OUTPUT_FORMAT`` is appended to the last user
@@ -223,7 +240,7 @@ def augment_with_format_instructions(request: ChatClientRequest) -> Prompt:
 
 
 class ChatModelCallAdvisor(CallAdvisor):
-    """The innermost call advisor: sends the prompt to the model (Spring AI ``ChatModelCallAdvisor``).
+    """The innermost call advisor: sends the prompt to the model (``ChatModelCallAdvisor``).
 
     Named ``"call"``, order ``LOWEST_PRECEDENCE``, always last. The response keeps the request
     context as it is (``None`` values allowed; Spring's ``Map.copyOf`` throws, defect 5.1.7).
@@ -245,7 +262,9 @@ class ChatModelCallAdvisor(CallAdvisor):
     def order(self) -> int:
         return LOWEST_PRECEDENCE
 
-    async def advise_call(self, request: ChatClientRequest, chain: CallAdvisorChain) -> ChatClientResponse:
+    async def advise_call(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
         response = await self._model.call(augment_with_format_instructions(request))
         return ChatClientResponse(response, request.context)
 
@@ -277,6 +296,8 @@ class ChatModelStreamAdvisor(StreamAdvisor):
         self, request: ChatClientRequest, chain: StreamAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         context = request.context
-        async with closing_stream(self._model.stream(augment_with_format_instructions(request))) as chunks:
+        async with closing_stream(
+            self._model.stream(augment_with_format_instructions(request))
+        ) as chunks:
             async for chunk in chunks:
                 yield ChatClientResponse(chunk, context)

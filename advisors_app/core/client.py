@@ -64,7 +64,10 @@ class ChatClient:
         self.default_options = default_options
         self.default_tools = tuple(default_tools)
         self.observer = observer
-        self._model_advisors = (ChatModelCallAdvisor(chat_model), ChatModelStreamAdvisor(chat_model))
+        self._model_advisors = (
+            ChatModelCallAdvisor(chat_model),
+            ChatModelStreamAdvisor(chat_model),
+        )
 
     def prompt(self, content: str | Prompt | None = None) -> ChatClientRequestSpec:
         """Start a request; ``content`` is user text or a whole :class:`Prompt`."""
@@ -190,7 +193,9 @@ class ChatClientRequestSpec:
         if tools:
             callbacks = tuple(t for t in tools if not isinstance(t, str))
             names = tuple(t for t in tools if isinstance(t, str))
-            options = merge_options(options, ToolCallingChatOptions(tool_callbacks=callbacks, tool_names=names))
+            options = merge_options(
+                options, ToolCallingChatOptions(tool_callbacks=callbacks, tool_names=names)
+            )
         context = {**client.default_advisor_params, **self._params, **(extra_context or {})}
         return ChatClientRequest(Prompt(tuple(messages), options), context)
 
@@ -200,7 +205,8 @@ class ChatClientRequestSpec:
         if len(tool_advisors) > 1:
             found = ", ".join(f"{a.name} (order={a.order})" for a in tool_advisors)
             raise AdvisorStateError(
-                f"At most one ToolAdvisor is allowed in the advisor chain, but found {len(tool_advisors)}: [{found}]"
+                "At most one ToolAdvisor is allowed in the advisor chain, "
+                f"but found {len(tool_advisors)}: [{found}]"
             )
         for advisor in advisors:
             if not isinstance(advisor, mode):
@@ -210,7 +216,9 @@ class ChatClientRequestSpec:
                     f"{'call' if mode is CallAdvisor else 'stream'}; implement {mode.__name__} "
                     "or extend BaseAdvisor"
                 )
-        return DefaultAroundAdvisorChain([*advisors, *self._client._model_advisors], observer=self._observer)
+        return DefaultAroundAdvisorChain(
+            [*advisors, *self._client._model_advisors], observer=self._observer
+        )
 
     async def _execute(self, extra_context: Mapping[str, Any] | None = None) -> ChatClientResponse:
         chain = self._chain(CallAdvisor)

@@ -204,7 +204,9 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
     try:
         kind = MessageType(data["type"])
     except (KeyError, ValueError) as exc:
-        raise ValueError(f"message type must be one of user/assistant/system/tool, got {data.get('type')!r}") from exc
+        raise ValueError(
+            f"message type must be one of user/assistant/system/tool, got {data.get('type')!r}"
+        ) from exc
     metadata = data.get("metadata")
     text = data.get("text", "")
     if kind is MessageType.SYSTEM:
@@ -217,5 +219,7 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
             for c in data.get("tool_calls", ())
         )
         return AssistantMessage(text, metadata, calls)
-    responses = tuple(ToolResponse(r["id"], r["name"], r["response_data"]) for r in data.get("responses", ()))
+    responses = tuple(
+        ToolResponse(r["id"], r["name"], r["response_data"]) for r in data.get("responses", ())
+    )
     return ToolResponseMessage(responses, metadata)

@@ -1,4 +1,7 @@
-"""``Prompt`` and chat options (Spring AI ``Prompt``, ``ChatOptions``, ``ToolCallingChatOptions``)."""
+"""``Prompt`` and chat options.
+
+Spring AI ``Prompt``, ``ChatOptions`` and ``ToolCallingChatOptions``.
+"""
 
 from __future__ import annotations
 
@@ -60,7 +63,9 @@ class ChatOptions:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data or ()) - known)
         if unknown:
-            raise ValueError(f"unknown chat option(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise ValueError(
+                f"unknown chat option(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
         return cls(**dict(data or {}))
 
 
@@ -126,7 +131,9 @@ class Prompt:
 
     __slots__ = ("_instructions", "_options")
 
-    def __init__(self, messages_or_text: MessageInput = None, options: ChatOptions | None = None) -> None:
+    def __init__(
+        self, messages_or_text: MessageInput = None, options: ChatOptions | None = None
+    ) -> None:
         if messages_or_text is None:
             instructions: tuple[Message, ...] = ()
         elif isinstance(messages_or_text, str):
@@ -184,7 +191,7 @@ class Prompt:
         return UserMessage("")
 
     def mutate(self, *, messages: Iterable[Message] | None = None, options: Any = ...) -> Prompt:
-        """Return a copy with new ``messages`` and/or ``options`` (pass ``options=None`` to clear)."""
+        """A copy with new ``messages`` and/or ``options`` (``options=None`` clears them)."""
         return Prompt(
             tuple(messages) if messages is not None else self._instructions,
             self._options if options is ... else options,
@@ -193,7 +200,9 @@ class Prompt:
     def copy(self) -> Prompt:
         return Prompt(self._instructions, self._options)
 
-    def augment_user_message(self, text_or_fn: str | Callable[[UserMessage], UserMessage | str]) -> Prompt:
+    def augment_user_message(
+        self, text_or_fn: str | Callable[[UserMessage], UserMessage | str]
+    ) -> Prompt:
         """Replace the last user message (a new one is appended when there is none).
 
         ``text_or_fn`` is the new text, or a function from the old message to a new message or text.
@@ -206,7 +215,9 @@ class Prompt:
         messages.append(_apply(UserMessage(""), text_or_fn))
         return Prompt(tuple(messages), self._options)
 
-    def augment_system_message(self, text_or_fn: str | Callable[[SystemMessage], SystemMessage | str]) -> Prompt:
+    def augment_system_message(
+        self, text_or_fn: str | Callable[[SystemMessage], SystemMessage | str]
+    ) -> Prompt:
         """Replace the first system message (one is inserted at index 0 when there is none)."""
         messages = list(self._instructions)
         for i, message in enumerate(messages):

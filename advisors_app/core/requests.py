@@ -31,7 +31,9 @@ class ChatClientRequest:
             raise ValueError("prompt cannot be null")
         object.__setattr__(self, "context", freeze(self.context))
 
-    def mutate(self, *, prompt: Prompt | None = None, context: Mapping[str, Any] | None = None) -> ChatClientRequest:
+    def mutate(
+        self, *, prompt: Prompt | None = None, context: Mapping[str, Any] | None = None
+    ) -> ChatClientRequest:
         """Return a new request: ``prompt`` replaces, ``context`` keys merge over the old ones."""
         return ChatClientRequest(
             self.prompt if prompt is None else prompt,
@@ -56,7 +58,9 @@ class ChatClientResponse:
     def __post_init__(self) -> None:
         object.__setattr__(self, "context", freeze(self.context))
 
-    def mutate(self, *, chat_response: Any = ..., context: Mapping[str, Any] | None = None) -> ChatClientResponse:
+    def mutate(
+        self, *, chat_response: Any = ..., context: Mapping[str, Any] | None = None
+    ) -> ChatClientResponse:
         """Return a new response: ``chat_response`` replaces, ``context`` keys merge."""
         return ChatClientResponse(
             self.chat_response if chat_response is ... else chat_response,

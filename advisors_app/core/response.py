@@ -100,7 +100,7 @@ class _ExtraMapping:
 
 @dataclass(frozen=True, slots=True)
 class ChatGenerationMetadata(_ExtraMapping):
-    """Per-generation metadata: the finish reason (``"STOP"``, ``"LENGTH"``, ``"TOOL_CALLS"``...)."""
+    """Per-generation metadata: the finish reason (``"STOP"``, ``"LENGTH"``, ...) and extras."""
 
     finish_reason: str | None = None
     extra: ReadOnlyMap = field(default=None)  # type: ignore[assignment]

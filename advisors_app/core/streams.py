@@ -29,7 +29,10 @@ class closing_stream(Generic[T]):
         return self._iterator
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         aclose = getattr(self._iterator, "aclose", None)
         if aclose is not None:

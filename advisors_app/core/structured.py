@@ -63,7 +63,10 @@ def _schema(target: Any) -> dict[str, Any]:
     if origin in (list, tuple, set, frozenset) or target in (list, tuple):
         return {"type": "array", "items": _schema(args[0]) if args else {}}
     if origin is dict or target is dict:
-        return {"type": "object", "additionalProperties": _schema(args[1]) if len(args) == 2 else {}}
+        return {
+            "type": "object",
+            "additionalProperties": _schema(args[1]) if len(args) == 2 else {},
+        }
     if origin in (typing.Union, types.UnionType):
         return {"anyOf": [_schema(a) for a in args]}
     if origin is typing.Literal:
@@ -77,7 +80,9 @@ def _schema(target: Any) -> dict[str, Any]:
             "type": "object",
             "properties": {f.name: _schema(hints[f.name]) for f in fields},
             "required": [
-                f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                f.name
+                for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
             ],
         }
     if typing.is_typeddict(target):

@@ -43,7 +43,9 @@ def render(template: str, values: Mapping[str, Any]) -> str:
 
 
 def assert_placeholders(template: str, names: Iterable[str]) -> None:
-    """Raise ``ValueError`` unless ``template`` has every ``{name}`` in ``names`` (Spring ``PromptAssert``).
+    """Raise ``ValueError`` unless ``template`` has every ``{name}`` in ``names``.
+
+    Spring AI ``PromptAssert.templateHasRequiredPlaceholders``.
 
     The message is Spring AI's: ``"The following placeholders must be present in the prompt
     template: query, context"``.
@@ -56,7 +58,10 @@ def assert_placeholders(template: str, names: Iterable[str]) -> None:
     present = set(_placeholders(template))
     missing = [name for name in wanted if name not in present]
     if missing:
-        raise ValueError(f"The following placeholders must be present in the prompt template: {', '.join(missing)}")
+        raise ValueError(
+            "The following placeholders must be present in the prompt template: "
+            + ", ".join(missing)
+        )
 
 
 class PromptTemplate:

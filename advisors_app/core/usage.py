@@ -65,7 +65,11 @@ class UsageAccumulator:
     def apply_accumulated_usage(self, response: ChatClientResponse) -> ChatClientResponse:
         """``response`` with the accumulated usage; unchanged when nothing was accumulated."""
         chat_response = response.chat_response
-        if chat_response is None or self._total is None or chat_response.metadata.usage == self._total:
+        if (
+            chat_response is None
+            or self._total is None
+            or chat_response.metadata.usage == self._total
+        ):
             return response
         return response.mutate(chat_response=chat_response.with_usage(self._total))
 
@@ -77,4 +81,6 @@ class UsageAccumulator:
         """
         if self._total is None:
             return None
-        return ChatClientResponse(ChatResponse((), ChatResponseMetadata(usage=self._total)), response.context)
+        return ChatClientResponse(
+            ChatResponse((), ChatResponseMetadata(usage=self._total)), response.context
+        )

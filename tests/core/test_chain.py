@@ -27,7 +27,9 @@ from advisors_app.core import (
 
 def chain_of(*advisors, model=None):
     model = model or ScriptedChatModel(["ok"] * 10)
-    return DefaultAroundAdvisorChain([*advisors, ChatModelCallAdvisor(model), ChatModelStreamAdvisor(model)])
+    return DefaultAroundAdvisorChain(
+        [*advisors, ChatModelCallAdvisor(model), ChatModelStreamAdvisor(model)]
+    )
 
 
 def request(text="hi", **context):
@@ -40,7 +42,11 @@ async def drain(stream):
 
 async def test_onion_order_call_and_stream():
     log: list[str] = []
-    advisors = [RecordingAdvisor("b", 2, log), RecordingAdvisor("a", 1, log), RecordingAdvisor("c", 3, log)]
+    advisors = [
+        RecordingAdvisor("b", 2, log),
+        RecordingAdvisor("a", 1, log),
+        RecordingAdvisor("c", 3, log),
+    ]
     chain = chain_of(*advisors)
     await chain.next_call(request())
     assert log == ["a:before", "b:before", "c:before", "c:after", "b:after", "a:after"]
@@ -155,7 +161,9 @@ async def test_copy_validation_messages():
     chain = chain_of()
     with pytest.raises(ValueError, match="The after advisor must not be null"):
         chain.copy(None)
-    with pytest.raises(ValueError, match="The specified advisor is not part of the chain: stranger"):
+    with pytest.raises(
+        ValueError, match="The specified advisor is not part of the chain: stranger"
+    ):
         chain.copy(RecordingAdvisor("stranger"))
 
 

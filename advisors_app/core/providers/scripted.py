@@ -22,7 +22,9 @@ from ..response import ChatGenerationMetadata, ChatResponse, Generation
 __all__ = ["ScriptItem", "ScriptedChatModel"]
 
 Chunk: TypeAlias = str | ChatResponse | BaseException
-ScriptItem: TypeAlias = str | ChatResponse | BaseException | Sequence[Chunk] | Callable[[Prompt], Any]
+ScriptItem: TypeAlias = (
+    str | ChatResponse | BaseException | Sequence[Chunk] | Callable[[Prompt], Any]
+)
 
 
 def _chunk_response(chunk: str | ChatResponse) -> ChatResponse:
@@ -57,7 +59,9 @@ class ScriptedChatModel:
     ) -> None:
         self._script = list(responses)
         self._repeat = repeat
-        self._cursor: Iterator[ScriptItem] = itertools.cycle(self._script) if repeat else iter(self._script)
+        self._cursor: Iterator[ScriptItem] = (
+            itertools.cycle(self._script) if repeat else iter(self._script)
+        )
         self._consumed = 0
         self._lock = threading.Lock()
         self._default_options = default_options
@@ -93,7 +97,9 @@ class ScriptedChatModel:
                     f"ScriptedChatModel script is exhausted after {self._consumed} response(s)"
                 ) from None
             self._consumed += 1
-        while callable(item) and not isinstance(item, (str, ChatResponse, BaseException, list, tuple)):
+        while callable(item) and not isinstance(
+            item, (str, ChatResponse, BaseException, list, tuple)
+        ):
             item = item(prompt)
             if inspect.isawaitable(item):
                 item = await item
@@ -120,7 +126,9 @@ class ScriptedChatModel:
         item = await self._next_item(prompt)
         chunks: Sequence[Chunk]
         if isinstance(item, str):
-            chunks = [ChatResponse((Generation(AssistantMessage(item), ChatGenerationMetadata("STOP")),))]
+            chunks = [
+                ChatResponse((Generation(AssistantMessage(item), ChatGenerationMetadata("STOP")),))
+            ]
         elif isinstance(item, (ChatResponse, BaseException)):
             chunks = [item]
         else:
