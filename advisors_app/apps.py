@@ -1,0 +1,20 @@
+"""Django app configuration: registers the system checks when the app registry is ready."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.core import checks
+
+
+class AdvisorsAppConfig(AppConfig):
+    name = "advisors_app"
+    verbose_name = "Advisors"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from advisors_app.checks import check_databases, check_settings
+
+        # Tagged "database" so `check --database default` and `migrate` run it, and
+        # plain `check` (which must not need a live server) does not.
+        checks.register(check_databases, checks.Tags.database)
+        checks.register(check_settings)

@@ -1,0 +1,99 @@
+"""System checks: the app needs PostgreSQL with pgvector and a well-formed ``ADVISORS`` dict.
+
+Misconfiguration should fail at ``manage.py check`` (and before ``migrate``) with a stable id and
+a hint that says how to fix it, rather than as a SQL error in the middle of a request.
+
+- ``advisors_app.E001``: a database is not PostgreSQL.
+- ``advisors_app.E002``: the pgvector extension (``vector``) is neither installed nor installable.
+- ``advisors_app.E003``: ``settings.ADVISORS`` is not a dict, has an unknown key or a value of
+  the wrong type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from advisors_app.conf import DEFAULTS
+
+__all__ = ["check_databases", "check_settings", "database_errors"]
+
+PGVECTOR_EXTENSION = "vector"
+
+_DATABASE_HINT = (
+    "Point DATABASE_URL (or DATABASES) at a PostgreSQL server with pgvector, e.g. "
+    "DATABASE_URL=postgresql://USER:PASSWORD@HOST:5432/NAME. The example site starts an "
+    "embedded PostgreSQL with pgvector when DATABASE_URL is unset."
+)
+
+
+def check_databases(
+    app_configs: Any, databases: Iterable[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Run :func:`database_errors` on each database the check command was given."""
+    return [error for alias in databases or () for error in database_errors(connections[alias])]
+
+
+def database_errors(
+    connection: BaseDatabaseWrapper, extension: str = PGVECTOR_EXTENSION
+) -> list[CheckMessage]:
+    """E001 if ``connection`` is not PostgreSQL; E002 if ``extension`` is not available on it.
+
+    "Available" includes not-yet-installed: migration ``0001_vector_extension`` creates it.
+    """
+    alias = connection.alias
+    if connection.vendor != "postgresql":
+        return [
+            Error(
+                f"Database {alias!r} uses {connection.vendor}; advisors_app needs PostgreSQL.",
+                hint=_DATABASE_HINT,
+                id="advisors_app.E001",
+            )
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", [extension])
+        available = cursor.fetchone() is not None
+    if available:
+        return []
+    return [
+        Error(
+            f"The PostgreSQL extension {extension!r} (pgvector) is not available on "
+            f"database {alias!r}.",
+            hint="Install pgvector on that server (Debian: apt-get install "
+            "postgresql-<version>-pgvector), then run migrate. " + _DATABASE_HINT,
+            id="advisors_app.E002",
+        )
+    ]
+
+
+def check_settings(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """E003 for each problem in ``settings.ADVISORS``; types follow ``conf.DEFAULTS``."""
+    value = getattr(settings, "ADVISORS", {})
+    if not isinstance(value, dict):
+        return [_settings_error(f"settings.ADVISORS must be a dict, not {type(value).__name__}.")]
+    errors: list[CheckMessage] = []
+    for key, item in value.items():
+        if key not in DEFAULTS:
+            errors.append(_settings_error(f"settings.ADVISORS has an unknown key {key!r}."))
+            continue
+        expected = type(DEFAULTS[key])
+        if type(item) is not expected:  # exact: True must not pass as an int
+            errors.append(
+                _settings_error(
+                    f"settings.ADVISORS[{key!r}] must be {expected.__name__}, got {item!r}."
+                )
+            )
+    return errors
+
+
+def _settings_error(message: str) -> Error:
+    return Error(
+        message,
+        hint="Known keys and defaults: " + ", ".join(f"{k}={v!r}" for k, v in DEFAULTS.items()),
+        id="advisors_app.E003",
+    )

@@ -1,0 +1,76 @@
+"""Typed access to the ``ADVISORS`` settings dict, read at access time.
+
+Why at access time: ``override_settings(ADVISORS=...)`` and settings reloaded between tests take
+effect without re-importing anything (the django-cors-headers ``conf.py`` pattern). Objects built
+from these settings (models, chains) are cached with :func:`cached_by_settings` and dropped when
+Django sends ``setting_changed`` for ``ADVISORS`` (the Channels ``layers.py`` pattern).
+Secrets never live here: model configurations name environment variables instead.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+
+__all__ = ["DEFAULTS", "AdvisorsSettings", "app_settings", "cached_by_settings"]
+
+DEFAULTS: dict[str, Any] = {
+    "DEFAULT_CHAT_MODEL": "smollm2-135m-instruct",
+    "DEFAULT_EMBEDDING_MODEL": "all-minilm-l6-v2",
+    "EMBEDDING_DIMENSIONS": 384,
+    "MAX_MESSAGE_CHARS": 8000,
+}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_cache_clearers: list[Callable[[], None]] = []
+
+
+class AdvisorsSettings:
+    """The app's settings: ``settings.ADVISORS[name]`` when given, else ``DEFAULTS[name]``."""
+
+    def _get(self, name: str) -> Any:
+        return getattr(django_settings, "ADVISORS", {}).get(name, DEFAULTS[name])
+
+    @property
+    def DEFAULT_CHAT_MODEL(self) -> str:
+        """Key of the chat-model configuration used when a chain names none."""
+        return str(self._get("DEFAULT_CHAT_MODEL"))
+
+    @property
+    def DEFAULT_EMBEDDING_MODEL(self) -> str:
+        """Key of the embedding-model configuration used when a collection names none."""
+        return str(self._get("DEFAULT_EMBEDDING_MODEL"))
+
+    @property
+    def EMBEDDING_DIMENSIONS(self) -> int:
+        """Length of every stored embedding vector (384 for all-MiniLM-L6-v2)."""
+        return int(self._get("EMBEDDING_DIMENSIONS"))
+
+    @property
+    def MAX_MESSAGE_CHARS(self) -> int:
+        """Longest user message accepted by every transport, in characters."""
+        return int(self._get("MAX_MESSAGE_CHARS"))
+
+
+app_settings = AdvisorsSettings()
+
+
+def cached_by_settings(func: F) -> F:
+    """Cache ``func``'s results until the ``ADVISORS`` setting changes."""
+    cached = functools.cache(func)
+    _cache_clearers.append(cached.cache_clear)
+    return cached  # type: ignore[return-value]
+
+
+def _clear_caches(*, setting: str, **kwargs: Any) -> None:
+    if setting == "ADVISORS":
+        for clear in _cache_clearers:
+            clear()
+
+
+setting_changed.connect(_clear_caches)

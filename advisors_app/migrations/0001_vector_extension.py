@@ -1,0 +1,14 @@
+"""Create the pgvector extension before any model declares a ``vector`` column."""
+
+from __future__ import annotations
+
+from django.db import migrations
+from pgvector.django import VectorExtension
+
+
+class Migration(migrations.Migration):
+    initial = True
+
+    dependencies: list[tuple[str, str]] = []
+
+    operations = [VectorExtension()]

@@ -1,0 +1,5 @@
+"""The app's models, one submodule per area (memory, documents, chains, ...).
+
+Django looks for models in ``advisors_app.models``: each submodule's models are imported here so
+that they register, and so that ``from advisors_app.models import X`` works for every model.
+"""
