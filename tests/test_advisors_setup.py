@@ -1,0 +1,36 @@
+"""``manage.py advisors_setup``: idempotent, same printed password, user's changes kept."""
+
+from __future__ import annotations
+
+import io
+import stat
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+
+def run_setup(password_file: Path) -> str:
+    out = io.StringIO()
+    call_command("advisors_setup", admin_password_file=password_file, stdout=out, verbosity=0)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_setup_creates_admin_once_and_never_resets_its_password(tmp_path: Path) -> None:
+    password_file = tmp_path / "admin-password"
+
+    first = run_setup(password_file)
+    password = password_file.read_text().strip()
+    assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
+    assert f"username admin  password {password}  (new user" in first
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.is_superuser and admin.is_staff and admin.check_password(password)
+
+    admin.set_password("changed-by-the-user")
+    admin.save()
+    second = run_setup(password_file)
+    assert f"password {password}  (unchanged" in second
+    assert get_user_model().objects.get(username="admin").check_password("changed-by-the-user")
+    assert get_user_model().objects.count() == 1

@@ -1,0 +1,61 @@
+"""System checks E001–E003, each against a real connection or real settings."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.checks import run_checks
+from django.core.management import call_command
+from django.db import connection
+from django.db.utils import ConnectionHandler
+from django.test import override_settings
+
+from advisors_app.checks import check_settings, database_errors
+
+
+def ids(messages: list) -> list[str]:
+    return [message.id for message in messages]
+
+
+@pytest.mark.django_db
+def test_check_database_passes_on_postgresql_with_pgvector() -> None:
+    call_command("check", "--database", "default", "--fail-level", "ERROR")
+    assert not [m for m in run_checks(databases=["default"]) if m.id.startswith("advisors_app")]
+
+
+def test_e001_database_is_not_postgresql() -> None:
+    sqlite = ConnectionHandler(
+        {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+    )
+    errors = database_errors(sqlite["default"])
+    assert ids(errors) == ["advisors_app.E001"]
+    assert "'default' uses sqlite" in errors[0].msg
+    assert "DATABASE_URL" in errors[0].hint
+
+
+@pytest.mark.django_db
+def test_e002_extension_is_not_available() -> None:
+    errors = database_errors(connection, extension="no_such_extension")
+    assert ids(errors) == ["advisors_app.E002"]
+    assert "apt-get install postgresql-<version>-pgvector" in errors[0].hint
+
+
+@pytest.mark.parametrize(
+    ("advisors", "fragment"),
+    [
+        (["not", "a", "dict"], "must be a dict, not list"),
+        ({"EMBEDING_DIMENSIONS": 384}, "unknown key 'EMBEDING_DIMENSIONS'"),
+        ({"EMBEDDING_DIMENSIONS": "384"}, "['EMBEDDING_DIMENSIONS'] must be int, got '384'"),
+        ({"MAX_MESSAGE_CHARS": True}, "['MAX_MESSAGE_CHARS'] must be int, got True"),
+    ],
+)
+def test_e003_advisors_setting_is_invalid(advisors: object, fragment: str) -> None:
+    with override_settings(ADVISORS=advisors):
+        errors = check_settings(None)
+    assert ids(errors) == ["advisors_app.E003"]
+    assert fragment in errors[0].msg
+    assert "EMBEDDING_DIMENSIONS=384" in errors[0].hint
+
+
+def test_valid_advisors_setting_passes() -> None:
+    with override_settings(ADVISORS={"EMBEDDING_DIMENSIONS": 768, "DEFAULT_CHAT_MODEL": "gpt"}):
+        assert check_settings(None) == []
