@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from advisors_app.core import (  # noqa: E402
+from advisors_app.core import (
     BaseAdvisor,
     ChatClient,
     ChatClientRequest,
@@ -111,9 +111,8 @@ async def main() -> None:
         samples = [await time_streams(run, STREAMS) for _ in range(REPEATS)]
         stream_results[name] = median_us(samples, STREAMS * CHUNKS)
 
-    print(
-        f"# chain overhead — {platform.processor() or platform.machine()}, Python {platform.python_version()}"
-    )
+    machine = platform.processor() or platform.machine()
+    print(f"# chain overhead — {machine}, Python {platform.python_version()}")
     print(f"# medians of {REPEATS} repetitions; {ADVISORS} advisors\n")
     base = call_results["model.call (direct)"]
     print(f"{'per call':58} {'µs':>8} {'ratio':>7} {'µs/advisor':>11}")
