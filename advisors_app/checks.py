@@ -7,6 +7,8 @@ a hint that says how to fix it, rather than as a SQL error in the middle of a re
 - ``advisors_app.E002``: the pgvector extension (``vector``) is neither installed nor installable.
 - ``advisors_app.E003``: ``settings.ADVISORS`` is not a dict, has an unknown key or a value of
   the wrong type.
+- ``advisors_app.E101``–``E110``, ``W103``, ``W104``: the chain lint of every stored chain
+  (:mod:`advisors_app.lint`), with ``--database``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error
+from django.core.checks import Warning as CheckWarning
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from advisors_app.conf import DEFAULTS
 
-__all__ = ["check_databases", "check_settings", "database_errors"]
+__all__ = ["check_chains", "check_databases", "check_settings", "database_errors"]
 
 PGVECTOR_EXTENSION = "vector"
 
@@ -97,3 +100,32 @@ def _settings_error(message: str) -> Error:
         hint="Known keys and defaults: " + ", ".join(f"{k}={v!r}" for k, v in DEFAULTS.items()),
         id="advisors_app.E003",
     )
+
+
+def check_chains(
+    app_configs: Any, databases: Iterable[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """The chain lint of every stored chain, on each database the check command was given.
+
+    Skipped on a database whose tables do not exist yet (``migrate`` runs checks first).
+    """
+    from advisors_app.lint import lint_chain
+    from advisors_app.models import AdvisorChain
+
+    messages: list[CheckMessage] = []
+    for alias in databases or ():
+        connection = connections[alias]
+        if AdvisorChain._meta.db_table not in connection.introspection.table_names():
+            continue
+        for chain in AdvisorChain.objects.using(alias).prefetch_related("advisors"):
+            for found in lint_chain(chain.advisors.all()):
+                level = Error if found.is_error else CheckWarning
+                messages.append(
+                    level(
+                        f"Chain {chain.slug!r}: {found.message}",
+                        hint=found.hint or None,
+                        obj=chain,
+                        id=found.id,
+                    )
+                )
+    return messages
