@@ -4,17 +4,21 @@ Folding makes look-alike texts equal before matching, the same way for the sensi
 for the text searched:
 
 1. Unicode NFKC (full-width ``ｂｏｍｂ`` → ``bomb``, ligatures, compatibility forms);
-2. case folding (``str.casefold``, locale-independent; skipped when case-sensitive);
-3. removal of invisible characters: every format character (general category Cf: zero-width
+2. removal of invisible characters: every format character (general category Cf: zero-width
    space/joiners, soft hyphen, bidi controls, tag characters) plus the other
    Default_Ignorable_Code_Point characters of Unicode's DerivedCoreProperties (variation
    selectors, combining grapheme joiner, Hangul fillers, Khmer inherent vowels);
-4. homoglyph folding with the Unicode TR39 confusables data shipped by the
+3. homoglyph folding with the Unicode TR39 confusables data shipped by the
    ``confusable-homoglyphs`` package (Cyrillic ``о`` → ``o``, ``0`` → ``O``, ``m`` → ``rn``):
    each character that the data maps to a prototype is replaced by that prototype, repeated
-   with steps 1-2 until stable. Where the data pairs exactly two characters without saying
-   which is the prototype, the ASCII one (else the lower code point) represents both; matching
-   only needs both sides folded alike.
+   with NFKC and case folding until stable;
+4. case folding (``str.casefold``, locale-independent; skipped when case-sensitive), after
+   the homoglyphs (Cyrillic ``В`` looks like ``B``, its lower case ``в`` not like ``b``),
+   then step 3 again for what case folding produced.
+
+Where the confusables data pairs exactly two characters without saying which is the prototype,
+the ASCII one (else the lower code point) represents both: matching only needs both sides
+folded alike.
 
 Matching uses an Aho-Corasick automaton (``pyahocorasick``), so its cost grows with the text
 length, not with the number of words: large word lists stay fast.
@@ -138,10 +142,13 @@ def fold_text(text: str, *, case_sensitive: bool = False, normalize: bool = True
     """
     if not normalize:
         return text if case_sensitive else text.lower()
-    folded = unicodedata.normalize("NFKC", text)
-    if not case_sensitive:
-        folded = folded.casefold()
-    return folded.translate(_table(case_sensitive))
+    table = _table(case_sensitive)
+    folded = unicodedata.normalize("NFKC", text).translate(table)
+    if case_sensitive:
+        return folded
+    # Homoglyphs first, then case: Cyrillic "В" is a look-alike of "B", but its lower case "в"
+    # is not one of "b". The second pass folds what case folding produced.
+    return folded.casefold().translate(table)
 
 
 def _is_word_char(char: str) -> bool:
