@@ -155,7 +155,7 @@ class AuditAdvisor(CallAdvisor, StreamAdvisor):
         await self._sink.write(self._record("call", "completed", request, response, started))
         return response
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: Any
     ) -> AsyncIterator[ChatClientResponse]:
         started = (dt.datetime.now(dt.UTC), time.perf_counter())

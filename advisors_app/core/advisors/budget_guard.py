@@ -107,7 +107,7 @@ class BudgetGuardAdvisor(CallAdvisor, StreamAdvisor):
         response: ChatClientResponse = await chain.next_call(request)
         return response
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: Any
     ) -> AsyncIterator[ChatClientResponse]:
         reason = self.rejection(request)

@@ -117,7 +117,7 @@ class CitationAdvisor(CallAdvisor, StreamAdvisor):
             context={CITATIONS: citations},
         )
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: Any
     ) -> AsyncIterator[ChatClientResponse]:
         accumulator = ChatResponseAccumulator()

@@ -75,7 +75,7 @@ class FallbackAdvisor(CallAdvisor, StreamAdvisor):
         if hasattr(fallback_models, "call") and hasattr(fallback_models, "stream"):
             models: tuple[Any, ...] = (fallback_models,)
         else:
-            models = tuple(fallback_models)  # type: ignore[arg-type]
+            models = tuple(fallback_models)
         if not models or any(m is None for m in models):
             raise ValueError("fallbackModels must not be empty or contain null elements")
         for kind in retry_on:
@@ -134,7 +134,7 @@ class FallbackAdvisor(CallAdvisor, StreamAdvisor):
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: Any
     ) -> AsyncIterator[ChatClientResponse]:
         errors: list[str] = []

@@ -230,7 +230,7 @@ class PiiMaskingAdvisor(CallAdvisor, StreamAdvisor):
             return response
         return response.mutate(chat_response=self._restore_response(response.chat_response, vault))
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: Any
     ) -> AsyncIterator[ChatClientResponse]:
         masked, vault = self._mask_request(request)

@@ -112,7 +112,7 @@ class SafeGuardAdvisor(CallAdvisor, StreamAdvisor):
         if isinstance(sensitive_words, str):
             lists: Mapping[str | None, Iterable[str]] = {None: [sensitive_words]}
         elif isinstance(sensitive_words, Mapping):
-            lists = dict(sensitive_words)
+            lists = {name: words for name, words in sensitive_words.items()}
         else:
             lists = {None: list(sensitive_words)}
         self._matcher = WordMatcher(
@@ -161,7 +161,7 @@ class SafeGuardAdvisor(CallAdvisor, StreamAdvisor):
                 return self._refusal(response.context, matches, "output", response.chat_response)
         return response
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: Any
     ) -> AsyncIterator[ChatClientResponse]:
         if self._matcher:

@@ -78,13 +78,14 @@ class SimpleLoggerAdvisor(CallAdvisor, StreamAdvisor):
 
     async def advise_call(self, request: ChatClientRequest, chain: Any) -> ChatClientResponse:
         if not logger.isEnabledFor(logging.DEBUG):
-            return await chain.next_call(request)
+            passed: ChatClientResponse = await chain.next_call(request)
+            return passed
         self._log_request(request)
         response: ChatClientResponse = await chain.next_call(request)
         self._log_response(response.chat_response)
         return response
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: Any
     ) -> AsyncIterator[ChatClientResponse]:
         enabled = logger.isEnabledFor(logging.DEBUG)

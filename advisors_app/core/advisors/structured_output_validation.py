@@ -193,7 +193,7 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor):
             context=flags,
         )
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: Any
     ) -> AsyncIterator[ChatClientResponse]:
         original = request.prompt.user_message.text

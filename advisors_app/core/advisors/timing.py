@@ -66,7 +66,7 @@ class TimingAdvisor(CallAdvisor, StreamAdvisor):
             context=extra,
         )
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: Any
     ) -> AsyncIterator[ChatClientResponse]:
         started = time.perf_counter()
