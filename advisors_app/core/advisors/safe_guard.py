@@ -127,6 +127,12 @@ class SafeGuardAdvisor(CallAdvisor, StreamAdvisor):
     def order(self) -> int:
         return self._order
 
+    @property
+    def scope(self) -> str:
+        """:data:`SCOPE_USER` or :data:`SCOPE_PROMPT` (for chain checks: with the prompt scope a
+        guard ordered inside a memory advisor sees replayed history, bug case B14)."""
+        return self._scope
+
     def _input_text(self, request: ChatClientRequest) -> str:
         prompt = request.prompt
         return prompt.user_message.text if self._scope == SCOPE_USER else prompt.contents
