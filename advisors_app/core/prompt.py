@@ -111,7 +111,7 @@ def merge_options(base: ChatOptions | None, override: ChatOptions | None) -> Cha
         if isinstance(old, ReadOnlyMap) or isinstance(new, ReadOnlyMap):
             values[f.name] = (old or ReadOnlyMap()).merged(new)
         elif new is None or (isinstance(new, tuple) and not new):
-            values[f.name] = old
+            values[f.name] = old if old is not None else new
         else:
             values[f.name] = new
     return cls(**values)
