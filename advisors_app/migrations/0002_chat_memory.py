@@ -82,6 +82,7 @@ class Migration(migrations.Migration):
                 (
                     "conversation",
                     models.ForeignKey(
+                        db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="messages",
                         to="advisors_app.conversation",

@@ -49,8 +49,9 @@ class Conversation(models.Model):
 class ChatMessage(models.Model):
     """One message of a conversation, at position ``sequence`` (unique in the conversation)."""
 
+    # No index of its own: the unique (conversation, sequence) index serves every lookup.
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="messages"
+        Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
     sequence = models.BigIntegerField()
     message_type = models.CharField(

@@ -6,9 +6,9 @@ tool responses are stored, not dropped (defect 21); conversation ids may have 25
 (defect 19); concurrent appends to one conversation never interleave or lose messages: each
 takes the conversation's row lock (``SELECT ... FOR UPDATE``) and allocates its sequence
 numbers from ``Conversation.last_sequence`` in the same transaction; ``find_last`` reads the
-newest messages backwards along the ``(conversation, sequence)`` index, O(limit) however long
-the conversation is. Messages read back carry no storage metadata (Spring AI adds a timestamp
-that breaks de-duplication, defect 16).
+newest messages from a bounded range of the ``(conversation, sequence)`` index, O(limit)
+however long the conversation is. Messages read back carry no storage metadata (Spring AI adds a
+timestamp that breaks de-duplication, defect 16).
 
 Async twins run the sync methods through ``asgiref.sync.sync_to_async`` (thread-sensitive, as
 Django's own async ORM methods do), so the event loop never blocks on the database; a
@@ -45,6 +45,8 @@ __all__ = ["DjangoChatMemoryRepository"]
 _FIELDS = ("message_type", "text", "metadata", "tool_calls", "tool_responses", "media")
 _SYSTEM = MessageType.SYSTEM.value
 _BATCH_SIZE = 1000
+#: Extra sequence numbers read by ``find_last`` beyond ``limit`` (room for system messages).
+_SPAN_SLACK = 16
 
 
 def _media_to_json(media: Media) -> dict[str, Any]:
@@ -160,14 +162,29 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
     def find_last(self, conversation_id: str, limit: int) -> list[Message]:
         check_conversation_id(conversation_id)
         check_limit(limit)
-        if limit == 0:
-            return []
-        rows = list(
-            ChatMessage.objects.filter(conversation__conversation_id=conversation_id)
-            .exclude(message_type=_SYSTEM)
-            .order_by("-sequence")
-            .values_list(*_FIELDS)[:limit]
+        head = list(
+            Conversation.objects.filter(conversation_id=conversation_id)
+            .order_by()
+            .values_list("pk", "last_sequence")[:1]
         )
+        if not head or limit == 0:
+            return []
+        pk, last = head[0]
+        # A bounded range of the (conversation, sequence) index, so the cost is O(limit)
+        # whatever plan PostgreSQL picks; it widens only when system messages or deleted rows
+        # leave fewer than ``limit`` messages in it.
+        span = limit + _SPAN_SLACK
+        while True:
+            low = last - span
+            rows = list(
+                ChatMessage.objects.filter(conversation_id=pk, sequence__gt=low)
+                .exclude(message_type=_SYSTEM)
+                .order_by("-sequence")
+                .values_list(*_FIELDS)[:limit]
+            )
+            if len(rows) == limit or low <= 0:
+                break
+            span *= 4
         rows.reverse()
         return [_message(*row) for row in rows]
 

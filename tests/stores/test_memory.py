@@ -161,3 +161,13 @@ async def test_b06_interrupted_stream_is_stored_marked_in_the_database():
     assert stored == [U("Write a poem"), A("Roses are red"), U("Another"), A("Partial")]
     assert dict(stored[1].metadata) == {"interrupted": True, "finish_reason": "cancelled"}
     assert dict(stored[3].metadata) == {"interrupted": True, "finish_reason": "error"}
+
+
+def test_find_last_reaches_past_deleted_messages():
+    repository = DjangoChatMemoryRepository()
+    repository.append("c1", [U("1"), A("1")])
+    repository.append("c1", [U(f"gone {i}") for i in range(100)])
+    repository.append("c1", [U("2")])
+    ChatMessage.objects.filter(text__startswith="gone").delete()
+    assert repository.find_last("c1", 2) == [A("1"), U("2")]
+    assert repository.find_last("c1", 10) == [U("1"), A("1"), U("2")]

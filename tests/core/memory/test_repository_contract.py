@@ -188,3 +188,11 @@ def test_a_message_window_over_the_backend(repository):
         memory.add("c1", message)
     assert memory.get("c1") == [S("sys"), U("Tomorrow?")]
     assert len(repository.find_by_conversation_id("c1")) == 6
+
+
+def test_find_last_reaches_past_many_system_messages(repository):
+    repository.append("c1", [U("1"), A("1")])
+    repository.append("c1", [S(f"s{i}") for i in range(60)])
+    repository.append("c1", [U("2")])
+    assert repository.find_last("c1", 3) == [U("1"), A("1"), U("2")]
+    assert len(repository.find_system_messages("c1")) == 60
