@@ -69,7 +69,7 @@ def _row(conversation: Conversation, sequence: int, message: Message) -> ChatMes
         sequence=sequence,
         message_type=message.message_type.value,
         text=message.text,
-        metadata=message.metadata.to_dict(),
+        metadata=dict(message.metadata),
     )
     if isinstance(message, AssistantMessage):
         row.tool_calls = [call.to_dict() for call in message.tool_calls]

@@ -55,6 +55,7 @@ from ..advisor import (
 from ..aggregation import ChatClientResponseAccumulator
 from ..attributes import CONVERSATION_ID
 from ..chain import CallAdvisorChain, StreamAdvisorChain
+from ..mappings import merged
 from ..memory.chat_memory import ChatMemory
 from ..memory.ids import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED, check_conversation_id
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResponseMessage, UserMessage
@@ -236,7 +237,7 @@ def _merge_system(systems: Sequence[SystemMessage]) -> SystemMessage | None:
         return distinct[0] if distinct else None
     metadata = distinct[0].metadata
     for message in distinct[1:]:
-        metadata = metadata.merged(message.metadata)
+        metadata = merged(metadata, message.metadata)
     return SystemMessage("\n\n".join(m.text for m in distinct), metadata)
 
 
@@ -306,5 +307,5 @@ def _partial_reply(response: ChatResponse | None, reason: str) -> AssistantMessa
     if reply is None or not reply.text.strip():
         return None
     return AssistantMessage(
-        reply.text, reply.metadata.merged({INTERRUPTED: True, FINISH_REASON: reason})
+        reply.text, merged(reply.metadata, {INTERRUPTED: True, FINISH_REASON: reason})
     )
