@@ -14,17 +14,6 @@ from advisors_app.stores.audit import DjangoAuditSink
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def _close_async_orm_connection():
-    # The async ORM queries from asgiref's long-lived worker thread; close its connection so
-    # the test database can be flushed and dropped.
-    yield
-    from asgiref.sync import SyncToAsync
-    from django.db import connections
-
-    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
-
-
 async def entries() -> list[AuditEntry]:
     return [entry async for entry in AuditEntry.objects.order_by("id")]
 
