@@ -167,7 +167,7 @@ def history_prompt(new_text: str) -> Prompt:
 async def test_b14_default_scope_checks_only_the_new_user_input(mode):
     # The history and system prompt a memory advisor (outside the guard) would add contain the
     # word; only the new input is checked, so one blocked turn cannot block every later one.
-    # The end-to-end B14 test with MessageChatMemoryAdvisor follows when that advisor lands.
+    # End to end with MessageChatMemoryAdvisor: test_safe_guard_memory.py.
     client, model = client_with(SafeGuardAdvisor(["bomb"]), "hi!")
     response = await run(mode, client, history_prompt("hello"))
     assert response.chat_response.text == "hi!"
