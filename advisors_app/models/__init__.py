@@ -4,6 +4,7 @@ Django looks for models in ``advisors_app.models``: each submodule's models are 
 that they register, and so that ``from advisors_app.models import X`` works for every model.
 """
 
+from advisors_app.models.audit import AuditEntry
 from advisors_app.models.memory import ChatMessage, Conversation
 
-__all__ = ["ChatMessage", "Conversation"]
+__all__ = ["AuditEntry", "ChatMessage", "Conversation"]

@@ -33,6 +33,10 @@ context ``CONVERSATION_ID`` > ``default_conversation_id`` > ``ValueError("conver
 null")``, checked by :func:`~advisors_app.core.memory.ids.check_conversation_id` (defect 22,
 bug case B04).
 
+A turn refused by a guard (finish reason ``CONTENT_FILTER``, as ``SafeGuardAdvisor`` answers,
+for the input or the output) is not stored: the refused text must not come back as history in
+later turns (bug case B14); ``AuditAdvisor`` is where refusals are recorded.
+
 Memory advisors belong **outside** the tool loop (default order ``HIGHEST_PRECEDENCE + 200`` <
 ``ToolCallingAdvisor``'s ``+ 300``): they then run once per user turn and store only the user
 input and the final reply (bug case B09).
@@ -66,6 +70,9 @@ from ..streams import closing_stream
 __all__ = ["BaseChatMemoryAdvisor", "MemoryTurn"]
 
 logger = logging.getLogger(__name__)
+
+#: The finish reason of a guard's refusal (``SafeGuardAdvisor``): such a turn is not stored.
+REFUSED = "CONTENT_FILTER"
 
 # Stores of interrupted turns run as shielded tasks; the loop only keeps weak references.
 _pending_stores: set[asyncio.Task[None]] = set()
@@ -296,8 +303,10 @@ def _missing_history(past: Sequence[Message], conversation: Sequence[Message]) -
 
 
 def _reply(response: ChatResponse | None) -> AssistantMessage | None:
-    """The reply to store: the first generation's message (``None`` when there is none)."""
+    """The reply to store: the first generation's message (``None``: none, or a refusal)."""
     if response is None or not response.generations:
+        return None
+    if response.generations[0].finish_reason == REFUSED:
         return None
     return response.generations[0].output
 
