@@ -24,6 +24,7 @@ from .aggregation import (
     MessageAggregator,
 )
 from .attributes import (
+    CHAT_MODEL_OVERRIDE,
     CONVERSATION_ID,
     OUTPUT_FORMAT,
     STRUCTURED_OUTPUT_NATIVE,
@@ -75,6 +76,7 @@ from .testing import RecordingAdvisor
 from .usage import UsageAccumulator
 
 __all__ = [
+    "CHAT_MODEL_OVERRIDE",
     "CONVERSATION_ID",
     "DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER",
     "DEFAULT_TOOL_CALLING_ORDER",

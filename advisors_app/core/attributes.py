@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "CHAT_MODEL_OVERRIDE",
     "CONVERSATION_ID",
     "OUTPUT_FORMAT",
     "STRUCTURED_OUTPUT_NATIVE",
@@ -24,3 +25,6 @@ STRUCTURED_OUTPUT_NATIVE = "chat_client.structured_output_native"
 
 #: ``False`` stops ``ChatClient`` from adding a ``ToolCallingAdvisor`` to the chain.
 TOOL_CALLING_AUTO_REGISTER = "advisors.tool_calling.auto_register"
+
+#: A ``ChatModel`` the model advisors use instead of the client's (set by ``FallbackAdvisor``).
+CHAT_MODEL_OVERRIDE = "chat_client.chat_model_override"

@@ -75,7 +75,7 @@ class ChatClient:
 
     def mutate(self, **overrides: Any) -> ChatClient:
         """A new client with the same defaults except the keyword ``overrides``."""
-        settings = {
+        settings: dict[str, Any] = {
             "chat_model": self.chat_model,
             "default_system": self.default_system,
             "default_advisors": self.default_advisors,

@@ -4,16 +4,21 @@ Django looks for models in ``advisors_app.models``: each submodule's models are 
 that they register, and so that ``from advisors_app.models import X`` works for every model.
 """
 
-from .call_logs import CallLog
-from .chains import AdvisorChain, AdvisorConfig
-from .model_configs import ChatModelConfig, EmbeddingModelConfig
-from .resources import PromptTemplate, SensitiveWordList
+from advisors_app.models.audit import AuditEntry
+from advisors_app.models.call_logs import CallLog
+from advisors_app.models.chains import AdvisorChain, AdvisorConfig
+from advisors_app.models.memory import ChatMessage, Conversation
+from advisors_app.models.model_configs import ChatModelConfig, EmbeddingModelConfig
+from advisors_app.models.resources import PromptTemplate, SensitiveWordList
 
 __all__ = [
     "AdvisorChain",
     "AdvisorConfig",
+    "AuditEntry",
     "CallLog",
+    "ChatMessage",
     "ChatModelConfig",
+    "Conversation",
     "EmbeddingModelConfig",
     "PromptTemplate",
     "SensitiveWordList",
