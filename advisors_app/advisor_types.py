@@ -86,6 +86,40 @@ def _prompt_chat_memory(spec: AdvisorSpec) -> Any:
     )
 
 
+def _audit(spec: AdvisorSpec) -> Any:
+    from advisors_app.stores.audit import DjangoAuditSink
+
+    return _advisor("audit", "AuditAdvisor")(DjangoAuditSink(), order=spec.order)
+
+
+def _citation(spec: AdvisorSpec) -> Any:
+    return _advisor("citation", "CitationAdvisor")(render=spec.params["render"], order=spec.order)
+
+
+def _fallback(spec: AdvisorSpec) -> Any:
+    models = [spec.chat_model(slug) for slug in spec.params["models"]]
+    return _advisor("fallback", "FallbackAdvisor")(models, order=spec.order)
+
+
+def _pii_masking(spec: AdvisorSpec) -> Any:
+    from django.utils.crypto import salted_hmac
+
+    params = spec.params
+    # Derived from SECRET_KEY so every process masks one value with the same placeholder.
+    secret = salted_hmac("advisors_app.pii_masking", "placeholders").digest()
+    return _advisor("pii_masking", "PiiMaskingAdvisor")(
+        params["kinds"],
+        phone_regions=params["phone_regions"],
+        restore=params["restore"],
+        secret=secret,
+        order=spec.order,
+    )
+
+
+def _timing(spec: AdvisorSpec) -> Any:
+    return _advisor("timing", "TimingAdvisor")(order=spec.order)
+
+
 _MAX_MESSAGES = {
     "type": "integer",
     "minimum": 1,
@@ -228,6 +262,120 @@ BUILTIN_TYPES: tuple[tuple[str, Callable[[], AdvisorType]], ...] = (
                     },
                 }
             ),
+        ),
+    ),
+    (
+        "audit",
+        lambda: AdvisorType(
+            key="audit",
+            label="Audit",
+            factory=_audit,
+            default_order=HIGHEST_PRECEDENCE + 100,
+            roles=frozenset({"logging"}),
+            after_side_effects=True,
+            description="Writes one audit entry per call or stream, with its prompt, answer, "
+            "usage and outcome (AuditAdvisor).",
+        ),
+    ),
+    (
+        "citation",
+        lambda: AdvisorType(
+            key="citation",
+            label="Citations",
+            factory=_citation,
+            default_order=LOWEST_PRECEDENCE - 200,
+            description="Lists the sources of the retrieved documents in the response metadata "
+            "(CitationAdvisor).",
+            params_schema=_object(
+                {
+                    "render": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "Also append the sources to the answer text.",
+                    }
+                }
+            ),
+        ),
+    ),
+    (
+        "fallback",
+        lambda: AdvisorType(
+            key="fallback",
+            label="Fallback models",
+            factory=_fallback,
+            default_order=LOWEST_PRECEDENCE - 1000,
+            description="Retries with the next model on timeouts, 429, 5xx and broken streams "
+            "(FallbackAdvisor).",
+            params_schema=_object(
+                {
+                    "models": {
+                        "type": "array",
+                        "items": {"type": "string", "x-reference": "chat_model"},
+                        "minItems": 1,
+                        "description": "Slugs of chat models to try, in order.",
+                    }
+                },
+                required=("models",),
+            ),
+        ),
+    ),
+    (
+        "pii_masking",
+        lambda: AdvisorType(
+            key="pii_masking",
+            label="PII masking",
+            factory=_pii_masking,
+            default_order=HIGHEST_PRECEDENCE + 150,
+            description="Replaces emails, phone, card and ID numbers with placeholders before "
+            "the model, and restores them in the answer (PiiMaskingAdvisor).",
+            params_schema=_object(
+                {
+                    "kinds": {
+                        "type": "array",
+                        "items": {
+                            "enum": [
+                                "EMAIL",
+                                "IBAN",
+                                "CREDIT_CARD",
+                                "CN_RIC",
+                                "IP_ADDRESS",
+                                "PHONE",
+                            ]
+                        },
+                        "uniqueItems": True,
+                        "default": [
+                            "EMAIL",
+                            "IBAN",
+                            "CREDIT_CARD",
+                            "CN_RIC",
+                            "IP_ADDRESS",
+                            "PHONE",
+                        ],
+                    },
+                    "phone_regions": {
+                        "type": "array",
+                        "items": {"type": "string", "pattern": "^[A-Z]{2}$"},
+                        "default": ["US", "CN"],
+                    },
+                    "restore": {
+                        "type": "boolean",
+                        "default": True,
+                        "description": "Put the original values back into the answer.",
+                    },
+                }
+            ),
+        ),
+    ),
+    (
+        "timing",
+        lambda: AdvisorType(
+            key="timing",
+            label="Timing",
+            factory=_timing,
+            default_order=100,
+            roles=frozenset({"logging"}),
+            description="Puts the time to first token and the total time on the response "
+            "(TimingAdvisor).",
         ),
     ),
 )

@@ -22,12 +22,14 @@ from django.core.signals import setting_changed
 from advisors_app.configuration import configuration_hash, resolve_configuration
 from advisors_app.core.advisor import Advisor, MemoryAdvisor
 from advisors_app.core.client import ChatClient
+from advisors_app.core.memory import DEFAULT_MAX_MESSAGES, ChatMemory, MessageWindowChatMemory
 from advisors_app.core.model import ChatModel
 from advisors_app.core.prompt import ChatOptions
 from advisors_app.core.providers.scripted import ScriptedChatModel
 from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
 from advisors_app.models import AdvisorChain
 from advisors_app.registry import advisor_types, reference_kinds, references_in
+from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.validation import CHAT_OPTIONS_SCHEMA, REQUEST_OPTIONS
 
 __all__ = [
@@ -73,6 +75,10 @@ def build_chat_model(config: Mapping[str, Any]) -> ChatModel:
     )
 
 
+#: Stateless, so one repository serves every chain, request and thread.
+_repository = DjangoChatMemoryRepository()
+
+
 class BuildServices:
     """What factories resolve slugs through: one chain snapshot's references, no queries."""
 
@@ -95,8 +101,9 @@ class BuildServices:
     def vector_store(self, collection: str) -> Any:
         raise ChainConfigurationError(f"collection {collection!r}: no vector store installed")
 
-    def chat_memory(self, **options: Any) -> Any:
-        raise ChainConfigurationError("chat memory: no conversation store installed")
+    def chat_memory(self, *, max_messages: int = DEFAULT_MAX_MESSAGES) -> ChatMemory:
+        """A message-window memory over the conversations in the database."""
+        return MessageWindowChatMemory(_repository, max_messages=max_messages)
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,10 @@ def _params_schema(types: list[Any], template: CorePromptTemplate | None) -> dic
         }
     for advisor_type in types:
         properties.update(advisor_type.request_params)
-    return {"type": "object", "properties": properties, "additionalProperties": False}
+    schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if template is not None:
+        schema["required"] = ["system_params"]
+    return schema
 
 
 def compile_configuration(configuration: Mapping[str, Any], chain_id: int) -> CompiledChain:
