@@ -138,12 +138,27 @@ class AdvisorConfig(models.Model):
         advisor_type = advisor_types.get(self.advisor_type)
         return advisor_type.default_order if advisor_type else None
 
-    def clean(self) -> None:
+    def clean_fields(self, exclude: Any = None) -> None:
+        """Field checks, then the type key and params against the type's JSON Schema.
+
+        Skipped for a field a form already refused (``exclude``), so invalid JSON gets one
+        error, not a second one about the value that replaced it.
+        """
         from advisors_app.registry import params_errors
 
-        errors = params_errors(self.advisor_type, self.params)
+        errors: dict[str, Any] = {}
+        try:
+            super().clean_fields(exclude)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        skip = set(exclude or ()) | set(errors)
+        if not {"advisor_type", "params"} & skip:
+            for field, messages in _model_errors(
+                params_errors(self.advisor_type, self.params)
+            ).items():
+                errors.setdefault(field, []).extend(messages)
         if errors:
-            raise ValidationError(_model_errors(errors))
+            raise ValidationError(errors)
 
 
 def _model_errors(errors: dict[str, list[str]]) -> dict[str, Any]:
