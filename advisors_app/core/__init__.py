@@ -50,6 +50,7 @@ from .exceptions import (
     ProviderTimeoutError,
     ProviderUnavailableError,
     RateLimitedError,
+    ToolCallLimitExceededError,
 )
 from .mappings import ReadOnlyMap
 from .messages import (
@@ -135,6 +136,7 @@ __all__ = [
     "SystemMessage",
     "ToolAdvisor",
     "ToolCall",
+    "ToolCallLimitExceededError",
     "ToolCallingChatOptions",
     "ToolResponse",
     "ToolResponseMessage",
