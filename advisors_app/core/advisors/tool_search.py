@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
@@ -166,7 +166,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     def name(self) -> str:
         return "ToolSearchToolCallingAdvisor"
 
-    def _session_id(self, context: ReadOnlyMap) -> str:
+    def _session_id(self, context: Mapping[str, Any]) -> str:
         value = context.get(self.session_id_key_name)
         if value is None:
             raise ValueError(
@@ -226,7 +226,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         options = options.mutate(
             tool_callbacks=selected,
             tool_names=(),
-            tool_context=options.tool_context.merged({TOOL_SEARCH_TOOL_SESSION_ID_KEY: session_id}),
+            tool_context={**options.tool_context, TOOL_SEARCH_TOOL_SESSION_ID_KEY: session_id},
         )
         return request.mutate(prompt=request.prompt.mutate(options=options))
 
