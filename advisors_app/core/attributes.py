@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "CONVERSATION_ID",
     "OUTPUT_FORMAT",
+    "OWNER",
     "STRUCTURED_OUTPUT_NATIVE",
     "STRUCTURED_OUTPUT_SCHEMA",
     "TOOL_CALLING_AUTO_REGISTER",
@@ -24,3 +25,6 @@ STRUCTURED_OUTPUT_NATIVE = "chat_client.structured_output_native"
 
 #: ``False`` stops ``ChatClient`` from adding a ``ToolCallingAdvisor`` to the chain.
 TOOL_CALLING_AUTO_REGISTER = "advisors.tool_calling.auto_register"
+
+#: Who a request acts for (a user or tenant id, as a string): caches and stores scope data by it.
+OWNER = "advisors.owner"

@@ -10,14 +10,13 @@ that share tools embed them once. ``category_filter`` is ignored, as in Spring A
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ...cache import MemoizedEmbeddings
 from ...model import EmbeddingModel
 from .index import (
     DEFAULT_MAX_RESULTS,
@@ -59,8 +58,6 @@ class VectorToolIndex:
         similarity_threshold: float = 0.2,
         memo_size: int = 4096,
     ) -> None:
-        if embedding_model is None:
-            raise ValueError("embeddingModel cannot be null")
         if not 0.0 <= similarity_threshold <= 1.0:
             raise ValueError(
                 f"similarity_threshold must be a similarity in [0, 1], got {similarity_threshold}"
@@ -68,23 +65,8 @@ class VectorToolIndex:
         self.embedding_model = embedding_model
         self.max_results = max_results
         self.similarity_threshold = similarity_threshold
-        self._memo: OrderedDict[str, list[float]] = OrderedDict()
-        self._memo_size = memo_size
-        self._memo_lock = threading.Lock()
+        self._embeddings = MemoizedEmbeddings(embedding_model, memo_size)
         self._store: SessionStore[_Session] = SessionStore()
-
-    async def _embed(self, texts: Sequence[str]) -> list[list[float]]:
-        with self._memo_lock:
-            known = {t: self._memo[t] for t in texts if t in self._memo}
-        missing = [t for t in dict.fromkeys(texts) if t not in known]
-        if missing:
-            fresh = dict(zip(missing, await self.embedding_model.embed(missing), strict=True))
-            known.update(fresh)
-            with self._memo_lock:
-                self._memo.update(fresh)
-                while len(self._memo) > self._memo_size:
-                    self._memo.popitem(last=False)
-        return [known[t] for t in texts]
 
     async def index_tools(self, session_id: str, tools: Sequence[ToolReference]) -> None:
         current = self._store.get(session_id)
@@ -94,7 +76,7 @@ class VectorToolIndex:
             self._store.pop(session_id)
             return
         ordered = tuple(by_name.values())
-        vectors = await self._embed([f"{r.name}: {r.summary}" for r in ordered])
+        vectors = await self._embeddings.embed([f"{r.name}: {r.summary}" for r in ordered])
         self._store.put(session_id, _Session(ordered, _normalised(vectors)))
 
     async def clear_index(self, session_id: str) -> None:
@@ -104,7 +86,7 @@ class VectorToolIndex:
         session = self._store.get(request.session_id) if request.session_id else None
         if session is None or not (request.query or "").strip():
             return ToolSearchResponse()
-        (query,) = await self._embed([request.query])
+        (query,) = await self._embeddings.embed([request.query])
         similarities = session.matrix @ _normalised([query])[0]
         ranked = sorted(
             (i for i in range(len(session.tools)) if similarities[i] >= self.similarity_threshold),
