@@ -209,8 +209,9 @@ class SemanticCacheAdvisor(CallAdvisor, StreamAdvisor):
         if hit is not None:
             return self._hit_response(hit, request.context)
         response = await chain.next_call(request)
-        if self.cacheable(response.chat_response):
-            await self._set(key[0], response.chat_response, key[1])  # type: ignore[arg-type]
+        answer = response.chat_response
+        if answer is not None and self.cacheable(answer):
+            await self._set(key[0], answer, key[1])
         return response
 
     async def advise_stream(
@@ -232,5 +233,5 @@ class SemanticCacheAdvisor(CallAdvisor, StreamAdvisor):
                 accumulator.add(chunk)
                 yield chunk
         aggregated = accumulator.result().chat_response
-        if self.cacheable(aggregated):
-            await self._set(key[0], aggregated, key[1])  # type: ignore[arg-type]
+        if aggregated is not None and self.cacheable(aggregated):
+            await self._set(key[0], aggregated, key[1])

@@ -230,7 +230,8 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
                 break
             result, final = await self._execute(options, history, response)
             if result is None:
-                response = final  # type: ignore[assignment]
+                assert final is not None
+                response = final
                 break
             history = result.conversation_history
             instructions = await self.do_get_next_instructions_for_tool_call(
@@ -286,7 +287,8 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
                 return
             result, final = await self._execute(options, history, response)
             if result is None:
-                yield _stamp_usage(final, usage)  # type: ignore[arg-type]
+                assert final is not None
+                yield _stamp_usage(final, usage)
                 return
             history = result.conversation_history
             instructions = await self.do_get_next_instructions_for_tool_call(

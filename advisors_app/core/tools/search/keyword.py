@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import bm25s  # type: ignore[import-untyped]
+import bm25s
 
 from .index import (
     DEFAULT_MAX_RESULTS,
