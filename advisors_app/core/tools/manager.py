@@ -375,6 +375,11 @@ class ToolCallingManager:
                 return ToolResponse(call.id, call.name, fixed or ""), False
             try:
                 data = await callback.call(call.arguments, tool_context)
+            except ToolArgumentsError as error:
+                logger.info("%s", error)
+                return ToolResponse(
+                    call.id, call.name, self.exception_processor(call, error)
+                ), False
             except Exception as error:
                 logger.warning("tool %r failed: %s", call.name, error, exc_info=True)
                 return ToolResponse(
