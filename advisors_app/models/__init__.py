@@ -5,5 +5,6 @@ that they register, and so that ``from advisors_app.models import X`` works for 
 """
 
 from advisors_app.models.cache import SemanticCacheEntry
+from advisors_app.models.memory import ChatMessage, Conversation
 
-__all__ = ["SemanticCacheEntry"]
+__all__ = ["ChatMessage", "Conversation", "SemanticCacheEntry"]

@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("advisors_app", "0001_vector_extension"),
+        ("advisors_app", "0002_chat_memory"),
     ]
 
     operations = [
