@@ -27,6 +27,7 @@ from .attributes import (
     CHAT_MODEL_OVERRIDE,
     CONVERSATION_ID,
     OUTPUT_FORMAT,
+    OWNER,
     STRUCTURED_OUTPUT_NATIVE,
     STRUCTURED_OUTPUT_SCHEMA,
     TOOL_CALLING_AUTO_REGISTER,
@@ -51,6 +52,7 @@ from .exceptions import (
     ProviderTimeoutError,
     ProviderUnavailableError,
     RateLimitedError,
+    ToolCallLimitExceededError,
 )
 from .mappings import ReadOnlyMap
 from .messages import (
@@ -83,6 +85,7 @@ __all__ = [
     "HIGHEST_PRECEDENCE",
     "LOWEST_PRECEDENCE",
     "OUTPUT_FORMAT",
+    "OWNER",
     "STRUCTURED_OUTPUT_NATIVE",
     "STRUCTURED_OUTPUT_SCHEMA",
     "TOOL_CALLING_AUTO_REGISTER",
@@ -137,6 +140,7 @@ __all__ = [
     "SystemMessage",
     "ToolAdvisor",
     "ToolCall",
+    "ToolCallLimitExceededError",
     "ToolCallingChatOptions",
     "ToolResponse",
     "ToolResponseMessage",

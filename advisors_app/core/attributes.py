@@ -6,6 +6,7 @@ __all__ = [
     "CHAT_MODEL_OVERRIDE",
     "CONVERSATION_ID",
     "OUTPUT_FORMAT",
+    "OWNER",
     "STRUCTURED_OUTPUT_NATIVE",
     "STRUCTURED_OUTPUT_SCHEMA",
     "TOOL_CALLING_AUTO_REGISTER",
@@ -28,3 +29,6 @@ TOOL_CALLING_AUTO_REGISTER = "advisors.tool_calling.auto_register"
 
 #: A ``ChatModel`` the model advisors use instead of the client's (set by ``FallbackAdvisor``).
 CHAT_MODEL_OVERRIDE = "chat_client.chat_model_override"
+
+#: Who a request acts for (a user or tenant id, as a string): caches and stores scope data by it.
+OWNER = "advisors.owner"

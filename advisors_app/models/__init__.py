@@ -5,6 +5,7 @@ that they register, and so that ``from advisors_app.models import X`` works for 
 """
 
 from advisors_app.models.audit import AuditEntry
+from advisors_app.models.cache import SemanticCacheEntry
 from advisors_app.models.call_logs import CallLog
 from advisors_app.models.chains import AdvisorChain, AdvisorConfig
 from advisors_app.models.memory import ChatMessage, Conversation
@@ -21,5 +22,6 @@ __all__ = [
     "Conversation",
     "EmbeddingModelConfig",
     "PromptTemplate",
+    "SemanticCacheEntry",
     "SensitiveWordList",
 ]

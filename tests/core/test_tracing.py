@@ -24,6 +24,7 @@ from advisors_app.core import (
     Usage,
 )
 from advisors_app.core.advisors import SafeGuardAdvisor
+from advisors_app.core.attributes import TOOL_CALLING_AUTO_REGISTER
 from advisors_app.core.streams import closing_stream
 from advisors_app.core.tracing import (
     CallTrace,
@@ -33,6 +34,11 @@ from advisors_app.core.tracing import (
 )
 
 MODES = ["call", "stream"]
+
+
+def untooled_client(*args, **kwargs):
+    """A client without the auto-registered tool loop, so spans are only the test's advisors."""
+    return ChatClient(*args, default_advisor_params={TOOL_CALLING_AUTO_REGISTER: False}, **kwargs)
 
 
 @pytest.fixture
@@ -81,7 +87,7 @@ def test_contextual_names_follow_spring():
 @pytest.mark.parametrize("mode", MODES)
 async def test_model_span_nests_under_the_advisor_spans(mode, otel, exporter):
     model = ScriptedChatModel([ChatResponse.of_text("ok", usage=Usage(3, 1))] * 2)
-    client = ChatClient(
+    client = untooled_client(
         model,
         default_advisors=[SafeGuardAdvisor(["bomb"]), Twice(), RecordingAdvisor("Inner", 5)],
         observer=otel,
@@ -110,7 +116,7 @@ async def test_model_span_nests_under_the_advisor_spans(mode, otel, exporter):
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_errors_are_recorded_and_propagate_unchanged(mode, otel, exporter):
-    client = ChatClient(
+    client = untooled_client(
         ScriptedChatModel([ProviderUnavailableError("down", status=503)]),
         default_advisors=[RecordingAdvisor("Outer")],
         observer=otel,
@@ -124,7 +130,7 @@ async def test_errors_are_recorded_and_propagate_unchanged(mode, otel, exporter)
 
 
 async def test_stream_spans_end_when_the_consumer_stops(otel, exporter):
-    client = ChatClient(
+    client = untooled_client(
         ScriptedChatModel([["a", "b", "c"]]),
         default_advisors=[RecordingAdvisor("Outer")],
         observer=otel,
@@ -156,7 +162,7 @@ async def test_call_trace_records_each_invocation(mode):
             ]
         ]
     )
-    client = ChatClient(
+    client = untooled_client(
         model, default_advisors=[RecordingAdvisor("Outer"), Rewrite()], observer=trace
     )
     await execute(mode, client, "original")
@@ -178,7 +184,7 @@ async def test_call_trace_records_each_invocation(mode):
 
 async def test_call_trace_marks_errors_and_cancelled_streams():
     trace = CallTrace(capture_payloads=False)
-    client = ChatClient(
+    client = untooled_client(
         ScriptedChatModel([ValueError("bad")]), default_advisors=[RecordingAdvisor("A")]
     )
     with pytest.raises(ValueError):
@@ -186,7 +192,9 @@ async def test_call_trace_marks_errors_and_cancelled_streams():
     assert [(e.status, e.error) for e in trace.entries] == [("error", "ValueError: bad")] * 2
     assert trace.entries[0].request is None
     trace = CallTrace()
-    client = ChatClient(ScriptedChatModel([["a", "b"]]), default_advisors=[RecordingAdvisor("A")])
+    client = untooled_client(
+        ScriptedChatModel([["a", "b"]]), default_advisors=[RecordingAdvisor("A")]
+    )
     async with contextlib.aclosing(client.prompt("x").observer(trace).stream().content()) as texts:
         async for _ in texts:
             break
@@ -195,7 +203,7 @@ async def test_call_trace_marks_errors_and_cancelled_streams():
 
 async def test_composite_observer_feeds_every_observer(otel, exporter):
     trace = CallTrace()
-    client = ChatClient(
+    client = untooled_client(
         ScriptedChatModel(["ok"]),
         default_advisors=[RecordingAdvisor("A")],
         observer=CompositeObserver(otel, trace),
@@ -206,5 +214,5 @@ async def test_composite_observer_feeds_every_observer(otel, exporter):
 
 
 async def test_without_an_sdk_the_api_is_a_no_op():
-    client = ChatClient(ScriptedChatModel(["ok"]), observer=OpenTelemetryObserver())
+    client = untooled_client(ScriptedChatModel(["ok"]), observer=OpenTelemetryObserver())
     assert (await client.prompt("x").call().acontent()) == "ok"

@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("advisors_app", "0003_audit_entries"),
+        ("advisors_app", "0004_semantic_cache"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
