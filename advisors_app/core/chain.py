@@ -150,6 +150,12 @@ class DefaultAroundAdvisorChain(CallAdvisorChain, StreamAdvisorChain):
     def observer(self) -> AdvisorObserver | None:
         return self._observer
 
+    def with_observer(self, observer: AdvisorObserver | None) -> DefaultAroundAdvisorChain:
+        """This chain position watched by ``observer`` (the sorted advisors are shared)."""
+        chain = self._at(self._call_base, self._call_index, self._stream_base, self._stream_index)
+        chain._observer = observer
+        return chain
+
     @property
     def call_advisors(self) -> tuple[CallAdvisor, ...]:
         """The call advisors of this chain in execution order (unchanged by ``next_call``)."""

@@ -19,6 +19,7 @@ the client or the request spec (fix for defect 5.2.11).
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -50,7 +51,17 @@ from .streams import closing_stream
 from .structured import format_instructions, json_schema_for, parse_json_output, to_entity
 from .templates import render
 
-__all__ = ["CallResponseSpec", "ChatClient", "ChatClientRequestSpec", "StreamResponseSpec"]
+__all__ = [
+    "CallResponseSpec",
+    "ChatClient",
+    "ChatClientRequestSpec",
+    "MemoryInsideToolLoopWarning",
+    "StreamResponseSpec",
+]
+
+
+class MemoryInsideToolLoopWarning(UserWarning):
+    """Warned when a memory advisor is ordered inside the tool loop (bug case B09)."""
 
 
 class ChatClient:
@@ -94,6 +105,8 @@ class ChatClient:
             ChatModelCallAdvisor(chat_model),
             ChatModelStreamAdvisor(chat_model),
         )
+        # Assembled chains of requests without per-request advisors, by (mode, auto-register).
+        self._chains: dict[tuple[type[Advisor], bool], DefaultAroundAdvisorChain] = {}
 
     def prompt(self, content: str | Prompt | None = None) -> ChatClientRequestSpec:
         """Start a request; ``content`` is user text or a whole :class:`Prompt`."""
@@ -116,6 +129,44 @@ class ChatClient:
             raise TypeError(f"unknown ChatClient setting(s): {', '.join(sorted(unknown))}")
         settings.update(overrides)
         return ChatClient(**settings)
+
+    def _assemble(
+        self, advisors: list[Advisor], mode: type[Advisor], auto_register: bool
+    ) -> DefaultAroundAdvisorChain:
+        """Validate ``advisors`` for ``mode``, add the tool loop if needed, and build the chain.
+
+        Raises :class:`AdvisorStateError` for two tool advisors or an advisor that cannot run
+        in ``mode``; warns when a memory advisor sits inside the tool loop (bug case B09).
+        """
+        tool_advisors: list[Advisor] = [a for a in advisors if isinstance(a, ToolAdvisor)]
+        if len(tool_advisors) > 1:
+            found = ", ".join(f"{a.name} (order={a.order})" for a in tool_advisors)
+            raise AdvisorStateError(
+                "At most one ToolAdvisor is allowed in the advisor chain, "
+                f"but found {len(tool_advisors)}: [{found}]"
+            )
+        if not tool_advisors and auto_register:
+            tool_advisors.append(self._auto_tool_advisor(advisors))
+            advisors.append(tool_advisors[0])
+        for advisor in advisors:
+            if not isinstance(advisor, mode):
+                have = "StreamAdvisor" if mode is CallAdvisor else "CallAdvisor"
+                raise AdvisorStateError(
+                    f"Advisor '{advisor.name}' implements only {have} and cannot run in a "
+                    f"{'call' if mode is CallAdvisor else 'stream'}; implement {mode.__name__} "
+                    "or extend BaseAdvisor"
+                )
+        for tool_advisor in tool_advisors:
+            for inner in advisors:
+                if isinstance(inner, MemoryAdvisor) and inner.order > tool_advisor.order:
+                    warnings.warn(
+                        f"{inner.name} (order={inner.order}) runs inside {tool_advisor.name} "
+                        f"(order={tool_advisor.order}): it will read and write memory on every "
+                        "tool round; give it a smaller order than the tool advisor",
+                        MemoryInsideToolLoopWarning,
+                        stacklevel=4,
+                    )
+        return DefaultAroundAdvisorChain([*advisors, *self._model_advisors])
 
     def _auto_tool_advisor(self, advisors: list[Advisor]) -> Advisor:
         from .advisors.tool_calling import ToolCallingAdvisor
@@ -242,28 +293,22 @@ class ChatClientRequestSpec:
         return ChatClientRequest(Prompt(tuple(messages), options), context)
 
     def _chain(self, mode: type[Advisor]) -> DefaultAroundAdvisorChain:
-        advisors = [*self._client.default_advisors, *self._advisors]
-        tool_advisors = [a for a in advisors if isinstance(a, ToolAdvisor)]
-        if len(tool_advisors) > 1:
-            found = ", ".join(f"{a.name} (order={a.order})" for a in tool_advisors)
-            raise AdvisorStateError(
-                "At most one ToolAdvisor is allowed in the advisor chain, "
-                f"but found {len(tool_advisors)}: [{found}]"
+        client = self._client
+        params = {**client.default_advisor_params, **self._params}
+        auto_register = params.get(TOOL_CALLING_AUTO_REGISTER) is not False
+        chain: DefaultAroundAdvisorChain | None
+        if self._advisors:
+            chain = client._assemble(
+                [*client.default_advisors, *self._advisors], mode, auto_register
             )
-        params = {**self._client.default_advisor_params, **self._params}
-        if not tool_advisors and params.get(TOOL_CALLING_AUTO_REGISTER) is not False:
-            advisors.append(self._client._auto_tool_advisor(advisors))
-        for advisor in advisors:
-            if not isinstance(advisor, mode):
-                have = "StreamAdvisor" if mode is CallAdvisor else "CallAdvisor"
-                raise AdvisorStateError(
-                    f"Advisor '{advisor.name}' implements only {have} and cannot run in a "
-                    f"{'call' if mode is CallAdvisor else 'stream'}; implement {mode.__name__} "
-                    "or extend BaseAdvisor"
-                )
-        return DefaultAroundAdvisorChain(
-            [*advisors, *self._client._model_advisors], observer=self._observer
-        )
+        else:
+            # Chains are immutable, so the client's own chain is assembled once and shared.
+            key = (mode, auto_register)
+            chain = client._chains.get(key)
+            if chain is None:
+                chain = client._assemble(list(client.default_advisors), mode, auto_register)
+                client._chains[key] = chain
+        return chain if self._observer is None else chain.with_observer(self._observer)
 
     async def _execute(self, extra_context: Mapping[str, Any] | None = None) -> ChatClientResponse:
         chain = self._chain(CallAdvisor)

@@ -222,3 +222,35 @@ def test_sync_errors_keep_their_type():
 
     with pytest.raises(Boom):
         ChatClient(ScriptedChatModel([Boom()])).prompt("q").call().content()
+
+
+def test_memory_advisor_inside_the_tool_loop_warns_at_assembly_b09():
+    from advisors_app.core import DEFAULT_TOOL_CALLING_ORDER, MemoryAdvisor
+    from advisors_app.core.client import MemoryInsideToolLoopWarning
+
+    class InnerMemory(MemoryAdvisor, BaseAdvisor):
+        order = DEFAULT_TOOL_CALLING_ORDER + 1
+
+    client = ChatClient(ScriptedChatModel(["ok", "ok"]), default_advisors=[InnerMemory()])
+    with pytest.warns(MemoryInsideToolLoopWarning, match="runs inside Tool Calling Advisor"):
+        assert client.prompt("q").call().content() == "ok"
+
+
+def test_client_chain_is_assembled_once_and_observers_stay_per_call():
+    seen: list[str] = []
+
+    class Observer:
+        async def observe_call(self, advisor, request, proceed):
+            seen.append(advisor.name)
+            return await proceed(request)
+
+    client = ChatClient(
+        ScriptedChatModel(["a", "b", "c"]), default_advisors=[RecordingAdvisor("r")]
+    )
+    first = client.prompt("q")._chain(CallAdvisor)
+    assert client.prompt("q")._chain(CallAdvisor) is first
+    assert client.prompt("q").call().content() == "a"
+    assert client.prompt("q").observer(Observer()).call().content() == "b"
+    assert seen == ["Tool Calling Advisor", "r", "call"]
+    assert client.prompt("q").call().content() == "c"
+    assert len(seen) == 3

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from advisors_app.core import (
@@ -17,6 +19,7 @@ from advisors_app.core import (
     ToolResponseMessage,
 )
 from advisors_app.core.advisors import ToolCallingAdvisor
+from advisors_app.core.client import MemoryInsideToolLoopWarning
 from advisors_app.core.testing import tool_call_response
 from advisors_app.core.tools import tool
 
@@ -119,7 +122,11 @@ async def test_auto_registered_advisor_is_not_baked_into_client_or_spec(mode):
 async def test_history_mode_follows_memory_advisor_position(mode, memory_order, history_enabled):
     model = script()
     client = ChatClient(model, default_advisors=[FakeMemory(memory_order)])
-    await answer(client.prompt("t").tools(clock), mode)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        await answer(client.prompt("t").tools(clock), mode)
+    inside = [w for w in caught if issubclass(w.category, MemoryInsideToolLoopWarning)]
+    assert bool(inside) is not history_enabled
     second = model.prompts[1].instructions
     assert (len(second) == 3) is history_enabled
     assert (len(second) == 1) is not history_enabled

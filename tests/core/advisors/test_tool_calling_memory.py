@@ -14,6 +14,7 @@ from advisors_app.core import (
     UserMessage,
 )
 from advisors_app.core.advisors import MessageChatMemoryAdvisor
+from advisors_app.core.client import MemoryInsideToolLoopWarning
 from advisors_app.core.memory import MessageWindowChatMemory
 from advisors_app.core.testing import tool_call_response
 from advisors_app.core.tools import tool
@@ -79,7 +80,8 @@ async def test_memory_inside_the_loop_switches_history_off_without_an_empty_syst
     memory = MessageWindowChatMemory()
     model = ScriptedChatModel([tool_call_response(("clock", {})), "It is noon."])
     client = client_with_memory(model, memory, order=DEFAULT_TOOL_CALLING_ORDER + 100)
-    await turn(client, "What time is it?", mode, system="Be brief.")
+    with pytest.warns(MemoryInsideToolLoopWarning):
+        await turn(client, "What time is it?", mode, system="Be brief.")
     second = model.prompts[1].instructions
     assert second[0] == SystemMessage("Be brief.")
     assert isinstance(second[-1], ToolResponseMessage)
