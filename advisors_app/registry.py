@@ -294,9 +294,11 @@ class ReferenceKindRegistry:
 reference_kinds = ReferenceKindRegistry()
 
 
-def registered_tool_names() -> frozenset[str] | None:
-    """Names a chain's ``tools`` may use; ``None`` while no tool registry is installed."""
-    return None
+def registered_tool_names() -> frozenset[str]:
+    """Names a chain's ``tools`` may use: those of :data:`advisors_app.tools.tool_registry`."""
+    from advisors_app.tools import tool_registry
+
+    return frozenset(tool_registry.names)
 
 
 def schema_help(schema: Mapping[str, Any]) -> list[dict[str, str]]:

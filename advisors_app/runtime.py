@@ -21,15 +21,18 @@ from django.core.signals import setting_changed
 
 from advisors_app.configuration import configuration_hash, resolve_configuration
 from advisors_app.core.advisor import Advisor, MemoryAdvisor
+from advisors_app.core.attributes import TOOL_CALLING_AUTO_REGISTER
 from advisors_app.core.client import ChatClient
 from advisors_app.core.memory import DEFAULT_MAX_MESSAGES, ChatMemory, MessageWindowChatMemory
 from advisors_app.core.model import ChatModel
 from advisors_app.core.prompt import ChatOptions
 from advisors_app.core.providers.scripted import ScriptedChatModel
 from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
+from advisors_app.core.tools import ToolCallingManager
 from advisors_app.models import AdvisorChain
 from advisors_app.registry import advisor_types, reference_kinds, references_in
 from advisors_app.stores.memory import DjangoChatMemoryRepository
+from advisors_app.tools import tool_registry
 from advisors_app.validation import CHAT_OPTIONS_SCHEMA, REQUEST_OPTIONS
 
 __all__ = [
@@ -191,12 +194,23 @@ def compile_configuration(configuration: Mapping[str, Any], chain_id: int) -> Co
         options = ChatOptions.from_dict(chain["default_options"] or {})
     except (TypeError, ValueError) as exc:
         raise ChainConfigurationError(f"chain {chain['slug']!r}: default_options: {exc}") from exc
+    tools = tuple(chain["tools"])
+    unknown = [name for name in tools if name not in tool_registry]
+    if unknown:
+        raise ChainConfigurationError(
+            f"chain {chain['slug']!r}: unknown tool(s) {', '.join(unknown)}; registered: "
+            + (", ".join(tool_registry.names) or "none")
+        )
     client = ChatClient(
         services.chat_model(chain["chat_model"]),
         default_system=system,
         default_advisors=advisors,
+        # Divergence from ChatClient's default: the tool loop is added only to chains that
+        # enable tools (a tool_calling row adds it explicitly), so other chains do not pay for it.
+        default_advisor_params={} if tools else {TOOL_CALLING_AUTO_REGISTER: False},
         default_options=options,
-        default_tools=tuple(chain["tools"]),
+        default_tools=tools,
+        tool_calling_manager=ToolCallingManager(tool_registry=tool_registry),
     )
     return CompiledChain(
         slug=chain["slug"],

@@ -40,7 +40,7 @@ from asgiref.sync import sync_to_async
 from advisors_app.conf import app_settings
 from advisors_app.conversations import conversation_id_errors, resolve_conversation
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
-from advisors_app.core.attributes import CONVERSATION_ID
+from advisors_app.core.attributes import CONVERSATION_ID, OWNER
 from advisors_app.core.client import ChatClientRequestSpec
 from advisors_app.core.exceptions import ProviderError
 from advisors_app.core.memory import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED
@@ -219,6 +219,8 @@ async def _prepare(
         system = compiled.system_template.render(params["system_params"])
     key, public = await resolve_conversation(user, conversation_id, title=message)
     context[CONVERSATION_ID] = key
+    # Scopes per-user state (the semantic cache) to the caller.
+    context[OWNER] = f"user:{user.pk}"
     return _Turn(compiled, user, message, key, public, context, options, system, mode)
 
 

@@ -9,10 +9,21 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from advisors_app.advisor_types import BUILTIN_TYPES
-from advisors_app.core import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, ProviderUnavailableError
+from advisors_app.core import (
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    AssistantMessage,
+    ChatResponse,
+    Generation,
+    ProviderUnavailableError,
+    ToolCall,
+)
+from advisors_app.core.tools import tool
+from advisors_app.core.tracing import CallTrace
 from advisors_app.models import AuditEntry, PromptTemplate, SensitiveWordList
 from advisors_app.registry import advisor_types
 from advisors_app.runtime import clear_cache, load_chain
+from advisors_app.tools import tool_registry
 from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db
@@ -40,6 +51,8 @@ MINIMAL: dict[str, tuple[dict[str, Any], str, int]] = {
     "fallback": ({"models": ["backup"]}, "FallbackAdvisor", LOWEST_PRECEDENCE - 1000),
     "pii_masking": ({"kinds": ["EMAIL"]}, "PiiMaskingAdvisor", H + 150),
     "timing": ({}, "TimingAdvisor", 100),
+    "tool_calling": ({"max_identical_calls": None}, "ToolCallingAdvisor", H + 300),
+    "tool_search": ({"index": "regex"}, "ToolSearchToolCallingAdvisor", H + 300),
 }
 
 
@@ -102,3 +115,40 @@ def test_audit_writes_entries_to_the_database() -> None:
     assert ask(chain.slug, "hi") == "Hello!"
     entry = AuditEntry.objects.get()
     assert (entry.status, entry.request_text, entry.response_text) == ("completed", "hi", "Hello!")
+
+
+def test_tools_enabled_by_name_run_in_the_tool_loop() -> None:
+    calls = []
+
+    @tool(description="The weather in a city")
+    def get_weather(city: str) -> str:
+        calls.append(city)
+        return f"Sunny in {city}"
+
+    tool_registry.register(get_weather)
+    try:
+        tool_call = ChatResponse(
+            (
+                Generation(
+                    AssistantMessage(
+                        "", tool_calls=(ToolCall("t1", "get_weather", '{"city": "Oslo"}'),)
+                    )
+                ),
+            )
+        )
+        primary = scripted_model("tools-model", responses=(), repeat=False)
+        chain = make_chain(model=primary, tools=["get_weather"])
+        model = load_chain(chain.slug).client.chat_model
+        model.add(tool_call, "It is sunny in Oslo.")
+        assert ask(chain.slug, "Weather in Oslo?") == "It is sunny in Oslo."
+        assert calls == ["Oslo"]
+        assert model.prompts[-1].instructions[-1].responses[0].response_data == "Sunny in Oslo"
+    finally:
+        tool_registry.unregister("get_weather")
+
+
+def test_chains_without_tools_have_no_tool_loop() -> None:
+    trace = CallTrace()
+    spec = load_chain(make_chain().slug).client.prompt("hi").observer(trace)
+    assert async_to_sync(spec.acall)().content() == "Hello!"
+    assert [entry.name for entry in trace.entries] == ["call"]

@@ -16,6 +16,7 @@ from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from advisors_app.lint import LintMessage, format_order, lint_chain
 from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
 from advisors_app.registry import advisor_types, schema_help
+from advisors_app.tools import tool_registry
 
 __all__ = [
     "AdvisorChainForm",
@@ -149,6 +150,14 @@ class AdvisorConfigFormSet(BaseInlineFormSet):
 
 
 class AdvisorChainForm(forms.ModelForm):
+    """A chain's own fields; ``tools`` offers the names of ``advisors_app.tools.tool_registry``."""
+
+    tools = forms.MultipleChoiceField(
+        choices=(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Tools the model may call (registered in code with advisors_app.tools).",
+    )
     default_options = forms.JSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "class": "vLargeTextField"}),
@@ -168,6 +177,16 @@ class AdvisorChainForm(forms.ModelForm):
             "default_options",
             "tools",
         ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = [(name, name) for name in tool_registry.names]
+        names += [
+            (n, f"{n} (not registered)")
+            for n in self.instance.tools or ()
+            if n not in tool_registry
+        ]
+        self.fields["tools"].choices = names
 
     def clean_default_options(self) -> Any:
         value = self.cleaned_data.get("default_options")

@@ -57,7 +57,7 @@ class AdvisorChain(models.Model):
         models.CharField(max_length=100),
         default=list,
         blank=True,
-        help_text="Names of tools from the tool registry, comma-separated.",
+        help_text="Names of tools from advisors_app.tools.tool_registry, comma-separated.",
     )
     enabled = models.BooleanField(default=True)
     config_hash = models.CharField(max_length=64, blank=True, editable=False)
@@ -93,8 +93,6 @@ def _tool_errors(names: list[str]) -> list[str]:
     from advisors_app.registry import registered_tool_names
 
     known = registered_tool_names()
-    if known is None:  # no tool registry installed: names are checked when the chain runs
-        return []
     unknown = [n for n in names if n not in known]
     if not unknown:
         return []

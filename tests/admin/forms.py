@@ -21,7 +21,7 @@ def chain_form(
         "system_prompt": chain.system_prompt if chain else "",
         "system_template": "",
         "default_options": "{}",
-        "tools": "",
+        "tools": [],
     }
     data.update(fields)
     if data.get("enabled") is False:

@@ -8,8 +8,10 @@ import pytest
 from django.test import Client
 
 from advisors_app.core import HIGHEST_PRECEDENCE
+from advisors_app.core.tools import tool
 from advisors_app.models import AdvisorChain, CallLog
 from advisors_app.runtime import clear_cache
+from advisors_app.tools import tool_registry
 from tests.admin.forms import chain_form
 from tests.factories import make_chain, scripted_model
 
@@ -198,3 +200,23 @@ def test_the_playground_needs_change_permission(client: Client, django_user_mode
     viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
     client.force_login(viewer)
     assert client.post(playground_url(chain), {"message": "hi"}).status_code == 403
+
+
+def test_tools_are_chosen_from_the_tool_registry(admin_client: Client) -> None:
+    @tool(description="Current time")
+    def now() -> str:
+        return "noon"
+
+    tool_registry.register(now)
+    try:
+        page = admin_client.get(ADD).content.decode()
+        assert 'value="now"' in page
+        data = chain_form(chat_model=scripted_model().pk, tools=["now"])
+        assert admin_client.post(ADD, data).status_code == 302
+        assert AdvisorChain.objects.get().tools == ["now"]
+        refused = admin_client.post(ADD, chain_form(slug="other", tools=["rm_rf"]))
+        assert "rm_rf is not one of the available choices" in str(
+            refused.context["adminform"].form.errors["tools"]
+        )
+    finally:
+        tool_registry.unregister("now")
