@@ -279,7 +279,9 @@ def _operands(kind: type[Filter], operands: tuple[Any, ...]) -> tuple[Filter, ..
     flat: list[Filter] = []
     for operand in operands:
         if not isinstance(operand, Filter):
-            raise ValueError(f"{kind.__name__} operands must be filter expressions, got {operand!r}")
+            raise ValueError(
+                f"{kind.__name__} operands must be filter expressions, got {operand!r}"
+            )
         if type(operand) is kind:
             flat.extend(operand.operands)  # type: ignore[attr-defined]
         else:
@@ -364,4 +366,3 @@ class Not(Filter):
 
 def _grouped(node: Filter) -> str:
     return f"({node})" if isinstance(node, (And, Or)) else str(node)
-

@@ -95,9 +95,7 @@ class SimpleVectorStore(VectorStore):
             if self._matrix is None:
                 ids = list(self._vectors)
                 dims = self.embedding_model.dimensions
-                matrix = (
-                    np.vstack([self._vectors[i] for i in ids]) if ids else np.empty((0, dims))
-                )
+                matrix = np.vstack([self._vectors[i] for i in ids]) if ids else np.empty((0, dims))
                 self._matrix = (ids, matrix)
             return self._matrix
 

@@ -47,7 +47,10 @@ parse = FilterExpressionTextParser().parse
         ),
         ("NOT country == 'BG' AND year >= 2020", And(Not(Eq("country", "BG")), Gte("year", 2020))),
         ("NOT country == 'BG' OR year >= 2020", Or(Not(Eq("country", "BG")), Gte("year", 2020))),
-        ("NOT (country == 'BG' AND year >= 2020)", Not(And(Eq("country", "BG"), Gte("year", 2020)))),
+        (
+            "NOT (country == 'BG' AND year >= 2020)",
+            Not(And(Eq("country", "BG"), Gte("year", 2020))),
+        ),
         ('NOT country NOT IN ["BG", "NL"]', Not(Nin("country", ("BG", "NL")))),
         (
             "temperature >= -15.6 && temperature <= +20.13",
@@ -55,7 +58,7 @@ parse = FilterExpressionTextParser().parse
         ),
         ("biz_id == 3L", Eq("biz_id", 3)),
         ("'country.1' == 'BG'", Eq("country.1", "BG")),
-        ('"country 1 2 3" == \'BG\'', Eq("country 1 2 3", "BG")),
+        ("\"country 1 2 3\" == 'BG'", Eq("country 1 2 3", "BG")),
         ("file_name == 'medicaid-wa-faqs.pdf'", Eq("file_name", "medicaid-wa-faqs.pdf")),
         ("a.b == 1", Eq("a.b", 1)),
         ("notes == 'x' and orders != 2", And(Eq("notes", "x"), Ne("orders", 2))),
