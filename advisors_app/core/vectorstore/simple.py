@@ -111,7 +111,8 @@ class SimpleVectorStore(VectorStore):
         results: list[Document] = []
         for index in np.argsort(-similarities, kind="stable"):
             score = float(similarities[index])
-            if score < search.similarity_threshold:
+            # 0.0 accepts everything, opposite vectors (negative similarity) included.
+            if search.similarity_threshold > 0.0 and score < search.similarity_threshold:
                 break
             document = self._documents.get(ids[index])
             if document is None or not self._in_scope(document):
