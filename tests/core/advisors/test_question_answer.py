@@ -12,8 +12,8 @@ from advisors_app.core import (
     SystemMessage,
     UserMessage,
 )
-from advisors_app.core.aggregation import ChatClientResponseAccumulator
 from advisors_app.core.advisors import FILTER_EXPRESSION, RETRIEVED_DOCUMENTS, QuestionAnswerAdvisor
+from advisors_app.core.aggregation import ChatClientResponseAccumulator
 from advisors_app.core.rag import join_document_texts
 from advisors_app.core.vectorstore import (
     And,
@@ -130,11 +130,11 @@ async def test_no_user_text_sends_the_prompt_unchanged_without_searching(store):
 
 def test_custom_template_needs_real_placeholders(store):
     QuestionAnswerAdvisor(store, prompt_template="Q: {query}\nC: {question_answer_context}")
-    with pytest.raises(ValueError, match="placeholders must be present.*question_answer_context"):
+    with pytest.raises(ValueError, match=r"placeholders must be present.*question_answer_context"):
         QuestionAnswerAdvisor(store, prompt_template="query: {query}, question_answer_context")
-    with pytest.raises(ValueError, match="vectorStore cannot be null"):
+    with pytest.raises(ValueError, match=r"vectorStore cannot be null"):
         QuestionAnswerAdvisor(None)
-    with pytest.raises(ValueError, match="TopK should be positive"):
+    with pytest.raises(ValueError, match=r"TopK should be positive"):
         QuestionAnswerAdvisor(store, SearchRequest(top_k=0))
 
 

@@ -82,18 +82,18 @@ async def test_top_k_override_from_context(store, override, expected):
 async def test_bad_top_k_override_is_a_clear_value_error(store, bad):
     chain = chain_of(ScriptedChatModel(["ok"]), VectorStoreChatMemoryAdvisor(store))
     with pytest.raises(
-        ValueError, match="chat_memory_vector_store_top_k must be a positive integer"
+        ValueError, match=r"chat_memory_vector_store_top_k must be a positive integer"
     ):
         await chain.next_call(request(**{TOP_K: bad}))
 
 
 async def test_missing_conversation_id_and_bad_settings(store):
     chain = chain_of(ScriptedChatModel(["ok"]), VectorStoreChatMemoryAdvisor(store))
-    with pytest.raises(ValueError, match="^conversationId cannot be null$"):
+    with pytest.raises(ValueError, match=r"^conversationId cannot be null$"):
         await chain.next_call(ChatClientRequest(Prompt("hi")))
-    with pytest.raises(ValueError, match="topK must be greater than 0"):
+    with pytest.raises(ValueError, match=r"topK must be greater than 0"):
         VectorStoreChatMemoryAdvisor(store, top_k=0)
-    with pytest.raises(ValueError, match="placeholders must be present.*long_term_memory"):
+    with pytest.raises(ValueError, match=r"placeholders must be present.*long_term_memory"):
         VectorStoreChatMemoryAdvisor(store, system_prompt_template="{instructions}")
 
 

@@ -109,8 +109,6 @@ async def test_b21_empty_retrieval(mode, allow):
 class HistoryMemory(BaseAdvisor, MemoryAdvisor):
     """An inline memory advisor: puts a fixed conversation before the prompt's messages."""
 
-    order = DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER
-
     def __init__(self, history, order=DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER):
         self.history = history
         self._order = order
@@ -139,8 +137,8 @@ async def test_b22_follow_up_is_compressed_with_history_before_retrieval(store):
     response = await chain.next_call(request("What about its population?"))
     compression_prompt = rewriter.prompts[0].user_message.text
     assert (
-        "Conversation history:\nUSER: Tell me about Oslo\nASSISTANT: Oslo is the capital of Norway.\n\n"
-        in compression_prompt
+        "Conversation history:\nUSER: Tell me about Oslo\n"
+        "ASSISTANT: Oslo is the capital of Norway.\n\n" in compression_prompt
     )
     assert compression_prompt.count("What about its population?") == 1
     assert store.searches[0].query == "What is the population of Oslo?"
@@ -157,7 +155,7 @@ async def test_b22_memory_inside_the_rag_advisor_warns(store):
         order=-10,
     )
     chain = chain_of(ScriptedChatModel(["a"]), HistoryMemory(HISTORY, order=0), advisor)
-    with pytest.warns(RuntimeWarning, match="runs before a memory advisor"):
+    with pytest.warns(RuntimeWarning, match=r"runs before a memory advisor"):
         await chain.next_call(request("What about its population?"))
 
 
@@ -202,7 +200,7 @@ async def test_one_failing_retrieval_cancels_the_others_and_keeps_its_type():
 
     expander = MultiQueryExpander(ScriptedChatModel(["slow\nbad"]), number_of_queries=2)
     advisor = RetrievalAugmentationAdvisor(Retriever(), query_expander=expander)
-    with pytest.raises(KeyError, match="boom"):
+    with pytest.raises(KeyError, match=r"boom"):
         await chain_of(ScriptedChatModel(["ok"]), advisor).next_call(request("q"))
     assert sorted(cancelled) == ["q", "slow"]
 
@@ -259,9 +257,9 @@ async def test_retrieval_runs_once_per_turn_when_a_tool_loop_reenters(store, mod
 
 
 def test_constructor_validation():
-    with pytest.raises(AdvisorStateError, match="documentRetriever cannot be null"):
+    with pytest.raises(AdvisorStateError, match=r"documentRetriever cannot be null"):
         RetrievalAugmentationAdvisor(None)
-    with pytest.raises(ValueError, match="queryTransformers cannot contain null elements"):
+    with pytest.raises(ValueError, match=r"queryTransformers cannot contain null elements"):
         RetrievalAugmentationAdvisor(object(), query_transformers=[None])
     assert RetrievalAugmentationAdvisor(object()).order == 0
     assert RetrievalAugmentationAdvisor(object()).name == "RetrievalAugmentationAdvisor"

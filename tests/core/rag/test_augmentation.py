@@ -43,9 +43,9 @@ def test_custom_templates_formatter_and_validation():
     assert augmenter.augment(Query("q"), [Document("<x>")]).text == (
         "<document>&lt;x&gt;</document>|q"
     )
-    with pytest.raises(ValueError, match="placeholders must be present.*context"):
+    with pytest.raises(ValueError, match=r"placeholders must be present.*context"):
         ContextualQueryAugmenter(prompt_template="query and context: {query}")
-    with pytest.raises(ValueError, match="query cannot be null"):
+    with pytest.raises(ValueError, match=r"query cannot be null"):
         ContextualQueryAugmenter().augment(None, [])
-    with pytest.raises(ValueError, match="documents cannot be null"):
+    with pytest.raises(ValueError, match=r"documents cannot be null"):
         ContextualQueryAugmenter().augment(Query("q"), None)

@@ -41,7 +41,7 @@ async def test_without_original_and_validation():
         ScriptedChatModel(["x\ny"]), include_original=False, number_of_queries=2
     )
     assert [q.text for q in await expander.expand(Query("q"))] == ["x", "y"]
-    with pytest.raises(ValueError, match="numberOfQueries must be greater than 0"):
+    with pytest.raises(ValueError, match=r"numberOfQueries must be greater than 0"):
         MultiQueryExpander(ScriptedChatModel([]), number_of_queries=0)
-    with pytest.raises(ValueError, match="placeholders must be present.*number"):
+    with pytest.raises(ValueError, match=r"placeholders must be present.*number"):
         MultiQueryExpander(ScriptedChatModel([]), prompt_template="{query} number")

@@ -33,9 +33,9 @@ def test_dedup_keeps_first_and_sorts_by_score_stably():
 def test_mapping_input_and_springs_null_messages():
     joiner = ConcatenationDocumentJoiner()
     assert [d.id for d in joiner.join({Query("a"): [doc("1", 1.0)]})] == ["1"]
-    with pytest.raises(ValueError, match="documentsForQuery cannot be null"):
+    with pytest.raises(ValueError, match=r"documentsForQuery cannot be null"):
         joiner.join(None)
-    with pytest.raises(ValueError, match="cannot contain null keys"):
+    with pytest.raises(ValueError, match=r"cannot contain null keys"):
         joiner.join([(None, [])])
-    with pytest.raises(ValueError, match="cannot contain null values"):
+    with pytest.raises(ValueError, match=r"cannot contain null values"):
         joiner.join([(Query("a"), None)])

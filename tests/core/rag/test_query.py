@@ -10,9 +10,9 @@ from advisors_app.core.rag import Query
 
 def test_blank_text_is_refused_with_springs_message():
     for text in ("", "  ", None):
-        with pytest.raises(ValueError, match="text cannot be null or empty"):
+        with pytest.raises(ValueError, match=r"text cannot be null or empty"):
             Query(text)
-    with pytest.raises(ValueError, match="history cannot contain null elements"):
+    with pytest.raises(ValueError, match=r"history cannot contain null elements"):
         Query("q", [None])
 
 

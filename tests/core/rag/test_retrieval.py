@@ -55,7 +55,7 @@ async def test_b19_context_filter_replaces_the_default(store, per_call, expected
 
 async def test_b19_invalid_context_filter_names_the_parameter(store):
     retriever = VectorStoreDocumentRetriever(store)
-    with pytest.raises(ValueError, match="^vector_store_filter_expression: Invalid filter"):
+    with pytest.raises(ValueError, match=r"^vector_store_filter_expression: Invalid filter"):
         await retriever.retrieve(Query("report", context={FILTER_EXPRESSION: "tenant =="}))
 
 
@@ -69,11 +69,11 @@ async def test_a_filter_supplier_runs_on_every_retrieval_and_sees_contextvars(st
 
 
 def test_validation_messages(store):
-    with pytest.raises(AdvisorStateError, match="vectorStore cannot be null"):
+    with pytest.raises(AdvisorStateError, match=r"vectorStore cannot be null"):
         VectorStoreDocumentRetriever(None)
-    with pytest.raises(ValueError, match="topK must be greater than 0"):
+    with pytest.raises(ValueError, match=r"topK must be greater than 0"):
         VectorStoreDocumentRetriever(store, top_k=0)
-    with pytest.raises(ValueError, match="similarityThreshold must be equal to or greater than"):
+    with pytest.raises(ValueError, match=r"similarityThreshold must be equal to or greater than"):
         VectorStoreDocumentRetriever(store, similarity_threshold=-0.1)
-    with pytest.raises(ValueError, match="Invalid filter"):
+    with pytest.raises(ValueError, match=r"Invalid filter"):
         VectorStoreDocumentRetriever(store, filter_expression="a ==")

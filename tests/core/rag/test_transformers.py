@@ -73,17 +73,17 @@ async def test_translation_template_and_required_language():
         "Do not add explanations nor any other text.\n\n"
         "Original query: Hello\n\nTranslated query:\n"
     )
-    with pytest.raises(ValueError, match="targetLanguage cannot be null or empty"):
+    with pytest.raises(ValueError, match=r"targetLanguage cannot be null or empty"):
         TranslationQueryTransformer(model, " ")
 
 
 def test_templates_need_real_placeholders_and_a_model():
     model = ScriptedChatModel([])
-    with pytest.raises(ValueError, match="placeholders must be present.*: query"):
+    with pytest.raises(ValueError, match=r"placeholders must be present.*: query"):
         RewriteQueryTransformer(model, prompt_template="rewrite the query for {target}")
-    with pytest.raises(ValueError, match="history"):
+    with pytest.raises(ValueError, match=r"history"):
         CompressionQueryTransformer(model, prompt_template="history {query}")
-    with pytest.raises(AdvisorStateError, match="chatClientBuilder cannot be null"):
+    with pytest.raises(AdvisorStateError, match=r"chatClientBuilder cannot be null"):
         RewriteQueryTransformer(None)
 
 
@@ -94,5 +94,5 @@ async def test_user_text_with_braces_is_not_template_syntax():
 
 
 async def test_transform_none_is_refused():
-    with pytest.raises(ValueError, match="query cannot be null"):
+    with pytest.raises(ValueError, match=r"query cannot be null"):
         await RewriteQueryTransformer(ScriptedChatModel([])).transform(None)

@@ -109,7 +109,7 @@ def test_invalid_text_raises_value_error_naming_the_position(text, position):
     ],
 )
 def test_injection_attempts_are_refused(text):
-    with pytest.raises(ValueError, match="Invalid filter expression"):
+    with pytest.raises(ValueError, match=r"Invalid filter expression"):
         parse(text)
 
 
@@ -121,9 +121,9 @@ def test_sql_looking_strings_are_plain_values():
 
 
 def test_limits_and_non_text_input():
-    with pytest.raises(ValueError, match="at most 4096"):
+    with pytest.raises(ValueError, match=r"at most 4096"):
         parse("a == 1 || " * 500 + "a == 1")
-    with pytest.raises(ValueError, match="cannot be null or empty"):
+    with pytest.raises(ValueError, match=r"cannot be null or empty"):
         parse("  ")
     deepest = "(" * 2045 + "a==1" + ")" * 2045
     assert parse(deepest) == Eq("a", 1)
@@ -137,5 +137,5 @@ def test_resolve_filter_takes_objects_text_and_blank():
     assert resolve_filter(None) is None
     with pytest.raises(ValueError, match=r"^qa_filter_expression: Invalid filter expression"):
         resolve_filter("tenant ==", "qa_filter_expression")
-    with pytest.raises(ValueError, match="qa_filter_expression must be a filter"):
+    with pytest.raises(ValueError, match=r"qa_filter_expression must be a filter"):
         resolve_filter(42, "qa_filter_expression")
