@@ -292,7 +292,7 @@ class ChatModelStreamAdvisor(StreamAdvisor):
     def order(self) -> int:
         return LOWEST_PRECEDENCE
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: StreamAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         context = request.context

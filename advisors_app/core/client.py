@@ -75,7 +75,7 @@ class ChatClient:
 
     def mutate(self, **overrides: Any) -> ChatClient:
         """A new client with the same defaults except the keyword ``overrides``."""
-        settings = {
+        settings: dict[str, Any] = {
             "chat_model": self.chat_model,
             "default_system": self.default_system,
             "default_advisors": self.default_advisors,
@@ -270,11 +270,20 @@ class CallResponseSpec:
         self._response: ChatClientResponse | None = None
 
     async def _resolve(self, extra_context: Mapping[str, Any] | None = None) -> ChatClientResponse:
-        if self._response is None:
-            if self._pending is None:
-                # A future, so that concurrent accessors share one chain execution.
-                self._pending = asyncio.ensure_future(self._spec._execute(extra_context))
-            self._response = await self._pending
+        if self._response is not None:
+            return self._response
+        if self._pending is not None:
+            # Another accessor is running the chain: share its result.
+            return await self._pending
+        # A bare future (not a task: no scheduling round trip) for concurrent accessors to await.
+        self._pending = asyncio.get_running_loop().create_future()
+        try:
+            self._response = await self._spec._execute(extra_context)
+        except BaseException as exc:
+            self._pending.set_exception(exc)
+            self._pending.exception()  # retrieved here, so an unawaited failure is not logged
+            raise
+        self._pending.set_result(self._response)
         return self._response
 
     def _resolve_sync(self, extra_context: Mapping[str, Any] | None = None) -> ChatClientResponse:
