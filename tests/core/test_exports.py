@@ -6,7 +6,12 @@ import importlib
 
 import pytest
 
-MODULES = ["advisors_app.core", "advisors_app.core.advisors"]
+MODULES = [
+    "advisors_app.core",
+    "advisors_app.core.advisors",
+    "advisors_app.core.rag",
+    "advisors_app.core.vectorstore",
+]
 
 
 @pytest.mark.parametrize("module_name", MODULES)

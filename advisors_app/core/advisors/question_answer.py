@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..advisor import BaseAdvisor
+from ..mappings import merged
 from ..rag.augmentation import xml_document_formatter
 from ..rag.turns import augmented_marker, current_question, recall, reentered, remember, turn_key
 from ..requests import ChatClientRequest, ChatClientResponse
@@ -112,7 +113,9 @@ class QuestionAnswerAdvisor(BaseAdvisor):
     def order(self) -> int:
         return self._order
 
-    async def before(self, request: ChatClientRequest, chain: Any) -> ChatClientRequest:
+    async def before(  # type: ignore[override]
+        self, request: ChatClientRequest, chain: Any
+    ) -> ChatClientRequest:
         prompt = request.prompt
         index, text, augmented = current_question(self, prompt)
         if index < 0 or not text.strip():
@@ -134,7 +137,7 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         if not augmented:
             marker = augmented_marker(self)
             prompt = prompt.augment_user_message(
-                lambda m: m.mutate(text=augmented_text, metadata=m.metadata.merged({marker: text}))
+                lambda m: m.mutate(text=augmented_text, metadata=merged(m.metadata, {marker: text}))
             )
         return request.mutate(prompt=prompt, context={RETRIEVED_DOCUMENTS: documents})
 

@@ -201,7 +201,7 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         await self._store(conversation_id, user_message, response)
         return response
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: StreamAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         prepared, conversation_id, user_message = await self._prepare(request)

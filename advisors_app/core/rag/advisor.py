@@ -13,6 +13,7 @@ from typing import Any
 
 from ..advisor import BaseAdvisor, MemoryAdvisor
 from ..exceptions import AdvisorStateError
+from ..mappings import merged
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
 from ..vectorstore import Document
@@ -107,7 +108,9 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
     def order(self) -> int:
         return self._order
 
-    async def before(self, request: ChatClientRequest, chain: Any) -> ChatClientRequest:
+    async def before(  # type: ignore[override]
+        self, request: ChatClientRequest, chain: Any
+    ) -> ChatClientRequest:
         prompt = request.prompt
         index, text, augmented = current_question(self, prompt)
         if index < 0 or not text.strip():
@@ -123,7 +126,7 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
         if not augmented:
             marker = augmented_marker(self)
             prompt = prompt.augment_user_message(
-                lambda m: m.mutate(text=augmented_text, metadata=m.metadata.merged({marker: text}))
+                lambda m: m.mutate(text=augmented_text, metadata=merged(m.metadata, {marker: text}))
             )
         return request.mutate(prompt=prompt, context={DOCUMENT_CONTEXT: documents})
 

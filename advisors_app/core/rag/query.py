@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..mappings import ReadOnlyMap, freeze
+from ..mappings import EMPTY, freeze
 from ..messages import Message
 
 __all__ = ["Query"]
@@ -27,7 +27,7 @@ class Query:
 
     text: str
     history: tuple[Message, ...] = ()
-    context: ReadOnlyMap = field(default=None)  # type: ignore[assignment]
+    context: Mapping[str, Any] = field(default=EMPTY)
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():

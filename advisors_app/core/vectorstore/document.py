@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..mappings import ReadOnlyMap, freeze
+from ..mappings import EMPTY, freeze, merged
 
 __all__ = ["DISTANCE", "SCORE", "Document"]
 
@@ -33,7 +33,7 @@ class Document:
     """
 
     text: str
-    metadata: ReadOnlyMap = field(default=None)  # type: ignore[assignment]
+    metadata: Mapping[str, Any] = field(default=EMPTY)
     id: str = field(default=None)  # type: ignore[assignment]
     score: float | None = None
 
@@ -55,13 +55,13 @@ class Document:
 
     def with_metadata(self, entries: Mapping[str, Any]) -> Document:
         """A copy whose metadata has ``entries`` merged in."""
-        return dataclasses.replace(self, metadata=self.metadata.merged(entries))
+        return dataclasses.replace(self, metadata=merged(self.metadata, entries))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible dict (``id``, ``text``, ``metadata``, ``score``)."""
         return {
             "id": self.id,
             "text": self.text,
-            "metadata": self.metadata.to_dict(),
+            "metadata": dict(self.metadata),
             "score": self.score,
         }

@@ -173,7 +173,7 @@ def _describe(error: UnexpectedInput, text: str) -> str:
     if isinstance(error, UnexpectedEOF):
         return "unexpected end of expression"
     if isinstance(error, UnexpectedCharacters):
-        return f"unexpected character {text[error.pos_in_stream]!r}"
+        return f"unexpected character {text[error.pos_in_stream or 0]!r}"
     token = getattr(error, "token", None)
     if token is not None and getattr(token, "type", "") == "$END":
         return "unexpected end of expression"

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..mappings import merged
 from ..model import EmbeddingModel
 from .base import VectorStore, as_search_request, check_documents, split_delete_target
 from .document import DISTANCE, SCORE, Document
@@ -122,7 +123,7 @@ class SimpleVectorStore(VectorStore):
             results.append(
                 document.mutate(
                     score=score,
-                    metadata=document.metadata.merged({SCORE: score, DISTANCE: 1.0 - score}),
+                    metadata=merged(document.metadata, {SCORE: score, DISTANCE: 1.0 - score}),
                 )
             )
             if len(results) == search.top_k:
