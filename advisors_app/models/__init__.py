@@ -3,3 +3,7 @@
 Django looks for models in ``advisors_app.models``: each submodule's models are imported here so
 that they register, and so that ``from advisors_app.models import X`` works for every model.
 """
+
+from advisors_app.models.documents import Collection, Document
+
+__all__ = ["Collection", "Document"]

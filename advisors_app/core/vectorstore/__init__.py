@@ -8,7 +8,7 @@ Scores are cosine **similarities** (``1 - cosine distance``); thresholds are sim
 
 from __future__ import annotations
 
-from .base import VectorStore
+from .base import EmbeddingDimensionError, VectorStore
 from .document import DISTANCE, SCORE, Document
 from .filters import (
     And,
@@ -37,6 +37,7 @@ __all__ = [
     "SIMILARITY_THRESHOLD_ACCEPT_ALL",
     "And",
     "Document",
+    "EmbeddingDimensionError",
     "Eq",
     "Filter",
     "FilterExpressionTextParser",

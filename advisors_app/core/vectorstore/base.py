@@ -11,7 +11,29 @@ from .filters import Filter
 from .parser import resolve_filter
 from .search import SearchRequest
 
-__all__ = ["VectorStore", "as_search_request", "check_documents", "split_delete_target"]
+__all__ = [
+    "EmbeddingDimensionError",
+    "VectorStore",
+    "as_search_request",
+    "check_documents",
+    "split_delete_target",
+]
+
+
+class EmbeddingDimensionError(ValueError):
+    """Raised when an embedding's length differs from what the store holds (bug case B24).
+
+    ``actual`` and ``expected`` are the two dimension counts; the message names both and the fix.
+    """
+
+    def __init__(self, actual: int, expected: int) -> None:
+        super().__init__(
+            f"embedding has {actual} dimensions but the vector store holds {expected}-dimensional "
+            f"vectors; use an embedding model with {expected} dimensions, or re-create the "
+            "store (a new column size and migration) for the new model"
+        )
+        self.actual = actual
+        self.expected = expected
 
 
 def as_search_request(request: SearchRequest | str) -> SearchRequest:

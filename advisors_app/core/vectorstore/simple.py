@@ -13,7 +13,13 @@ import numpy as np
 
 from ..mappings import merged
 from ..model import EmbeddingModel
-from .base import VectorStore, as_search_request, check_documents, split_delete_target
+from .base import (
+    EmbeddingDimensionError,
+    VectorStore,
+    as_search_request,
+    check_documents,
+    split_delete_target,
+)
 from .document import DISTANCE, SCORE, Document
 from .filters import Filter
 from .search import SearchRequest
@@ -26,8 +32,9 @@ class SimpleVectorStore(VectorStore):
 
     ``score`` is the cosine similarity (``1 - cosine distance``), computed exactly over all
     documents that pass the filter. Embedding vectors must all have the model's
-    ``dimensions``; a mismatch raises ``ValueError`` naming both sizes. ``scope_filter`` is a
-    server-side filter ANDed into every search and delete (callers cannot widen it).
+    ``dimensions``; a mismatch raises :class:`EmbeddingDimensionError` naming both sizes.
+    ``scope_filter`` is a server-side filter ANDed into every search and delete (callers
+    cannot widen it).
     """
 
     __slots__ = ("_documents", "_lock", "_matrix", "_vectors", "embedding_model", "scope_filter")
@@ -54,10 +61,7 @@ class SimpleVectorStore(VectorStore):
         vector = np.asarray(values, dtype=np.float64)
         expected = self.embedding_model.dimensions
         if vector.ndim != 1 or vector.shape[0] != expected:
-            raise ValueError(
-                f"embedding has {vector.shape[-1] if vector.ndim else 0} dimensions but this "
-                f"store expects {expected} (the embedding model's dimensions)"
-            )
+            raise EmbeddingDimensionError(vector.shape[-1] if vector.ndim else 0, expected)
         norm = np.linalg.norm(vector)
         return vector / norm if norm else vector
 
