@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.indexes import OpClass
 from django.db import models
 from django.db.models import Value
 from django.db.models.functions import Cast
@@ -42,14 +43,16 @@ def embedding_index(name: str, dimensions: int, field: str = "embedding") -> Hns
     Up to 2000 dimensions it indexes the column itself (``vector_cosine_ops``); up to 4000 it
     is an expression index on ``(field::halfvec(dimensions))`` with ``halfvec_cosine_ops``
     (half-precision, pgvector's own limit). Queries must use :func:`cosine_distance` with the
-    same dimensions so the planner can use the index. More than 4000 raises ``ValueError``.
+    same dimensions so the planner can use the index; the expression index needs
+    ``django.contrib.postgres`` in ``INSTALLED_APPS`` (it registers ``OpClass`` for index
+    expressions). More than 4000 raises ``ValueError``.
     """
     options: dict[str, Any] = {"name": name, "m": 16, "ef_construction": 64}
     if dimensions <= HNSW_VECTOR_LIMIT:
         return HnswIndex(fields=[field], opclasses=["vector_cosine_ops"], **options)
     if dimensions <= HNSW_HALFVEC_LIMIT:
         expression = Cast(field, HalfVectorField(dimensions=dimensions))
-        return HnswIndex(expression, opclasses=["halfvec_cosine_ops"], **options)
+        return HnswIndex(OpClass(expression, name="halfvec_cosine_ops"), **options)
     raise ValueError(
         f"pgvector cannot index {dimensions}-dimensional embeddings (at most "
         f"{HNSW_HALFVEC_LIMIT} as halfvec); use a model with fewer dimensions"

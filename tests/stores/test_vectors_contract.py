@@ -195,7 +195,9 @@ async def test_b24_a_vector_of_another_dimension_is_refused(make_store):
             return [[0.1] * 1024 for _ in texts]
 
     store = await sync_to_async(make_store)(Liar())
-    with pytest.raises(EmbeddingDimensionError, match="1024 dimensions .* 384-dimensional") as info:
+    with pytest.raises(
+        EmbeddingDimensionError, match=r"1024 dimensions .* 384-dimensional"
+    ) as info:
         await store.aadd([Document("x")])
     assert (info.value.actual, info.value.expected) == (1024, 384)
     with pytest.raises(EmbeddingDimensionError):
