@@ -108,8 +108,9 @@ class Migration(migrations.Migration):
                 ],
                 "constraints": [
                     models.UniqueConstraint(
-                        fields=("collection", "source", "content_hash"),
+                        fields=("collection", "owner", "tenant", "source", "content_hash"),
                         name="advisors_document_unique_text",
+                        nulls_distinct=False,
                     )
                 ],
             },

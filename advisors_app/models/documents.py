@@ -3,7 +3,8 @@
 A :class:`Document` row is one chunk: its text, JSON metadata, the collection it belongs to,
 who may see it, a SHA-256 of its text, and its embedding in a ``vector`` column with an HNSW
 index for cosine distance. Re-ingesting identical text from the same source does not add a row
-(unique ``collection, source, content_hash``).
+(unique ``collection, owner, tenant, source, content_hash``; one user's upload never hides
+another's).
 """
 
 from __future__ import annotations
@@ -135,9 +136,11 @@ class Document(models.Model):
     class Meta:
         ordering = ["collection", "source", "created_at"]
         constraints = [
+            # NULL owners count as equal, so shared rows are de-duplicated too.
             models.UniqueConstraint(
-                fields=["collection", "source", "content_hash"],
+                fields=["collection", "owner", "tenant", "source", "content_hash"],
                 name="advisors_document_unique_text",
+                nulls_distinct=False,
             )
         ]
         indexes = [
