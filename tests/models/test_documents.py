@@ -48,5 +48,5 @@ def test_b24_over_2000_dimensions_is_indexed_as_halfvec_and_queries_use_it():
 def test_index_helper_limits():
     assert embedding_index("a", 384).opclasses == ["vector_cosine_ops"]
     assert embedding_index("b", 4000).expressions
-    with pytest.raises(ValueError, match="cannot index 4096-dimensional embeddings"):
+    with pytest.raises(ValueError, match=r"cannot index 4096-dimensional embeddings"):
         embedding_index("c", 4096)

@@ -75,7 +75,7 @@ def test_a_user_cannot_delete_or_overwrite_other_users_rows(users, shared):
     as_alice.delete(["b"])
     as_alice.delete(IsNotNull("x") | Eq("x", 1) | ~Eq("x", 1))
     assert DocumentRow.objects.filter(pk="b").exists()
-    with pytest.raises(PermissionDenied, match="outside this store's scope: b"):
+    with pytest.raises(PermissionDenied, match=r"outside this store's scope: b"):
         as_alice.add([Document("hijack", id="b")])
     assert DocumentRow.objects.get(pk="b").content == "bob note"
 

@@ -19,11 +19,11 @@ from advisors_app.core.ingestion import (
 
 
 def test_text_is_one_document_with_its_source():
-    [document] = read_text("hello\r\nworld".encode(), "a.txt")
+    [document] = read_text(b"hello\r\nworld", "a.txt")
     assert document.text == "hello\nworld"
     assert document.metadata == {"source": "a.txt"}
     assert read_text("  \n", "blank.txt") == []
-    with pytest.raises(ValueError, match="bad.txt is not UTF-8 text"):
+    with pytest.raises(ValueError, match=r"bad.txt is not UTF-8 text"):
         read_text(b"\xff\xfe\xfa", "bad.txt")
 
 
@@ -82,14 +82,14 @@ def test_pdf_is_one_document_per_page():
         (1, "Hello page one"),
         (3, "Page three"),
     ]
-    with pytest.raises(ValueError, match="broken.pdf is not a readable PDF"):
+    with pytest.raises(ValueError, match=r"broken.pdf is not a readable PDF"):
         read_pdf(b"not a pdf", "broken.pdf")
 
 
 def test_dispatch_by_suffix_or_content_type(tmp_path):
     assert read_document(b"# T\n\nx", "notes.MD")[0].metadata["section"] == "T"
     assert read_document(b"<p>x</p>", "upload", "text/html; charset=utf-8")[0].text == "x"
-    with pytest.raises(ValueError, match=r"cannot read 'a.docx': supported types are \.txt"):
+    with pytest.raises(ValueError, match=r"cannot read .a.docx.: supported types are \.txt"):
         read_document(b"x", "a.docx")
     path = tmp_path / "a.txt"
     path.write_text("file text")

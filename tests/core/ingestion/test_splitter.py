@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from advisors_app.core.ingestion import TokenTextSplitter
@@ -16,7 +18,7 @@ def test_chunks_respect_the_token_limit_and_overlap():
     assert len(chunks) > 5
     assert all(len(splitter.encoding.encode(c)) <= 50 for c in chunks)
     assert all(c.endswith(".") for c in chunks[:-1])
-    for previous, current in zip(chunks, chunks[1:], strict=False):
+    for previous, current in itertools.pairwise(chunks):
         assert current.split()[0] in previous
     assert chunks[0].startswith("Sentence number 0")
     assert chunks[-1].endswith("topic 2.")
