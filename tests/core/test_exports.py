@@ -11,6 +11,7 @@ MODULES = [
     "advisors_app.core.advisors",
     "advisors_app.core.rag",
     "advisors_app.core.vectorstore",
+    "advisors_app.core.ingestion",
 ]
 
 
