@@ -341,9 +341,9 @@ class PgVectorStore(VectorStore):
         rows = rows.annotate(distance=cosine_distance("embedding", self.dimensions, vector))
         if search.similarity_threshold > 0.0:
             rows = rows.filter(distance__lte=1.0 - search.similarity_threshold)
-        selected = rows.order_by("distance", "pk").values_list(
-            "pk", "content", "metadata", "distance"
-        )[: search.top_k]
+        selected = rows.order_by("distance").values_list("pk", "content", "metadata", "distance")[
+            : search.top_k
+        ]
         with transaction.atomic(), connection.cursor() as cursor:
             # SET LOCAL through set_config: bound parameters, reset at the end of the block.
             cursor.execute(
