@@ -108,6 +108,7 @@ class Migration(migrations.Migration):
                 ],
                 "constraints": [
                     models.UniqueConstraint(
+                        condition=models.Q(("source", ""), _negated=True),
                         fields=("collection", "owner", "tenant", "source", "content_hash"),
                         name="advisors_document_unique_text",
                         nulls_distinct=False,

@@ -3,8 +3,8 @@
 A :class:`Document` row is one chunk: its text, JSON metadata, the collection it belongs to,
 who may see it, a SHA-256 of its text, and its embedding in a ``vector`` column with an HNSW
 index for cosine distance. Re-ingesting identical text from the same source does not add a row
-(unique ``collection, owner, tenant, source, content_hash``; one user's upload never hides
-another's).
+(unique ``collection, owner, tenant, source, content_hash`` for rows with a source; one user's
+upload never hides another's).
 """
 
 from __future__ import annotations
@@ -136,9 +136,12 @@ class Document(models.Model):
     class Meta:
         ordering = ["collection", "source", "created_at"]
         constraints = [
-            # NULL owners count as equal, so shared rows are de-duplicated too.
+            # NULL owners count as equal, so shared rows are de-duplicated too. Rows without a
+            # source (e.g. long-term chat memory) may repeat a text: "yes" in two
+            # conversations is two memories.
             models.UniqueConstraint(
                 fields=["collection", "owner", "tenant", "source", "content_hash"],
+                condition=~models.Q(source=""),
                 name="advisors_document_unique_text",
                 nulls_distinct=False,
             )

@@ -181,7 +181,8 @@ class PgVectorStore(VectorStore):
 
     Sync methods run the ORM on the calling thread; the ``a``-prefixed twins run it through
     ``sync_to_async`` (never on the event loop). Added documents' ``metadata["source"]``, if a
-    string, fills the ``source`` column; identical text from the same source is stored once.
+    string, fills the ``source`` column; identical text from the same source is stored once
+    (documents without a source are never merged). Anonymous users cannot add documents.
     """
 
     __slots__ = ("collection", "dimensions", "embedding_model", "owner", "tenant")
@@ -291,6 +292,8 @@ class PgVectorStore(VectorStore):
         return rows
 
     def _write(self, documents: list[Document], vectors: list[list[float]]) -> None:
+        if self.owner is not None and not getattr(self.owner, "is_authenticated", False):
+            raise PermissionDenied("anonymous users cannot add documents")
         rows = self._rows(documents, vectors)
         ids = [row.id for row in rows]
         with transaction.atomic():

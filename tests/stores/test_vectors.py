@@ -109,6 +109,20 @@ def test_identical_text_from_the_same_source_is_stored_once(shared):
     assert rows.first().content_hash == hashlib.sha256(b"same text").hexdigest()
 
 
+def test_documents_without_a_source_may_repeat_a_text(shared):
+    store = PgVectorStore(shared, WordEmbeddingModel())
+    store.add(
+        [Document("yes", {"conversationId": "c1"}), Document("yes", {"conversationId": "c2"})]
+    )
+    assert DocumentRow.objects.filter(collection=shared, content="yes").count() == 2
+
+
+def test_anonymous_users_cannot_add(shared):
+    anonymous = PgVectorStore.for_user(shared, AnonymousUser(), WordEmbeddingModel())
+    with pytest.raises(PermissionDenied, match="anonymous users cannot add documents"):
+        anonymous.add([Document("spam")])
+
+
 def test_b24_a_model_of_another_dimension_is_refused_at_construction(shared):
     with pytest.raises(EmbeddingDimensionError, match=r"768 dimensions but .* 384-dimensional"):
         PgVectorStore(shared, WordEmbeddingModel(dimensions=768))
