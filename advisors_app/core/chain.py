@@ -16,7 +16,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 
 from .advisor import LOWEST_PRECEDENCE, Advisor, CallAdvisor, StreamAdvisor
-from .attributes import OUTPUT_FORMAT, STRUCTURED_OUTPUT_NATIVE, STRUCTURED_OUTPUT_SCHEMA
+from .attributes import (
+    CHAT_MODEL_OVERRIDE,
+    OUTPUT_FORMAT,
+    STRUCTURED_OUTPUT_NATIVE,
+    STRUCTURED_OUTPUT_SCHEMA,
+)
 from .exceptions import AdvisorStateError
 from .model import ChatModel
 from .observation import AdvisorObserver
@@ -244,6 +249,8 @@ class ChatModelCallAdvisor(CallAdvisor):
 
     Named ``"call"``, order ``LOWEST_PRECEDENCE``, always last. The response keeps the request
     context as it is (``None`` values allowed; Spring's ``Map.copyOf`` throws, defect 5.1.7).
+    A ``ChatModel`` under ``CHAT_MODEL_OVERRIDE`` in the context is called instead of the
+    client's model (how ``FallbackAdvisor`` re-runs the chain on another model).
     """
 
     __slots__ = ("_model",)
@@ -265,7 +272,8 @@ class ChatModelCallAdvisor(CallAdvisor):
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain
     ) -> ChatClientResponse:
-        response = await self._model.call(augment_with_format_instructions(request))
+        model = request.context.get(CHAT_MODEL_OVERRIDE) or self._model
+        response = await model.call(augment_with_format_instructions(request))
         return ChatClientResponse(response, request.context)
 
 
@@ -273,7 +281,8 @@ class ChatModelStreamAdvisor(StreamAdvisor):
     """The innermost stream advisor: streams from the model (Spring AI ``ChatModelStreamAdvisor``).
 
     Named ``"stream"``, order ``LOWEST_PRECEDENCE``, always last. Applies format instructions
-    as the call path does (Spring AI applies none in streams, seed §6.16.1 第三条).
+    as the call path does (Spring AI applies none in streams, seed §6.16.1 第三条), and honours
+    ``CHAT_MODEL_OVERRIDE`` as the call advisor does.
     """
 
     __slots__ = ("_model",)
@@ -296,8 +305,9 @@ class ChatModelStreamAdvisor(StreamAdvisor):
         self, request: ChatClientRequest, chain: StreamAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         context = request.context
+        model = context.get(CHAT_MODEL_OVERRIDE) or self._model
         async with closing_stream(
-            self._model.stream(augment_with_format_instructions(request))
+            model.stream(augment_with_format_instructions(request))
         ) as chunks:
             async for chunk in chunks:
                 yield ChatClientResponse(chunk, context)

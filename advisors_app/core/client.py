@@ -7,6 +7,13 @@ on one ``call()`` runs the chain once (defect 5.1.3); default advisor params sur
 and streams alike (seed §6.16.1 第三条); an advisor that cannot run in the requested mode
 (call-only in a stream, stream-only in a call) fails chain assembly with an error naming it
 instead of being skipped silently (bug case B18).
+
+Tool loop auto-registration (reference §2.7): unless the advisor param
+``TOOL_CALLING_AUTO_REGISTER`` is ``False`` or a ``ToolAdvisor`` is already present, each chain
+gets a ``ToolCallingAdvisor`` (even with no tools, so tools added by other advisors work) whose
+``conversation_history_enabled`` is ``False`` exactly when a ``MemoryAdvisor`` runs inside the
+loop (order greater than the tool advisor's). The advisor is added to the chain only, never to
+the client or the request spec (fix for defect 5.2.11).
 """
 
 from __future__ import annotations
@@ -16,9 +23,21 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from ._sync import run_sync
-from .advisor import Advisor, CallAdvisor, StreamAdvisor, ToolAdvisor
+from .advisor import (
+    DEFAULT_TOOL_CALLING_ORDER,
+    Advisor,
+    CallAdvisor,
+    MemoryAdvisor,
+    StreamAdvisor,
+    ToolAdvisor,
+)
 from .aggregation import ChatClientResponseAccumulator
-from .attributes import OUTPUT_FORMAT, STRUCTURED_OUTPUT_NATIVE, STRUCTURED_OUTPUT_SCHEMA
+from .attributes import (
+    OUTPUT_FORMAT,
+    STRUCTURED_OUTPUT_NATIVE,
+    STRUCTURED_OUTPUT_SCHEMA,
+    TOOL_CALLING_AUTO_REGISTER,
+)
 from .chain import ChatModelCallAdvisor, ChatModelStreamAdvisor, DefaultAroundAdvisorChain
 from .exceptions import AdvisorStateError
 from .messages import Message, SystemMessage, UserMessage
@@ -41,7 +60,9 @@ class ChatClient:
     run before per-request advisors of the same order; ``default_advisor_params`` seed every
     request's context; ``default_options`` are merged under per-request options;
     ``default_tools`` are added to every request's tools. ``observer`` sees every advisor
-    invocation (tracing). The client is immutable and safe to share between concurrent requests.
+    invocation (tracing). ``tool_calling_manager`` is the manager of the auto-registered
+    ``ToolCallingAdvisor`` (for example one with a ``ToolRegistry`` for tool names). The client
+    is immutable and safe to share between concurrent requests.
     """
 
     def __init__(
@@ -54,6 +75,7 @@ class ChatClient:
         default_tools: Iterable[Any] = (),
         *,
         observer: AdvisorObserver | None = None,
+        tool_calling_manager: Any = None,
     ) -> None:
         if chat_model is None:
             raise ValueError("chatModel cannot be null")
@@ -64,6 +86,10 @@ class ChatClient:
         self.default_options = default_options
         self.default_tools = tuple(default_tools)
         self.observer = observer
+        self.tool_calling_manager = tool_calling_manager
+        # The two possible auto-registered tool advisors (history on/off), built on first use;
+        # they are stateless, so every request may share them.
+        self._tool_advisors: dict[bool, Advisor] = {}
         self._model_advisors = (
             ChatModelCallAdvisor(chat_model),
             ChatModelStreamAdvisor(chat_model),
@@ -83,12 +109,28 @@ class ChatClient:
             "default_options": self.default_options,
             "default_tools": self.default_tools,
             "observer": self.observer,
+            "tool_calling_manager": self.tool_calling_manager,
         }
         unknown = set(overrides) - set(settings)
         if unknown:
             raise TypeError(f"unknown ChatClient setting(s): {', '.join(sorted(unknown))}")
         settings.update(overrides)
         return ChatClient(**settings)
+
+    def _auto_tool_advisor(self, advisors: list[Advisor]) -> Advisor:
+        from .advisors.tool_calling import ToolCallingAdvisor
+
+        history = not any(
+            isinstance(a, MemoryAdvisor) and a.order > DEFAULT_TOOL_CALLING_ORDER for a in advisors
+        )
+        advisor = self._tool_advisors.get(history)
+        if advisor is None:
+            advisor = ToolCallingAdvisor(
+                tool_calling_manager=self.tool_calling_manager,
+                conversation_history_enabled=history,
+            )
+            self._tool_advisors[history] = advisor
+        return advisor
 
 
 def _checked_advisors(advisors: Iterable[Advisor]) -> tuple[Advisor, ...]:
@@ -208,6 +250,9 @@ class ChatClientRequestSpec:
                 "At most one ToolAdvisor is allowed in the advisor chain, "
                 f"but found {len(tool_advisors)}: [{found}]"
             )
+        params = {**self._client.default_advisor_params, **self._params}
+        if not tool_advisors and params.get(TOOL_CALLING_AUTO_REGISTER) is not False:
+            advisors.append(self._client._auto_tool_advisor(advisors))
         for advisor in advisors:
             if not isinstance(advisor, mode):
                 have = "StreamAdvisor" if mode is CallAdvisor else "CallAdvisor"

@@ -11,7 +11,7 @@ import advisors_app.models.documents
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("advisors_app", "0001_vector_extension"),
+        ("advisors_app", "0004_semantic_cache"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
