@@ -8,10 +8,12 @@ import asyncio
 import pytest
 
 from advisors_app.core import (
+    CONVERSATION_ID,
     DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
     AdvisorStateError,
     AssistantMessage,
     BaseAdvisor,
+    ChatClient,
     ChatClientRequest,
     MemoryAdvisor,
     Prompt,
@@ -19,7 +21,9 @@ from advisors_app.core import (
     SystemMessage,
     UserMessage,
 )
+from advisors_app.core.advisors import MessageChatMemoryAdvisor
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
+from advisors_app.core.memory import MessageWindowChatMemory
 from advisors_app.core.rag import (
     DOCUMENT_CONTEXT,
     CompressionQueryTransformer,
@@ -263,3 +267,30 @@ def test_constructor_validation():
         RetrievalAugmentationAdvisor(object(), query_transformers=[None])
     assert RetrievalAugmentationAdvisor(object()).order == 0
     assert RetrievalAugmentationAdvisor(object()).name == "RetrievalAugmentationAdvisor"
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+async def test_b22_with_the_real_message_chat_memory_advisor(store, mode):
+    memory = MessageWindowChatMemory()
+    await memory.aadd("c1", HISTORY)
+    rewriter = ScriptedChatModel(["What is the population of Oslo?"])
+    model = ScriptedChatModel(["About 700,000."])
+    rag = RetrievalAugmentationAdvisor(
+        VectorStoreDocumentRetriever(store, top_k=1),
+        query_transformers=[CompressionQueryTransformer(rewriter)],
+    )
+    client = ChatClient(model, default_advisors=[MessageChatMemoryAdvisor(memory), rag])
+    spec = client.prompt("What about its population?").advisor_param(CONVERSATION_ID, "c1")
+    if mode == "call":
+        await spec.acall()
+    else:
+        await spec.stream().aggregate()
+    assert "USER: Tell me about Oslo\nASSISTANT: Oslo is the capital of Norway.\n\n" in (
+        rewriter.prompts[0].user_message.text
+    )
+    assert store.searches[0].query == "What is the population of Oslo?"
+    assert model.prompts[0].user_message.text.endswith(
+        "Query: What about its population?\n\nAnswer:\n"
+    )
+    stored = [m.text for m in await memory.aget("c1")]
+    assert stored[-2:] == ["What about its population?", "About 700,000."]
