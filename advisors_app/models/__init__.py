@@ -6,6 +6,14 @@ that they register, and so that ``from advisors_app.models import X`` works for 
 
 from advisors_app.models.audit import AuditEntry
 from advisors_app.models.cache import SemanticCacheEntry
+from advisors_app.models.documents import Collection, Document
 from advisors_app.models.memory import ChatMessage, Conversation
 
-__all__ = ["AuditEntry", "ChatMessage", "Conversation", "SemanticCacheEntry"]
+__all__ = [
+    "AuditEntry",
+    "ChatMessage",
+    "Collection",
+    "Conversation",
+    "Document",
+    "SemanticCacheEntry",
+]
