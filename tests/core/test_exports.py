@@ -11,6 +11,9 @@ MODULES = [
     "advisors_app.core.advisors",
     "advisors_app.core.tools",
     "advisors_app.core.tools.search",
+    "advisors_app.core.rag",
+    "advisors_app.core.vectorstore",
+    "advisors_app.core.ingestion",
 ]
 
 

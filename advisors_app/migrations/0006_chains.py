@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("advisors_app", "0004_semantic_cache"),
+        ("advisors_app", "0005_documents"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
