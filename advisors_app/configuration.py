@@ -65,6 +65,15 @@ reference_kinds.register(
     )
 )
 
+reference_kinds.register(
+    ReferenceKind(
+        "collection",
+        "collection",
+        "advisors_app.Collection",
+        lambda row: {"id": row.pk, "owner_id": row.owner_id, "tenant": row.tenant},
+    )
+)
+
 
 def _default_chat_model(slug: str) -> dict[str, Any]:
     """The configuration used when no ``ChatModelConfig`` has the default model's slug."""

@@ -98,8 +98,8 @@ class AdvisorSpec:
     def embedding_model(self, slug: str) -> Any:
         return self.services.embedding_model(slug)
 
-    def vector_store(self, collection: str) -> Any:
-        return self.services.vector_store(collection)
+    def vector_store(self, collection: str, embedding_model: str | None = None) -> Any:
+        return self.services.vector_store(collection, embedding_model)
 
     def chat_memory(self, **options: Any) -> Any:
         return self.services.chat_memory(**options)

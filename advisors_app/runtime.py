@@ -20,18 +20,22 @@ from typing import Any
 from django.core.signals import setting_changed
 
 from advisors_app.configuration import configuration_hash, resolve_configuration
-from advisors_app.core.advisor import Advisor, MemoryAdvisor
+from advisors_app.core.advisor import Advisor
+from advisors_app.core.advisors.base_chat_memory import BaseChatMemoryAdvisor
 from advisors_app.core.attributes import TOOL_CALLING_AUTO_REGISTER
 from advisors_app.core.client import ChatClient
 from advisors_app.core.memory import DEFAULT_MAX_MESSAGES, ChatMemory, MessageWindowChatMemory
-from advisors_app.core.model import ChatModel
+from advisors_app.core.model import ChatModel, EmbeddingModel
 from advisors_app.core.prompt import ChatOptions
 from advisors_app.core.providers.scripted import ScriptedChatModel
 from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
 from advisors_app.core.tools import ToolCallingManager
-from advisors_app.models import AdvisorChain
+from advisors_app.core.vectorstore import VectorStore
+from advisors_app.models import AdvisorChain, Collection
 from advisors_app.registry import advisor_types, reference_kinds, references_in
+from advisors_app.scoping import UserScopedVectorStore
 from advisors_app.stores.memory import DjangoChatMemoryRepository
+from advisors_app.stores.vectors import PgVectorStore, default_embedding_model
 from advisors_app.tools import tool_registry
 from advisors_app.validation import CHAT_OPTIONS_SCHEMA, REQUEST_OPTIONS
 
@@ -80,6 +84,16 @@ def build_chat_model(config: Mapping[str, Any]) -> ChatModel:
 
 #: Stateless, so one repository serves every chain, request and thread.
 _repository = DjangoChatMemoryRepository()
+_embeddings: list[EmbeddingModel] = []
+_embeddings_lock = threading.Lock()
+
+
+def default_embeddings() -> EmbeddingModel:
+    """The default embedding model (all-MiniLM-L6-v2), loaded once per process."""
+    with _embeddings_lock:
+        if not _embeddings:
+            _embeddings.append(default_embedding_model())
+        return _embeddings[0]
 
 
 class BuildServices:
@@ -98,11 +112,22 @@ class BuildServices:
     def chat_model(self, slug: str) -> ChatModel:
         return build_chat_model(self.reference("chat_model", slug))
 
-    def embedding_model(self, slug: str) -> Any:
+    def embedding_model(self, slug: str) -> EmbeddingModel:
         raise ChainConfigurationError(f"embedding model {slug!r}: no embedding provider installed")
 
-    def vector_store(self, collection: str) -> Any:
-        raise ChainConfigurationError(f"collection {collection!r}: no vector store installed")
+    def vector_store(self, collection: str, embedding_model: str | None = None) -> VectorStore:
+        """The collection as each turn's user may see it (:class:`UserScopedVectorStore`).
+
+        Raises ``EmbeddingDimensionError`` (a ``ValueError``) here, at build time, when the
+        model's dimensions differ from the stored embeddings' (bug case B24).
+        """
+        data = self.reference("collection", collection)
+        row = Collection(
+            id=data["id"], slug=collection, owner_id=data["owner_id"], tenant=data["tenant"]
+        )
+        model = self.embedding_model(embedding_model) if embedding_model else default_embeddings()
+        PgVectorStore(row, model)  # checks the dimensions without a query
+        return UserScopedVectorStore(row, model)
 
     def chat_memory(self, *, max_messages: int = DEFAULT_MAX_MESSAGES) -> ChatMemory:
         """A message-window memory over the conversations in the database."""
@@ -130,8 +155,12 @@ class CompiledChain:
 
     @property
     def has_memory(self) -> bool:
-        """Whether a memory advisor owns persisting the conversation."""
-        return any(isinstance(a, MemoryAdvisor) for a in self.advisors)
+        """Whether a chat-memory advisor stores the turns in the conversation itself.
+
+        ``VectorStoreChatMemoryAdvisor`` is a memory advisor too, but it stores into a
+        collection, so the turn service still writes the conversation's transcript.
+        """
+        return any(isinstance(a, BaseChatMemoryAdvisor) for a in self.advisors)
 
 
 def _params_schema(types: list[Any], template: CorePromptTemplate | None) -> dict[str, Any]:

@@ -61,6 +61,7 @@ from advisors_app.events import (
 )
 from advisors_app.models import CallLog
 from advisors_app.runtime import ChainConfigurationError, ChainNotFound, CompiledChain, load_chain
+from advisors_app.scoping import acting_for
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.validation import FieldErrors, schema_errors
 
@@ -321,8 +322,9 @@ async def call_turn(
     """
     turn = await _prepare(chain, user, message, conversation_id, params, CallLog.Mode.CALL)
     try:
-        spec = await turn.spec().acall()
-        response = await spec.achat_client_response()
+        with acting_for(user):
+            spec = await turn.spec().acall()
+            response = await spec.achat_client_response()
     except asyncio.CancelledError:
         await _shielded(_finish(turn, CallLog.Status.CANCELLED, None))
         raise
@@ -373,11 +375,14 @@ class TurnStream:
         return self
 
     async def __anext__(self) -> TurnEvent:
-        return await self._events.__anext__()
+        # Set per step: each step runs in the context of whichever task awaits it.
+        with acting_for(self._turn.user):
+            return await self._events.__anext__()
 
     async def aclose(self) -> None:
         """Stop the turn (a no-op once it ended)."""
-        await self._events.aclose()
+        with acting_for(self._turn.user):
+            await self._events.aclose()
 
     async def __aenter__(self) -> TurnStream:
         return self

@@ -20,7 +20,7 @@ from advisors_app.core import (
 )
 from advisors_app.core.tools import tool
 from advisors_app.core.tracing import CallTrace
-from advisors_app.models import AuditEntry, PromptTemplate, SensitiveWordList
+from advisors_app.models import AuditEntry, Collection, PromptTemplate, SensitiveWordList
 from advisors_app.registry import advisor_types
 from advisors_app.runtime import clear_cache, load_chain
 from advisors_app.tools import tool_registry
@@ -53,6 +53,13 @@ MINIMAL: dict[str, tuple[dict[str, Any], str, int]] = {
     "timing": ({}, "TimingAdvisor", 100),
     "tool_calling": ({"max_identical_calls": None}, "ToolCallingAdvisor", H + 300),
     "tool_search": ({"index": "regex"}, "ToolSearchToolCallingAdvisor", H + 300),
+    "question_answer": ({"collection": "kb", "top_k": 2}, "QuestionAnswerAdvisor", 0),
+    "retrieval_augmentation": (
+        {"collection": "kb", "compress_query_with": "backup", "allow_empty_context": True},
+        "RetrievalAugmentationAdvisor",
+        0,
+    ),
+    "vector_store_chat_memory": ({"collection": "kb"}, "VectorStoreChatMemoryAdvisor", H + 200),
 }
 
 
@@ -66,6 +73,7 @@ def referenced_rows() -> Iterator[None]:
         placeholders=["instructions", "memory"],
     )
     scripted_model("backup", responses=("from the backup",))
+    Collection.objects.create(slug="kb", name="Knowledge base")
     yield
     clear_cache()
 

@@ -24,7 +24,8 @@ from advisors_app.core import (
     Usage,
 )
 from advisors_app.events import DeltaEvent, DoneEvent, ErrorEvent, StartEvent, TurnError
-from advisors_app.models import CallLog, ChatMessage, Conversation, PromptTemplate
+from advisors_app.ingestion import ingest_text
+from advisors_app.models import CallLog, ChatMessage, Collection, Conversation, PromptTemplate
 from advisors_app.runtime import clear_cache, load_chain
 from advisors_app.services import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
@@ -392,3 +393,32 @@ async def test_a_chain_with_memory_lets_the_memory_advisor_persist(user: Any) ->
         "Its population?",
         "About 700,000.",
     ]
+
+
+@pytest.fixture
+def knowledge(user: Any, other: Any) -> Any:
+    """A shared collection with a shared document, one of Alice's and one of Bob's."""
+    collection = Collection.objects.create(slug="kb", name="KB")
+    ingest_text(collection, "policy.md", "Refunds take 5 days.")
+    ingest_text(collection, "alice.md", "Alice's refund code is 1234.", owner=user)
+    ingest_text(collection, "bob.md", "Bob's refund code is 9876.", owner=other)
+    return make_chain(
+        "rag",
+        model=scripted_model("rag-model", responses=("ok",)),
+        advisors=(("question_answer", {"collection": "kb", "top_k": 10}),),
+    )
+
+
+@pytest.mark.parametrize("run", ["call", "stream"])
+async def test_retrieval_sees_shared_documents_and_the_callers_own_only(
+    knowledge: Any, user: Any, other: Any, run: str
+) -> None:
+    model = (await sync_to_async(load_chain)(knowledge.slug)).client.chat_model
+    for person, mine, theirs in ((user, "1234", "9876"), (other, "9876", "1234")):
+        if run == "call":
+            await call_turn(knowledge.slug, person, "What is my refund code?")
+        else:
+            await collect(await stream_turn(knowledge.slug, person, "What is my refund code?"))
+        sent = model.prompts[-1].user_message.text
+        assert "Refunds take 5 days." in sent and mine in sent
+        assert theirs not in sent

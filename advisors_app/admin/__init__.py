@@ -1,4 +1,5 @@
-"""The app's admin: chains (with the playground), what they refer to, logs and conversations.
+"""The app's admin: chains (with the playground), what they refer to, logs, conversations and
+documents (with upload).
 
 Importing this package registers every ``ModelAdmin`` with the default admin site.
 """
@@ -6,6 +7,7 @@ Importing this package registers every ``ModelAdmin`` with the default admin sit
 from __future__ import annotations
 
 from advisors_app.admin.chains import AdvisorChainAdmin, AdvisorConfigInline
+from advisors_app.admin.documents import CollectionAdmin, DocumentAdmin
 from advisors_app.admin.logs import CallLogAdmin, ConversationAdmin
 from advisors_app.admin.resources import (
     ChatModelConfigAdmin,
@@ -19,7 +21,9 @@ __all__ = [
     "AdvisorConfigInline",
     "CallLogAdmin",
     "ChatModelConfigAdmin",
+    "CollectionAdmin",
     "ConversationAdmin",
+    "DocumentAdmin",
     "EmbeddingModelConfigAdmin",
     "PromptTemplateAdmin",
     "SensitiveWordListAdmin",

@@ -8,25 +8,25 @@ entry). Registered by ``AdvisorsAppConfig.ready()``.
 
 from __future__ import annotations
 
-import importlib.util
-
 from advisors_app.registry import advisor_types
 
-from . import guards, memory, recipes, tools
+from . import guards, memory, recipes, retrieval, tools
 from ._schema import BuiltinTypes
 
 __all__ = ["BUILTIN_TYPES", "register_builtins"]
 
 #: Every built-in type, as ``(key, make)``.
-BUILTIN_TYPES: BuiltinTypes = (*recipes.TYPES, *guards.TYPES, *memory.TYPES, *tools.TYPES)
-
-
-def _installed(module: str) -> bool:
-    return importlib.util.find_spec(f"advisors_app.core.advisors.{module}") is not None
+BUILTIN_TYPES: BuiltinTypes = (
+    *recipes.TYPES,
+    *guards.TYPES,
+    *memory.TYPES,
+    *retrieval.TYPES,
+    *tools.TYPES,
+)
 
 
 def register_builtins() -> None:
-    """Register every built-in type whose advisor module is installed (idempotent)."""
+    """Register every built-in type (idempotent: a key already registered is left alone)."""
     for key, make in BUILTIN_TYPES:
-        if key not in advisor_types and _installed(key):
+        if key not in advisor_types:
             advisor_types.register(make())

@@ -10,7 +10,7 @@ from advisors_app.registry import AdvisorType
 
 __all__ = ["BuiltinTypes", "advisor", "object_schema"]
 
-#: ``(key, make)`` pairs; ``key`` is also the advisor's module in ``core.advisors``.
+#: ``(key, make)`` pairs: the type's key and a function that makes the type.
 BuiltinTypes = tuple[tuple[str, Callable[[], AdvisorType]], ...]
 
 
