@@ -48,7 +48,9 @@ class Migration(migrations.Migration):
                         base_field=models.CharField(max_length=100),
                         blank=True,
                         default=list,
-                        help_text="Names of tools from the tool registry, comma-separated.",
+                        help_text=(
+                            "Names of tools from advisors_app.tools.tool_registry, comma-separated."
+                        ),
                         size=None,
                     ),
                 ),
@@ -121,8 +123,10 @@ class Migration(migrations.Migration):
                         validators=[
                             django.core.validators.RegexValidator(
                                 "^[A-Za-z_][A-Za-z0-9_]*$",
-                                "Enter the NAME of an environment variable "
-                                "(for example OPENAI_API_KEY), never the key.",
+                                (
+                                    "Enter the NAME of an environment variable (for "
+                                    "example OPENAI_API_KEY), never the key."
+                                ),
                             )
                         ],
                         verbose_name="API key variable",
@@ -208,8 +212,10 @@ class Migration(migrations.Migration):
                         validators=[
                             django.core.validators.RegexValidator(
                                 "^[A-Za-z_][A-Za-z0-9_]*$",
-                                "Enter the NAME of an environment variable "
-                                "(for example OPENAI_API_KEY), never the key.",
+                                (
+                                    "Enter the NAME of an environment variable (for "
+                                    "example OPENAI_API_KEY), never the key."
+                                ),
                             )
                         ],
                         verbose_name="API key variable",
@@ -337,8 +343,8 @@ class Migration(migrations.Migration):
                     models.IntegerField(
                         blank=True,
                         help_text=(
-                            "Smaller runs first (outer). Blank: the type's default. "
-                            "Accepts HIGHEST+N and LOWEST-N."
+                            "Smaller runs first (outer). Blank: the type's "
+                            "default. Accepts HIGHEST+N and LOWEST-N."
                         ),
                         null=True,
                         validators=[
