@@ -95,7 +95,8 @@ class AdvisorSpec:
     def chat_model(self, slug: str) -> Any:
         return self.services.chat_model(slug)
 
-    def embedding_model(self, slug: str) -> Any:
+    def embedding_model(self, slug: str | None = None) -> Any:
+        """The embedding model ``slug`` names, or the default one for ``None``."""
         return self.services.embedding_model(slug)
 
     def vector_store(self, collection: str, embedding_model: str | None = None) -> Any:

@@ -112,7 +112,10 @@ class BuildServices:
     def chat_model(self, slug: str) -> ChatModel:
         return build_chat_model(self.reference("chat_model", slug))
 
-    def embedding_model(self, slug: str) -> EmbeddingModel:
+    def embedding_model(self, slug: str | None) -> EmbeddingModel:
+        """The embedding model ``slug`` names; ``None``: the process-wide default (MiniLM)."""
+        if slug is None:
+            return default_embeddings()
         raise ChainConfigurationError(f"embedding model {slug!r}: no embedding provider installed")
 
     def vector_store(self, collection: str, embedding_model: str | None = None) -> VectorStore:

@@ -60,6 +60,7 @@ MINIMAL: dict[str, tuple[dict[str, Any], str, int]] = {
         0,
     ),
     "vector_store_chat_memory": ({"collection": "kb"}, "VectorStoreChatMemoryAdvisor", H + 200),
+    "semantic_cache": ({"ttl": 60}, "SemanticCacheAdvisor", H + 250),
 }
 
 

@@ -422,3 +422,19 @@ async def test_retrieval_sees_shared_documents_and_the_callers_own_only(
         sent = model.prompts[-1].user_message.text
         assert "Refunds take 5 days." in sent and mine in sent
         assert theirs not in sent
+
+
+async def test_the_semantic_cache_answers_each_user_from_their_own_entries(
+    user: Any, other: Any
+) -> None:
+    chain = await sync_to_async(make_chain)(
+        "cached",
+        model=await sync_to_async(scripted_model)("cache-model", responses=(), repeat=False),
+        advisors=(("semantic_cache", {"similarity_threshold": 0.9}),),
+    )
+    model = await script(chain.slug, "Alice's answer", "Bob's answer")
+    assert (await call_turn(chain.slug, user, "What is a refund?")).content == "Alice's answer"
+    again = await call_turn(chain.slug, user, "What is a refund?")
+    assert again.content == "Alice's answer" and again.metadata["semantic_cache_hit"] is True
+    assert (await call_turn(chain.slug, other, "What is a refund?")).content == "Bob's answer"
+    assert len(model.prompts) == 2

@@ -1,10 +1,14 @@
-"""Built-in observing and recovery types: logging, audit, citations, fallback models, timing."""
+"""Built-in observing, recovery and caching types.
+
+Logging, audit, citations, fallback models, timing and the semantic cache.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from advisors_app.core.advisor import (
+    DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
     HIGHEST_PRECEDENCE,
     LOWEST_PRECEDENCE,
 )
@@ -36,6 +40,25 @@ def _fallback(spec: AdvisorSpec) -> Any:
 
 def _timing(spec: AdvisorSpec) -> Any:
     return advisor("timing", "TimingAdvisor")(order=spec.order)
+
+
+def _semantic_cache(spec: AdvisorSpec) -> Any:
+    from advisors_app.stores.semantic_cache import PgVectorSemanticCache
+
+    params = spec.params
+    cache = PgVectorSemanticCache(
+        spec.embedding_model(params.get("embedding_model")),
+        similarity_threshold=params["similarity_threshold"],
+        ttl=params.get("ttl"),
+    )
+    return advisor("semantic_cache", "SemanticCacheAdvisor")(
+        cache,
+        allow_shared=params["allow_shared"],
+        namespace=params["namespace"],
+        cache_tool_turns=params["cache_tool_turns"],
+        fail_open=params["fail_open"],
+        order=spec.order,
+    )
 
 
 TYPES: BuiltinTypes = (
@@ -115,6 +138,53 @@ TYPES: BuiltinTypes = (
             roles=frozenset({"logging"}),
             description="Puts the time to first token and the total time on the response "
             "(TimingAdvisor).",
+        ),
+    ),
+    (
+        "semantic_cache",
+        lambda: AdvisorType(
+            key="semantic_cache",
+            label="Semantic cache",
+            factory=_semantic_cache,
+            default_order=DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER + 50,
+            roles=frozenset({"cache"}),
+            after_side_effects=True,
+            description="Answers a question similar to one asked before (same user, system "
+            "prompt, options and history) from the cache, without calling the model "
+            "(SemanticCacheAdvisor).",
+            params_schema=object_schema(
+                {
+                    "embedding_model": {
+                        "type": "string",
+                        "x-reference": "embedding_model",
+                        "description": "Model for question embeddings (default: MiniLM, 384).",
+                    },
+                    "similarity_threshold": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": 1,
+                        "default": 0.8,
+                        "description": "Lowest cosine similarity of a hit.",
+                    },
+                    "ttl": {
+                        "type": ["number", "null"],
+                        "exclusiveMinimum": 0,
+                        "description": "Seconds an answer stays cached (null: forever).",
+                    },
+                    "allow_shared": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "Cache requests without a user in one shared scope.",
+                    },
+                    "namespace": {"type": "string", "default": ""},
+                    "cache_tool_turns": {"type": "boolean", "default": False},
+                    "fail_open": {
+                        "type": "boolean",
+                        "default": True,
+                        "description": "Answer without the cache when it fails.",
+                    },
+                }
+            ),
         ),
     ),
 )
