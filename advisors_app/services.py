@@ -28,7 +28,6 @@ runs off the event loop (async ORM / ``sync_to_async``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -298,13 +297,15 @@ async def _finish(
 
 
 async def _shielded(coroutine: Any) -> None:
-    """Run ``coroutine`` to its end even if the caller is being cancelled."""
+    """Await ``coroutine``, which runs to its end even if the caller is cancelled meanwhile.
+
+    The caller still receives its ``CancelledError``; the log row and transcript are written
+    regardless (the task is kept referenced until it is done).
+    """
     task = asyncio.ensure_future(coroutine)
     _finishing.add(task)
     task.add_done_callback(_finishing.discard)
-    # On cancellation the task still finishes; the caller re-raises its own CancelledError.
-    with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.shield(task)
+    await asyncio.shield(task)
 
 
 async def call_turn(
@@ -331,7 +332,7 @@ async def call_turn(
     except Exception as exc:
         await _shielded(_finish(turn, CallLog.Status.ERROR, None, exc))
         raise
-    await _finish(turn, CallLog.Status.OK, response)
+    await _shielded(_finish(turn, CallLog.Status.OK, response))
     usage, metadata, finish_reason = _outcome(response)
     return TurnResult(
         conversation_id=turn.conversation_id,
@@ -432,7 +433,7 @@ class TurnStream:
             return
         aggregated = accumulator.result()
         done = self._done(aggregated, "complete")
-        await _finish(turn, CallLog.Status.OK, aggregated, None, first)
+        await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
         self.final_event = done
         yield done
 
