@@ -38,12 +38,22 @@ class AdvisorConfigInline(admin.TabularInline):
     form = AdvisorConfigForm
     formset = AdvisorConfigFormSet
     extra = 1
-    fields = ("advisor_type", "order", "effective", "enabled", "params")
-    readonly_fields = ("effective",)
+    fields = ("advisor_type", "order", "effective", "enabled", "params", "params_reference")
+    readonly_fields = ("effective", "params_reference")
 
     @admin.display(description="Runs at")
     def effective(self, obj: AdvisorConfig) -> str:
         return format_order(obj.effective_order) if obj.pk else "-"
+
+    @admin.display(description="Params help")
+    def params_reference(self, obj: AdvisorConfig) -> str:
+        if not obj.pk:
+            return "See the advisor types below."
+        return format_html(
+            "<details><summary>{}</summary>{}</details>",
+            obj.advisor_type,
+            params_help(obj.advisor_type),
+        )
 
 
 def type_reference() -> list[dict[str, Any]]:

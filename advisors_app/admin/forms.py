@@ -32,6 +32,13 @@ __all__ = [
 _RELATIVE = re.compile(r"^(HIGHEST|LOWEST)(?:_PRECEDENCE)?\s*(?:([+-])\s*(\d+))?$", re.IGNORECASE)
 
 
+class BlankJSONField(forms.JSONField):
+    """A JSON field that shows nothing (not ``null``) when it has no value."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
+
+
 class OrderField(forms.CharField):
     """An advisor order: an integer, ``HIGHEST+N`` or ``LOWEST-N``; blank = type default."""
 
@@ -97,7 +104,7 @@ class AdvisorConfigForm(forms.ModelForm):
 
     advisor_type = forms.ChoiceField(choices=())
     order = OrderField(required=False, help_text="Blank: the type's default. HIGHEST+N, LOWEST-N.")
-    params = forms.JSONField(
+    params = BlankJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 48, "class": "vLargeTextField"}),
     )
@@ -158,7 +165,7 @@ class AdvisorChainForm(forms.ModelForm):
         widget=forms.CheckboxSelectMultiple,
         help_text="Tools the model may call (registered in code with advisors_app.tools).",
     )
-    default_options = forms.JSONField(
+    default_options = BlankJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "class": "vLargeTextField"}),
         help_text='Chat options, e.g. {"temperature": 0.2, "max_tokens": 512}.',
@@ -224,7 +231,7 @@ class PlaygroundForm(forms.Form):
     conversation_id = forms.CharField(
         required=False, help_text="Blank: a new conversation. Reuse the id to continue one."
     )
-    params = forms.JSONField(
+    params = BlankJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
         help_text='Request params, e.g. {"options": {"temperature": 0.2}}.',

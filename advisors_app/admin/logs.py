@@ -8,6 +8,7 @@ from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.html import format_html
 
 from advisors_app.admin.chains import chain_link
@@ -51,7 +52,7 @@ class CallLogAdmin(ReadOnlyAdmin):
         "chain_link",
         "config_hash",
         "user",
-        "conversation_id",
+        "conversation_link",
         "trace_id",
         "mode",
         "status",
@@ -77,6 +78,14 @@ class CallLogAdmin(ReadOnlyAdmin):
     @admin.display(description="Chain")
     def chain_link(self, obj: CallLog) -> str:
         return chain_link(obj.chain, obj.chain_slug)
+
+    @admin.display(description="Conversation")
+    def conversation_link(self, obj: CallLog) -> str:
+        conversation = Conversation.objects.filter(conversation_id=obj.conversation_id).first()
+        if conversation is None:
+            return obj.conversation_id or "-"
+        url = reverse("admin:advisors_app_conversation_change", args=[conversation.pk])
+        return format_html('<a href="{}">{}</a>', url, obj.conversation_id)
 
     @admin.display(description="Usage")
     def usage_json(self, obj: CallLog) -> str:

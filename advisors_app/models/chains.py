@@ -124,7 +124,9 @@ class AdvisorConfig(models.Model):
         verbose_name = "advisor"
 
     def __str__(self) -> str:
-        return f"{self.advisor_type} (order {self.effective_order})"
+        from advisors_app.lint import format_order
+
+        return f"{self.advisor_type} at {format_order(self.effective_order)}"
 
     @property
     def effective_order(self) -> int | None:
