@@ -111,7 +111,8 @@ def merge_options(base: ChatOptions | None, override: ChatOptions | None) -> Cha
         if isinstance(old, ReadOnlyMap) or isinstance(new, ReadOnlyMap):
             values[f.name] = (old or ReadOnlyMap()).merged(new)
         elif new is None or (isinstance(new, tuple) and not new):
-            values[f.name] = old
+            # A plain ChatOptions base has no tool fields: keep the override's empty default.
+            values[f.name] = new if old is None else old
         else:
             values[f.name] = new
     return cls(**values)
