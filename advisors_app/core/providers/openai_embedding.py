@@ -19,10 +19,14 @@ class OpenAiCompatibleEmbeddingModel:
     """``EmbeddingModel`` over an OpenAI-compatible ``/embeddings`` endpoint.
 
     Texts are sent in batches of ``batch_size`` (one request each, in order); the result has
-    one vector per text, in input order. ``dimensions``, when given, is sent to the API (models
-    such as ``text-embedding-3-*`` shorten their vectors to it) and checked on every answer;
-    otherwise it is known for OpenAI's models or learnt from the first answer. Connection
-    settings and errors as :class:`OpenAiCompatibleChatModel`.
+    one vector per text, in input order. ``dimensions`` is the vector length: required, except
+    for OpenAI's models whose length is known; every answer is checked against it (a mismatch
+    raises :class:`MalformedResponseError`). ``send_dimensions=True`` also sends it as the
+    API's ``dimensions`` option, which asks models such as ``text-embedding-3-*`` for shortened
+    vectors (Spring AI always sends it; many self-hosted servers reject it, hence opt-in).
+    Connection settings and errors as
+    :class:`~advisors_app.core.providers.openai_compatible.OpenAiCompatibleChatModel`.
+    Raises ``ValueError`` at construction for a bad or missing setting.
     """
 
     KNOWN_DIMENSIONS = {
@@ -39,6 +43,7 @@ class OpenAiCompatibleEmbeddingModel:
         api_key: str | None = None,
         api_key_env: str | None = None,
         dimensions: int | None = None,
+        send_dimensions: bool = False,
         batch_size: int = 256,
         timeout: float | None = 60.0,
         max_retries: int = 2,
@@ -49,12 +54,16 @@ class OpenAiCompatibleEmbeddingModel:
             raise ValueError("model cannot be null or empty")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
-        if dimensions is not None and dimensions < 1:
-            raise ValueError(f"dimensions must be >= 1, got {dimensions!r}")
+        dimensions = dimensions or self.KNOWN_DIMENSIONS.get(model)
+        if dimensions is None or dimensions < 1:
+            raise ValueError(
+                f"dimensions of embedding model {model!r} must be given as a positive number "
+                f"(the length of its vectors), got {dimensions!r}"
+            )
         self.model = model
         self.batch_size = batch_size
-        self._requested_dimensions = dimensions
-        self._learnt_dimensions: int | None = None
+        self.send_dimensions = send_dimensions
+        self._dimensions = dimensions
         self._settings = ClientSettings(
             base_url=base_url,
             api_key=api_key,
@@ -73,18 +82,8 @@ class OpenAiCompatibleEmbeddingModel:
 
     @property
     def dimensions(self) -> int:
-        """Vector length; raises ``ValueError`` while it is still unknown (see the class)."""
-        known = (
-            self._requested_dimensions
-            or self.KNOWN_DIMENSIONS.get(self.model)
-            or self._learnt_dimensions
-        )
-        if known is None:
-            raise ValueError(
-                f"the dimensions of embedding model {self.model!r} are unknown until its first "
-                "answer; pass dimensions=..."
-            )
-        return known
+        """The length of every vector."""
+        return self._dimensions
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in input order; ``[]`` for no texts."""
@@ -98,8 +97,8 @@ class OpenAiCompatibleEmbeddingModel:
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
         request: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
-        if self._requested_dimensions is not None:
-            request["dimensions"] = self._requested_dimensions
+        if self.send_dimensions:
+            request["dimensions"] = self._dimensions
         provider = self._settings.provider
         try:
             answer = await self._settings.client().embeddings.create(**request)
@@ -118,12 +117,10 @@ class OpenAiCompatibleEmbeddingModel:
             )
         vectors = [list(map(float, item.embedding)) for item in sorted(data, key=lambda d: d.index)]
         lengths = {len(v) for v in vectors}
-        expected = self._requested_dimensions or self.KNOWN_DIMENSIONS.get(self.model)
-        if len(lengths) != 1 or (expected is not None and lengths != {expected}):
+        if lengths != {self._dimensions}:
             raise MalformedResponseError(
                 f"the provider returned vectors of {sorted(lengths)} dimensions, "
-                f"expected {expected or 'one length'}",
+                f"expected {self._dimensions}",
                 provider=provider,
             )
-        self._learnt_dimensions = lengths.pop()
         return vectors

@@ -71,7 +71,8 @@ class JsonReply:
 
 @dataclass
 class SseReply:
-    """A 200 event stream: each event a payload dict or raw text sent as is.
+    """A 200 event stream: each event a payload dict, raw text sent as is, or a float (a pause
+    of that many seconds).
 
     ``delay`` is slept before each event; ``cut_after`` closes the connection after that many
     events without ending the chunked body; ``done`` sends ``data: [DONE]`` at the end.
@@ -253,18 +254,19 @@ class ScriptedOpenAiServer:
         handler.send_header("Content-Type", "text/event-stream")
         handler.send_header("Transfer-Encoding", "chunked")
         handler.end_headers()
-        events = [e if isinstance(e, str) else f"data: {json.dumps(e)}\n\n" for e in reply.events]
-        if reply.done:
-            events.append("data: [DONE]\n\n")
+        events = [*reply.events, "data: [DONE]\n\n"] if reply.done else list(reply.events)
         for position, event in enumerate(events):
             if reply.cut_after is not None and position == reply.cut_after:
                 handler.close_connection = True
                 handler.connection.shutdown(socket.SHUT_RDWR)
                 return
-            if reply.delay:
-                if self._stopping.wait(reply.delay):
+            if reply.delay and self._stopping.wait(reply.delay):
+                return
+            if isinstance(event, float):
+                if self._stopping.wait(event):
                     return
-            data = event.encode()
+                continue
+            data = (event if isinstance(event, str) else f"data: {json.dumps(event)}\n\n").encode()
             handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             handler.wfile.flush()
         handler.wfile.write(b"0\r\n\r\n")
