@@ -241,8 +241,11 @@ class ClientSettings:
             return value
         return NO_KEY
 
-    def client(self, base_url: str | None = None, api_key: str | None = None) -> AsyncOpenAI:
-        """This event loop's SDK client (``base_url``/``api_key`` override the configured ones)."""
+    async def client(self, base_url: str | None = None, api_key: str | None = None) -> AsyncOpenAI:
+        """This event loop's SDK client (``base_url``/``api_key`` override the configured ones).
+
+        A client whose URL or key no longer matches (a rotated key) is replaced and closed.
+        """
         from openai import AsyncOpenAI
 
         loop = asyncio.get_running_loop()
@@ -252,6 +255,7 @@ class ClientSettings:
             client = self._clients.get(loop)
             if client is not None and client.api_key == key and _same_url(client, url):
                 return client
+            replaced = client
             client = AsyncOpenAI(
                 api_key=key,
                 base_url=url,
@@ -260,7 +264,9 @@ class ClientSettings:
                 default_headers=self.headers or None,
             )
             self._clients[loop] = client
-            return client
+        if replaced is not None:
+            await replaced.close()
+        return client
 
 
 def _same_url(client: AsyncOpenAI, url: str | None) -> bool:

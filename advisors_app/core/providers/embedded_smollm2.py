@@ -16,14 +16,13 @@ calls are emulated by constrained decoding (:mod:`.tool_emulation`). Nothing is 
 from __future__ import annotations
 
 import asyncio
-import atexit
+import ctypes
 import importlib.util
 import os
 import secrets
 import threading
-from typing import Any
 
-from ..exceptions import ProviderUnavailableError
+from ..exceptions import AdvisorStateError, ProviderUnavailableError
 from ..prompt import ChatOptions, merge_options
 from .openai_compatible import OpenAiCompatibleChatModel
 
@@ -65,10 +64,16 @@ def smollm2_gguf_path() -> str:
 class EmbeddedLlamaServer:
     """A llama.cpp server in this process, on ``127.0.0.1`` at a random port, with a random key.
 
-    :meth:`endpoint` starts it on first use (thread-safe, once; again in a forked child,
-    where the parent's server threads do not exist) and returns ``(base_url, api_key)``;
-    :meth:`stop` stops it, and runs at interpreter exit. ``context_tokens`` is the total
-    context, shared by ``parallel`` slots; ``threads`` defaults to the CPU count (at most 4).
+    :meth:`endpoint` starts it on first use (thread-safe, once; again in a forked child, where
+    the parent's server threads do not exist) and returns ``(base_url, api_key)``.
+    ``context_tokens`` is the total context, shared by ``parallel`` slots; ``threads`` defaults
+    to the CPU count (at most 4).
+
+    One server per process: xllamacpp servers share global llama.cpp state, and a second one
+    in the same process can deadlock when either stops, so starting another while one runs
+    raises :class:`AdvisorStateError`. The server then lives as long as the process and is
+    never destroyed from Python: its destructor joins llama.cpp's threads while holding the
+    GIL and was seen to hang, so at exit the operating system ends it with the process.
     """
 
     def __init__(
@@ -83,22 +88,23 @@ class EmbeddedLlamaServer:
         self.context_tokens = context_tokens
         self.parallel = parallel
         self.threads = threads or min(os.cpu_count() or 1, 4)
-        self._lock = threading.Lock()
-        self._server: Any = None
         self._endpoint: tuple[str, str] | None = None
         self._pid: int | None = None
-        self._atexit_registered = False
 
     @property
     def running(self) -> bool:
         return self._endpoint is not None and self._pid == os.getpid()
 
     def endpoint(self) -> tuple[str, str]:
-        """``(base_url, api_key)`` of the running server, starting it first if needed (~0.5 s)."""
+        """``(base_url, api_key)`` of the running server, starting it first if needed (~0.5 s).
+
+        Raises :class:`ProviderUnavailableError` when the model file is missing or llama.cpp
+        fails to start, :class:`AdvisorStateError` when another server runs in this process.
+        """
         endpoint = self._endpoint
         if endpoint is not None and self._pid == os.getpid():
             return endpoint
-        with self._lock:
+        with _process_lock:
             if self._endpoint is None or self._pid != os.getpid():
                 self._start()
             assert self._endpoint is not None
@@ -112,6 +118,12 @@ class EmbeddedLlamaServer:
         return await asyncio.to_thread(self.endpoint)
 
     def _start(self) -> None:
+        global _process_server
+        if _process_server is not None and _process_server.running:
+            raise AdvisorStateError(
+                "an embedded llama.cpp server already runs in this process; share it "
+                "(embedded_llama_server()) instead of starting another"
+            )
         import xllamacpp
 
         params = xllamacpp.CommonParams()
@@ -130,37 +142,29 @@ class EmbeddedLlamaServer:
         params.api_keys = [api_key]
         params.offline = True
         params.verbosity = 0
-        self._server = None  # a forked child's copy of the parent's server is not running
         try:
             server = xllamacpp.Server(params)
         except Exception as exc:
             raise ProviderUnavailableError(
                 f"the embedded llama.cpp server did not start: {exc}", provider="embedded"
             ) from exc
-        self._server = server
+        # One reference that is never released: see the class docstring.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(server))
         self._endpoint = (f"{server.listening_address}/v1", api_key)
         self._pid = os.getpid()
-        if not self._atexit_registered:
-            atexit.register(self.stop)
-            self._atexit_registered = True
-
-    def stop(self) -> None:
-        """Stop the server (dropping the last reference shuts it down); a no-op when stopped."""
-        with self._lock:
-            self._server = None
-            self._endpoint = None
-            self._pid = None
+        _process_server = self
 
 
+_process_lock = threading.Lock()
+_process_server: EmbeddedLlamaServer | None = None
 _default_server: EmbeddedLlamaServer | None = None
-_default_lock = threading.Lock()
 
 
 def embedded_llama_server() -> EmbeddedLlamaServer:
     """The process-wide server shared by every :class:`SmolLm2ChatModel` (not started yet)."""
     global _default_server
     if _default_server is None:
-        with _default_lock:
+        with _process_lock:
             if _default_server is None:
                 _default_server = EmbeddedLlamaServer()
     return _default_server

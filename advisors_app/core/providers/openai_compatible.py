@@ -210,7 +210,7 @@ class OpenAiCompatibleChatModel:
 
     async def _client(self) -> Any:
         base_url, api_key = await self._endpoint()
-        return self._settings.client(base_url, api_key)
+        return await self._settings.client(base_url, api_key)
 
     def _request(self, prompt: Prompt, stream: bool) -> tuple[dict[str, Any], Any]:
         options = merge_options(self._default_options, prompt.options) or ChatOptions()

@@ -101,7 +101,7 @@ class OpenAiCompatibleEmbeddingModel:
             request["dimensions"] = self._dimensions
         provider = self._settings.provider
         try:
-            answer = await self._settings.client().embeddings.create(**request)
+            answer = await (await self._settings.client()).embeddings.create(**request)
         except Exception as exc:
             mapped = map_openai_error(exc, provider)
             if mapped is exc:

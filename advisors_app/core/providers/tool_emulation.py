@@ -267,7 +267,9 @@ class EmulatedOutput:
     def _tool_call(self, raw: str, finish_reason: str | None) -> ToolCall:
         value = self._complete(raw, finish_reason)
         name, arguments = value.get("tool"), value.get("arguments", {})
-        if name not in self._plan.tool_names or not isinstance(arguments, dict):
+        if not isinstance(name, str) or name not in self._plan.tool_names:
+            raise self._malformed(raw, finish_reason)
+        if not isinstance(arguments, dict):
             raise self._malformed(raw, finish_reason)
         return ToolCall(
             f"call_{uuid.uuid4().hex[:24]}", name, json.dumps(arguments, ensure_ascii=False)

@@ -22,7 +22,7 @@ def openai_server() -> Iterator[ScriptedOpenAiServer]:
 
 @pytest.fixture(scope="session")
 def llama_server() -> EmbeddedLlamaServer:
-    """The process-wide embedded server, started once for the whole run (stopped at exit)."""
+    """The process-wide embedded server, started once for the whole run."""
     server = embedded_llama_server()
     server.endpoint()
     return server

@@ -7,13 +7,12 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from advisors_app.core import AuthenticationError, ChatOptions, Prompt
+from advisors_app.core import AdvisorStateError, AuthenticationError, ChatOptions, Prompt
 from advisors_app.core.providers.embedded_smollm2 import (
     MODEL_NAME,
     EmbeddedLlamaServer,
@@ -48,22 +47,12 @@ async def test_the_listener_is_on_loopback_and_refuses_other_keys(
         assert raised.value.status == 401
 
 
-def test_a_server_starts_lazily_once_across_threads_and_restarts_after_stop() -> None:
-    server = EmbeddedLlamaServer(context_tokens=512, parallel=1)
-    assert not server.running
-    endpoints: list[tuple[str, str]] = []
-    threads = [threading.Thread(target=lambda: endpoints.append(server.endpoint())) for _ in "abcd"]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert server.running and len(set(endpoints)) == 1
-    server.stop()
-    assert not server.running
-    try:
-        assert server.endpoint() != endpoints[0]
-    finally:
-        server.stop()
+def test_a_second_server_in_the_same_process_is_refused(
+    llama_server: EmbeddedLlamaServer,
+) -> None:
+    with pytest.raises(AdvisorStateError, match="already runs in this process"):
+        EmbeddedLlamaServer(context_tokens=512, parallel=1).endpoint()
+    assert llama_server.running
 
 
 async def test_concurrent_streams_are_served_together(llama_server: EmbeddedLlamaServer) -> None:
@@ -81,7 +70,7 @@ async def test_concurrent_streams_are_served_together(llama_server: EmbeddedLlam
 
 
 OFFLINE_SCRIPT = """
-import asyncio, fcntl, json, socket, struct
+import asyncio, fcntl, json, socket, struct, threading
 
 # A new network namespace has only a loopback device, and it starts down.
 with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -89,16 +78,27 @@ with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
 
 from advisors_app.core import ChatOptions, Prompt
 from advisors_app.core.providers.embedded_minilm import MiniLmEmbeddingModel
-from advisors_app.core.providers.embedded_smollm2 import SmolLm2ChatModel
+from advisors_app.core.providers.embedded_smollm2 import SmolLm2ChatModel, embedded_llama_server
 
 async def main():
+    server = embedded_llama_server()
+    lazy = not server.running
     chat = SmolLm2ChatModel(default_options=ChatOptions(temperature=0.0, max_tokens=8))
-    answer = await chat.call(Prompt("Say hello."))
+    # Four first uses at once, from threads and from the event loop: one start.
+    endpoints = []
+    threads = [threading.Thread(target=lambda: endpoints.append(server.endpoint())) for _ in "ab"]
+    for thread in threads:
+        thread.start()
+    answers = await asyncio.gather(chat.call(Prompt("Say hello.")), chat.call(Prompt("Say hi.")))
+    for thread in threads:
+        thread.join()
     vectors = await MiniLmEmbeddingModel().embed(["offline", "no network"])
     return {
         "interfaces": [name for _, name in socket.if_nameindex()],
-        "answer": answer.text,
-        "usage": answer.metadata.usage.total_tokens,
+        "lazy": lazy,
+        "endpoints": len(set(endpoints + [server.endpoint()])),
+        "answers": [answer.text for answer in answers],
+        "usage": [answer.metadata.usage.total_tokens for answer in answers],
         "dimensions": [len(v) for v in vectors],
     }
 
@@ -113,7 +113,7 @@ def _network_namespaces_available() -> bool:
 
 
 @pytest.mark.slow
-def test_both_embedded_models_work_with_no_network_at_all() -> None:
+def test_both_embedded_models_start_lazily_once_and_work_with_no_network_at_all() -> None:
     if not _network_namespaces_available():
         pytest.skip("`unshare -n` is not available (needs root or user namespaces)")
     result = subprocess.run(
@@ -127,5 +127,7 @@ def test_both_embedded_models_work_with_no_network_at_all() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["interfaces"] == ["lo"]
-    assert report["answer"].strip() and report["usage"] > 0
+    assert report["lazy"] and report["endpoints"] == 1
+    assert all(answer.strip() for answer in report["answers"])
+    assert all(tokens > 0 for tokens in report["usage"])
     assert report["dimensions"] == [384, 384]
