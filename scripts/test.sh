@@ -37,4 +37,5 @@ fi
 ensure_venv dev
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy  # strict, on advisors_app/core (pyproject.toml)
 exec .venv/bin/pytest "$@"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -14,3 +16,24 @@ pytest_plugins = ["pytester"]
 def pytest_configure(config: pytest.Config) -> None:
     if ci_enabled(dict(os.environ)):
         config.pluginmanager.register(SkipsFail(), "advisors-ci-skips-fail")
+
+
+@pytest.fixture(autouse=True)
+def _close_async_orm_connections(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Close the database connection that async ORM calls opened in asgiref's worker thread.
+
+    Outside a request, ``sync_to_async`` (and Django's async ORM) runs in one long-lived
+    thread whose connection nothing closes; it would keep the test database busy, so it could
+    not be flushed or dropped.
+    """
+    yield
+    if request.node.get_closest_marker("django_db") is None and not (
+        {"db", "transactional_db", "live_server"} & set(request.fixturenames)
+    ):
+        return
+    if "django" not in sys.modules:
+        return
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()

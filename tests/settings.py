@@ -16,7 +16,9 @@ os.environ.setdefault("DJANGO_SECRET_KEY", "insecure-key-for-tests-only")
 from advisorsite.settings import *  # noqa: F403
 from advisorsite.settings import INSTALLED_APPS
 
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
+# django.contrib.postgres registers OpClass for index expressions (the halfvec index of
+# tests.testapp.WideItem, bug case B24).
+INSTALLED_APPS = [*INSTALLED_APPS, "django.contrib.postgres", "tests.testapp"]
 
 # Hashing cost is not under test; this keeps user creation fast.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

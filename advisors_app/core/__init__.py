@@ -24,8 +24,10 @@ from .aggregation import (
     MessageAggregator,
 )
 from .attributes import (
+    CHAT_MODEL_OVERRIDE,
     CONVERSATION_ID,
     OUTPUT_FORMAT,
+    OWNER,
     STRUCTURED_OUTPUT_NATIVE,
     STRUCTURED_OUTPUT_SCHEMA,
     TOOL_CALLING_AUTO_REGISTER,
@@ -50,6 +52,7 @@ from .exceptions import (
     ProviderTimeoutError,
     ProviderUnavailableError,
     RateLimitedError,
+    ToolCallLimitExceededError,
 )
 from .mappings import ReadOnlyMap
 from .messages import (
@@ -75,12 +78,14 @@ from .testing import RecordingAdvisor
 from .usage import UsageAccumulator
 
 __all__ = [
+    "CHAT_MODEL_OVERRIDE",
     "CONVERSATION_ID",
     "DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER",
     "DEFAULT_TOOL_CALLING_ORDER",
     "HIGHEST_PRECEDENCE",
     "LOWEST_PRECEDENCE",
     "OUTPUT_FORMAT",
+    "OWNER",
     "STRUCTURED_OUTPUT_NATIVE",
     "STRUCTURED_OUTPUT_SCHEMA",
     "TOOL_CALLING_AUTO_REGISTER",
@@ -135,6 +140,7 @@ __all__ = [
     "SystemMessage",
     "ToolAdvisor",
     "ToolCall",
+    "ToolCallLimitExceededError",
     "ToolCallingChatOptions",
     "ToolResponse",
     "ToolResponseMessage",

@@ -149,7 +149,7 @@ class BaseAdvisor(CallAdvisor, StreamAdvisor):
     async def _run_before(self, request: ChatClientRequest, chain: Any) -> ChatClientRequest:
         hooks = self._hooks
         if hooks.before_async:
-            result = await self.before(request, chain)  # type: ignore[misc]
+            result: ChatClientRequest = await self.before(request, chain)  # type: ignore[misc]
         elif self.blocking:
             result = await asyncio.to_thread(self.before, request, chain)
         else:
@@ -163,7 +163,7 @@ class BaseAdvisor(CallAdvisor, StreamAdvisor):
     async def _run_after(self, response: ChatClientResponse, chain: Any) -> ChatClientResponse:
         hooks = self._hooks
         if hooks.after_async:
-            result = await self.after(response, chain)  # type: ignore[misc]
+            result: ChatClientResponse = await self.after(response, chain)  # type: ignore[misc]
         elif self.blocking:
             result = await asyncio.to_thread(self.after, response, chain)
         else:
@@ -187,7 +187,7 @@ class BaseAdvisor(CallAdvisor, StreamAdvisor):
             return response
         return await self._run_after(response, chain)
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: StreamAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         hooks = self._hooks

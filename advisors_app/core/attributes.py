@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 __all__ = [
+    "CHAT_MODEL_OVERRIDE",
     "CONVERSATION_ID",
     "OUTPUT_FORMAT",
+    "OWNER",
     "STRUCTURED_OUTPUT_NATIVE",
     "STRUCTURED_OUTPUT_SCHEMA",
     "TOOL_CALLING_AUTO_REGISTER",
@@ -24,3 +26,9 @@ STRUCTURED_OUTPUT_NATIVE = "chat_client.structured_output_native"
 
 #: ``False`` stops ``ChatClient`` from adding a ``ToolCallingAdvisor`` to the chain.
 TOOL_CALLING_AUTO_REGISTER = "advisors.tool_calling.auto_register"
+
+#: A ``ChatModel`` the model advisors use instead of the client's (set by ``FallbackAdvisor``).
+CHAT_MODEL_OVERRIDE = "chat_client.chat_model_override"
+
+#: Who a request acts for (a user or tenant id, as a string): caches and stores scope data by it.
+OWNER = "advisors.owner"

@@ -16,7 +16,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 
 from .advisor import LOWEST_PRECEDENCE, Advisor, CallAdvisor, StreamAdvisor
-from .attributes import OUTPUT_FORMAT, STRUCTURED_OUTPUT_NATIVE, STRUCTURED_OUTPUT_SCHEMA
+from .attributes import (
+    CHAT_MODEL_OVERRIDE,
+    OUTPUT_FORMAT,
+    STRUCTURED_OUTPUT_NATIVE,
+    STRUCTURED_OUTPUT_SCHEMA,
+)
 from .exceptions import AdvisorStateError
 from .model import ChatModel
 from .observation import AdvisorObserver
@@ -145,6 +150,12 @@ class DefaultAroundAdvisorChain(CallAdvisorChain, StreamAdvisorChain):
     def observer(self) -> AdvisorObserver | None:
         return self._observer
 
+    def with_observer(self, observer: AdvisorObserver | None) -> DefaultAroundAdvisorChain:
+        """This chain position watched by ``observer`` (the sorted advisors are shared)."""
+        chain = self._at(self._call_base, self._call_index, self._stream_base, self._stream_index)
+        chain._observer = observer
+        return chain
+
     @property
     def call_advisors(self) -> tuple[CallAdvisor, ...]:
         """The call advisors of this chain in execution order (unchanged by ``next_call``)."""
@@ -244,6 +255,8 @@ class ChatModelCallAdvisor(CallAdvisor):
 
     Named ``"call"``, order ``LOWEST_PRECEDENCE``, always last. The response keeps the request
     context as it is (``None`` values allowed; Spring's ``Map.copyOf`` throws, defect 5.1.7).
+    A ``ChatModel`` under ``CHAT_MODEL_OVERRIDE`` in the context is called instead of the
+    client's model (how ``FallbackAdvisor`` re-runs the chain on another model).
     """
 
     __slots__ = ("_model",)
@@ -265,7 +278,8 @@ class ChatModelCallAdvisor(CallAdvisor):
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain
     ) -> ChatClientResponse:
-        response = await self._model.call(augment_with_format_instructions(request))
+        model = request.context.get(CHAT_MODEL_OVERRIDE) or self._model
+        response = await model.call(augment_with_format_instructions(request))
         return ChatClientResponse(response, request.context)
 
 
@@ -273,7 +287,8 @@ class ChatModelStreamAdvisor(StreamAdvisor):
     """The innermost stream advisor: streams from the model (Spring AI ``ChatModelStreamAdvisor``).
 
     Named ``"stream"``, order ``LOWEST_PRECEDENCE``, always last. Applies format instructions
-    as the call path does (Spring AI applies none in streams, seed §6.16.1 第三条).
+    as the call path does (Spring AI applies none in streams, seed §6.16.1 第三条), and honours
+    ``CHAT_MODEL_OVERRIDE`` as the call advisor does.
     """
 
     __slots__ = ("_model",)
@@ -292,12 +307,13 @@ class ChatModelStreamAdvisor(StreamAdvisor):
     def order(self) -> int:
         return LOWEST_PRECEDENCE
 
-    async def advise_stream(  # type: ignore[override]
+    async def advise_stream(
         self, request: ChatClientRequest, chain: StreamAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         context = request.context
+        model = context.get(CHAT_MODEL_OVERRIDE) or self._model
         async with closing_stream(
-            self._model.stream(augment_with_format_instructions(request))
+            model.stream(augment_with_format_instructions(request))
         ) as chunks:
             async for chunk in chunks:
                 yield ChatClientResponse(chunk, context)

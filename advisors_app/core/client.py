@@ -7,18 +7,38 @@ on one ``call()`` runs the chain once (defect 5.1.3); default advisor params sur
 and streams alike (seed §6.16.1 第三条); an advisor that cannot run in the requested mode
 (call-only in a stream, stream-only in a call) fails chain assembly with an error naming it
 instead of being skipped silently (bug case B18).
+
+Tool loop auto-registration (reference §2.7): unless the advisor param
+``TOOL_CALLING_AUTO_REGISTER`` is ``False`` or a ``ToolAdvisor`` is already present, each chain
+gets a ``ToolCallingAdvisor`` (even with no tools, so tools added by other advisors work) whose
+``conversation_history_enabled`` is ``False`` exactly when a ``MemoryAdvisor`` runs inside the
+loop (order greater than the tool advisor's). The advisor is added to the chain only, never to
+the client or the request spec (fix for defect 5.2.11).
 """
 
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from ._sync import run_sync
-from .advisor import Advisor, CallAdvisor, StreamAdvisor, ToolAdvisor
+from .advisor import (
+    DEFAULT_TOOL_CALLING_ORDER,
+    Advisor,
+    CallAdvisor,
+    MemoryAdvisor,
+    StreamAdvisor,
+    ToolAdvisor,
+)
 from .aggregation import ChatClientResponseAccumulator
-from .attributes import OUTPUT_FORMAT, STRUCTURED_OUTPUT_NATIVE, STRUCTURED_OUTPUT_SCHEMA
+from .attributes import (
+    OUTPUT_FORMAT,
+    STRUCTURED_OUTPUT_NATIVE,
+    STRUCTURED_OUTPUT_SCHEMA,
+    TOOL_CALLING_AUTO_REGISTER,
+)
 from .chain import ChatModelCallAdvisor, ChatModelStreamAdvisor, DefaultAroundAdvisorChain
 from .exceptions import AdvisorStateError
 from .messages import Message, SystemMessage, UserMessage
@@ -31,7 +51,17 @@ from .streams import closing_stream
 from .structured import format_instructions, json_schema_for, parse_json_output, to_entity
 from .templates import render
 
-__all__ = ["CallResponseSpec", "ChatClient", "ChatClientRequestSpec", "StreamResponseSpec"]
+__all__ = [
+    "CallResponseSpec",
+    "ChatClient",
+    "ChatClientRequestSpec",
+    "MemoryInsideToolLoopWarning",
+    "StreamResponseSpec",
+]
+
+
+class MemoryInsideToolLoopWarning(UserWarning):
+    """Warned when a memory advisor is ordered inside the tool loop (bug case B09)."""
 
 
 class ChatClient:
@@ -41,7 +71,9 @@ class ChatClient:
     run before per-request advisors of the same order; ``default_advisor_params`` seed every
     request's context; ``default_options`` are merged under per-request options;
     ``default_tools`` are added to every request's tools. ``observer`` sees every advisor
-    invocation (tracing). The client is immutable and safe to share between concurrent requests.
+    invocation (tracing). ``tool_calling_manager`` is the manager of the auto-registered
+    ``ToolCallingAdvisor`` (for example one with a ``ToolRegistry`` for tool names). The client
+    is immutable and safe to share between concurrent requests.
     """
 
     def __init__(
@@ -54,6 +86,7 @@ class ChatClient:
         default_tools: Iterable[Any] = (),
         *,
         observer: AdvisorObserver | None = None,
+        tool_calling_manager: Any = None,
     ) -> None:
         if chat_model is None:
             raise ValueError("chatModel cannot be null")
@@ -64,10 +97,16 @@ class ChatClient:
         self.default_options = default_options
         self.default_tools = tuple(default_tools)
         self.observer = observer
+        self.tool_calling_manager = tool_calling_manager
+        # The two possible auto-registered tool advisors (history on/off), built on first use;
+        # they are stateless, so every request may share them.
+        self._tool_advisors: dict[bool, Advisor] = {}
         self._model_advisors = (
             ChatModelCallAdvisor(chat_model),
             ChatModelStreamAdvisor(chat_model),
         )
+        # Assembled chains of requests without per-request advisors, by (mode, auto-register).
+        self._chains: dict[tuple[type[Advisor], bool], DefaultAroundAdvisorChain] = {}
 
     def prompt(self, content: str | Prompt | None = None) -> ChatClientRequestSpec:
         """Start a request; ``content`` is user text or a whole :class:`Prompt`."""
@@ -75,7 +114,7 @@ class ChatClient:
 
     def mutate(self, **overrides: Any) -> ChatClient:
         """A new client with the same defaults except the keyword ``overrides``."""
-        settings = {
+        settings: dict[str, Any] = {
             "chat_model": self.chat_model,
             "default_system": self.default_system,
             "default_advisors": self.default_advisors,
@@ -83,12 +122,66 @@ class ChatClient:
             "default_options": self.default_options,
             "default_tools": self.default_tools,
             "observer": self.observer,
+            "tool_calling_manager": self.tool_calling_manager,
         }
         unknown = set(overrides) - set(settings)
         if unknown:
             raise TypeError(f"unknown ChatClient setting(s): {', '.join(sorted(unknown))}")
         settings.update(overrides)
         return ChatClient(**settings)
+
+    def _assemble(
+        self, advisors: list[Advisor], mode: type[Advisor], auto_register: bool
+    ) -> DefaultAroundAdvisorChain:
+        """Validate ``advisors`` for ``mode``, add the tool loop if needed, and build the chain.
+
+        Raises :class:`AdvisorStateError` for two tool advisors or an advisor that cannot run
+        in ``mode``; warns when a memory advisor sits inside the tool loop (bug case B09).
+        """
+        tool_advisors: list[Advisor] = [a for a in advisors if isinstance(a, ToolAdvisor)]
+        if len(tool_advisors) > 1:
+            found = ", ".join(f"{a.name} (order={a.order})" for a in tool_advisors)
+            raise AdvisorStateError(
+                "At most one ToolAdvisor is allowed in the advisor chain, "
+                f"but found {len(tool_advisors)}: [{found}]"
+            )
+        if not tool_advisors and auto_register:
+            tool_advisors.append(self._auto_tool_advisor(advisors))
+            advisors.append(tool_advisors[0])
+        for advisor in advisors:
+            if not isinstance(advisor, mode):
+                have = "StreamAdvisor" if mode is CallAdvisor else "CallAdvisor"
+                raise AdvisorStateError(
+                    f"Advisor '{advisor.name}' implements only {have} and cannot run in a "
+                    f"{'call' if mode is CallAdvisor else 'stream'}; implement {mode.__name__} "
+                    "or extend BaseAdvisor"
+                )
+        for tool_advisor in tool_advisors:
+            for inner in advisors:
+                if isinstance(inner, MemoryAdvisor) and inner.order > tool_advisor.order:
+                    warnings.warn(
+                        f"{inner.name} (order={inner.order}) runs inside {tool_advisor.name} "
+                        f"(order={tool_advisor.order}): it will read and write memory on every "
+                        "tool round; give it a smaller order than the tool advisor",
+                        MemoryInsideToolLoopWarning,
+                        stacklevel=4,
+                    )
+        return DefaultAroundAdvisorChain([*advisors, *self._model_advisors])
+
+    def _auto_tool_advisor(self, advisors: list[Advisor]) -> Advisor:
+        from .advisors.tool_calling import ToolCallingAdvisor
+
+        history = not any(
+            isinstance(a, MemoryAdvisor) and a.order > DEFAULT_TOOL_CALLING_ORDER for a in advisors
+        )
+        advisor = self._tool_advisors.get(history)
+        if advisor is None:
+            advisor = ToolCallingAdvisor(
+                tool_calling_manager=self.tool_calling_manager,
+                conversation_history_enabled=history,
+            )
+            self._tool_advisors[history] = advisor
+        return advisor
 
 
 def _checked_advisors(advisors: Iterable[Advisor]) -> tuple[Advisor, ...]:
@@ -200,25 +293,22 @@ class ChatClientRequestSpec:
         return ChatClientRequest(Prompt(tuple(messages), options), context)
 
     def _chain(self, mode: type[Advisor]) -> DefaultAroundAdvisorChain:
-        advisors = [*self._client.default_advisors, *self._advisors]
-        tool_advisors = [a for a in advisors if isinstance(a, ToolAdvisor)]
-        if len(tool_advisors) > 1:
-            found = ", ".join(f"{a.name} (order={a.order})" for a in tool_advisors)
-            raise AdvisorStateError(
-                "At most one ToolAdvisor is allowed in the advisor chain, "
-                f"but found {len(tool_advisors)}: [{found}]"
+        client = self._client
+        params = {**client.default_advisor_params, **self._params}
+        auto_register = params.get(TOOL_CALLING_AUTO_REGISTER) is not False
+        chain: DefaultAroundAdvisorChain | None
+        if self._advisors:
+            chain = client._assemble(
+                [*client.default_advisors, *self._advisors], mode, auto_register
             )
-        for advisor in advisors:
-            if not isinstance(advisor, mode):
-                have = "StreamAdvisor" if mode is CallAdvisor else "CallAdvisor"
-                raise AdvisorStateError(
-                    f"Advisor '{advisor.name}' implements only {have} and cannot run in a "
-                    f"{'call' if mode is CallAdvisor else 'stream'}; implement {mode.__name__} "
-                    "or extend BaseAdvisor"
-                )
-        return DefaultAroundAdvisorChain(
-            [*advisors, *self._client._model_advisors], observer=self._observer
-        )
+        else:
+            # Chains are immutable, so the client's own chain is assembled once and shared.
+            key = (mode, auto_register)
+            chain = client._chains.get(key)
+            if chain is None:
+                chain = client._assemble(list(client.default_advisors), mode, auto_register)
+                client._chains[key] = chain
+        return chain if self._observer is None else chain.with_observer(self._observer)
 
     async def _execute(self, extra_context: Mapping[str, Any] | None = None) -> ChatClientResponse:
         chain = self._chain(CallAdvisor)
@@ -270,11 +360,20 @@ class CallResponseSpec:
         self._response: ChatClientResponse | None = None
 
     async def _resolve(self, extra_context: Mapping[str, Any] | None = None) -> ChatClientResponse:
-        if self._response is None:
-            if self._pending is None:
-                # A future, so that concurrent accessors share one chain execution.
-                self._pending = asyncio.ensure_future(self._spec._execute(extra_context))
-            self._response = await self._pending
+        if self._response is not None:
+            return self._response
+        if self._pending is not None:
+            # Another accessor is running the chain: share its result.
+            return await self._pending
+        # A bare future (not a task: no scheduling round trip) for concurrent accessors to await.
+        self._pending = asyncio.get_running_loop().create_future()
+        try:
+            self._response = await self._spec._execute(extra_context)
+        except BaseException as exc:
+            self._pending.set_exception(exc)
+            self._pending.exception()  # retrieved here, so an unawaited failure is not logged
+            raise
+        self._pending.set_result(self._response)
         return self._response
 
     def _resolve_sync(self, extra_context: Mapping[str, Any] | None = None) -> ChatClientResponse:

@@ -5,6 +5,7 @@ The tree (Spring AI's IllegalArgumentException is Python's ``ValueError``)::
     Exception
     ├── AdvisorStateError (RuntimeError)   misuse: Spring's IllegalStateException
     ├── OutputValidationError (ValueError) structured output still invalid after every attempt
+    ├── ToolCallLimitExceededError (RuntimeError)  a turn made more tool calls than allowed
     └── ProviderError                      a model provider call failed (status/body kept)
         ├── BadRequestError                4xx other than 401/403/408/429: the request is wrong
         ├── AuthenticationError            401/403: the key is missing, wrong or not allowed
@@ -22,7 +23,12 @@ Spring AI's ``IllegalStateException("Stream processing failed")`` wrapping, seed
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .messages import Message
+    from .response import Generation
 
 __all__ = [
     "AdvisorStateError",
@@ -36,6 +42,7 @@ __all__ = [
     "ProviderTimeoutError",
     "ProviderUnavailableError",
     "RateLimitedError",
+    "ToolCallLimitExceededError",
 ]
 
 
@@ -50,6 +57,55 @@ class OutputValidationError(ValueError):
         super().__init__(message)
         self.output = output
         self.attempts = attempts
+
+
+class ToolCallLimitExceededError(RuntimeError):
+    """Raised when a tool call breaks a per-tool, total or identical-call limit of the turn.
+
+    Spring AI ``ToolCallLimitExceededException``. ``partial_history`` is the turn's history up
+    to the breach: its last message is the round's ``ToolResponseMessage`` holding the responses
+    of the calls that ran, then the breach text. ``kind`` is ``"tool"``, ``"total"`` or
+    ``"identical"``; ``tool_name`` is ``None`` for the total limit. The ``ToolCallingAdvisor``
+    turns it into a generation (:meth:`build_generation`) rather than letting it propagate.
+    """
+
+    FINISH_REASON = "toolCallLimitExceeded"
+    METADATA_PARTIAL_TOOL_RESPONSES = "partialToolResponses"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: int,
+        kind: str,
+        tool_name: str | None = None,
+        partial_history: Sequence[Message] = (),
+    ) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.kind = kind
+        self.tool_name = tool_name
+        self.partial_history = tuple(partial_history)
+
+    def build_generation(self) -> Generation:
+        """The breach as one generation with finish reason ``"toolCallLimitExceeded"``.
+
+        Its text is the breach text (the last tool response of the partial history); the
+        responses of the calls that did run are in the generation metadata under
+        ``"partialToolResponses"`` (a tuple of ``ToolResponse``).
+        """
+        from .messages import AssistantMessage, ToolResponseMessage
+        from .response import ChatGenerationMetadata, Generation
+
+        last = self.partial_history[-1] if self.partial_history else None
+        responses = last.responses if isinstance(last, ToolResponseMessage) else ()
+        text = responses[-1].response_data if responses else str(self)
+        return Generation(
+            AssistantMessage(text),
+            ChatGenerationMetadata(
+                self.FINISH_REASON, {self.METADATA_PARTIAL_TOOL_RESPONSES: tuple(responses[:-1])}
+            ),
+        )
 
 
 class ProviderError(Exception):

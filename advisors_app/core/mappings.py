@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["EMPTY", "ReadOnlyMap", "freeze"]
+__all__ = ["EMPTY", "ReadOnlyMap", "freeze", "merged"]
 
 
 class ReadOnlyMap(Mapping[str, Any]):
@@ -43,6 +43,11 @@ class ReadOnlyMap(Mapping[str, Any]):
     def get(self, key: str, default: Any = None) -> Any:
         return self._data.get(key, default)
 
+    def __hash__(self) -> int:
+        # Hashable like a frozenset of its items (TypeError for unhashable values), so it can
+        # be a dataclass default and part of hashable frozen values.
+        return hash(frozenset(self._data.items()))
+
     def merged(self, changes: Mapping[str, Any] | None) -> ReadOnlyMap:
         """Return a copy with ``changes`` merged over this mapping (later keys win)."""
         if not changes:
@@ -62,6 +67,11 @@ class ReadOnlyMap(Mapping[str, Any]):
 
 
 EMPTY = ReadOnlyMap()
+
+
+def merged(base: Mapping[str, Any] | None, changes: Mapping[str, Any] | None) -> ReadOnlyMap:
+    """``base`` with ``changes`` merged over it (later keys win), as a :class:`ReadOnlyMap`."""
+    return freeze(base).merged(changes)
 
 
 def freeze(data: Mapping[str, Any] | None) -> ReadOnlyMap:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, TypeAlias
 
-from .mappings import ReadOnlyMap, freeze
+from .mappings import EMPTY, freeze, merged
 
 __all__ = [
     "AssistantMessage",
@@ -99,14 +99,14 @@ class _MessageBase:
 
     def with_metadata(self, **entries: Any) -> Any:
         """Return a copy whose metadata has ``entries`` merged in."""
-        return dataclasses.replace(self, metadata=self.metadata.merged(entries))  # type: ignore[attr-defined,type-var]
+        return dataclasses.replace(self, metadata=merged(self.metadata, entries))  # type: ignore[attr-defined,type-var]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible dict; :func:`message_from_dict` reverses it."""
         data: dict[str, Any] = {"type": self.message_type.value, "text": self.text}  # type: ignore[attr-defined]
         metadata = self.metadata  # type: ignore[attr-defined]
         if metadata:
-            data["metadata"] = metadata.to_dict()
+            data["metadata"] = dict(metadata)
         return data
 
 
@@ -115,7 +115,7 @@ class SystemMessage(_MessageBase):
     """Instructions for the model (Spring AI ``SystemMessage``)."""
 
     text: str
-    metadata: ReadOnlyMap = field(default=None, compare=False)  # type: ignore[assignment]
+    metadata: Mapping[str, Any] = field(default=EMPTY, compare=False)
     message_type: ClassVar[MessageType] = MessageType.SYSTEM
 
     def __post_init__(self) -> None:
@@ -129,7 +129,7 @@ class UserMessage(_MessageBase):
     """Input from the user (Spring AI ``UserMessage``); ``media`` holds attachments."""
 
     text: str
-    metadata: ReadOnlyMap = field(default=None, compare=False)  # type: ignore[assignment]
+    metadata: Mapping[str, Any] = field(default=EMPTY, compare=False)
     media: tuple[Media, ...] = ()
     message_type: ClassVar[MessageType] = MessageType.USER
 
@@ -148,7 +148,7 @@ class AssistantMessage(_MessageBase):
     """
 
     text: str = ""
-    metadata: ReadOnlyMap = field(default=None, compare=False)  # type: ignore[assignment]
+    metadata: Mapping[str, Any] = field(default=EMPTY, compare=False)
     tool_calls: tuple[ToolCall, ...] = ()
     message_type: ClassVar[MessageType] = MessageType.ASSISTANT
 
@@ -176,7 +176,7 @@ class ToolResponseMessage(_MessageBase):
     """
 
     responses: tuple[ToolResponse, ...]
-    metadata: ReadOnlyMap = field(default=None, compare=False)  # type: ignore[assignment]
+    metadata: Mapping[str, Any] = field(default=EMPTY, compare=False)
     message_type: ClassVar[MessageType] = MessageType.TOOL
 
     def __post_init__(self) -> None:
@@ -207,7 +207,7 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
         raise ValueError(
             f"message type must be one of user/assistant/system/tool, got {data.get('type')!r}"
         ) from exc
-    metadata = data.get("metadata")
+    metadata = data.get("metadata") or EMPTY
     text = data.get("text", "")
     if kind is MessageType.SYSTEM:
         return SystemMessage(text, metadata)

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .mappings import ReadOnlyMap, freeze
-from .messages import Message, SystemMessage, ToolResponseMessage, UserMessage
+from .mappings import EMPTY, freeze, merged
+from .messages import AssistantMessage, Message, SystemMessage, ToolResponseMessage, UserMessage
 
 __all__ = ["ChatOptions", "Prompt", "ToolCallingChatOptions", "merge_options"]
 
@@ -35,7 +35,7 @@ class ChatOptions:
     presence_penalty: float | None = None
     seed: int | None = None
     response_format: Mapping[str, Any] | None = None
-    extra: ReadOnlyMap = field(default=None, compare=True)  # type: ignore[assignment]
+    extra: Mapping[str, Any] = field(default=EMPTY)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra", freeze(self.extra))
@@ -52,7 +52,7 @@ class ChatOptions:
             value = getattr(self, f.name)
             if f.name == "extra":
                 if value:
-                    data["extra"] = value.to_dict()
+                    data["extra"] = dict(value)
             elif value is not None:
                 data[f.name] = list(value) if isinstance(value, tuple) else value
         return data
@@ -81,7 +81,7 @@ class ToolCallingChatOptions(ChatOptions):
 
     tool_callbacks: tuple[Any, ...] = ()
     tool_names: tuple[str, ...] = ()
-    tool_context: ReadOnlyMap = field(default=None, compare=False)  # type: ignore[assignment]
+    tool_context: Mapping[str, Any] = field(default=EMPTY, compare=False)
     internal_tool_execution_enabled: bool | None = None
 
     def __post_init__(self) -> None:
@@ -108,11 +108,10 @@ def merge_options(base: ChatOptions | None, override: ChatOptions | None) -> Cha
     for f in fields(cls):
         old = getattr(base, f.name, None)
         new = getattr(override, f.name, None)
-        if isinstance(old, ReadOnlyMap) or isinstance(new, ReadOnlyMap):
-            values[f.name] = (old or ReadOnlyMap()).merged(new)
+        if isinstance(old, Mapping) or isinstance(new, Mapping):
+            values[f.name] = merged(old, new)
         elif new is None or (isinstance(new, tuple) and not new):
-            # A plain ChatOptions base has no tool fields: keep the override's empty default.
-            values[f.name] = new if old is None else old
+            values[f.name] = old if old is not None else new
         else:
             values[f.name] = new
     return cls(**values)
@@ -141,10 +140,12 @@ class Prompt:
             instructions = (UserMessage(messages_or_text),)
         elif isinstance(messages_or_text, tuple):
             instructions = messages_or_text
-        elif hasattr(messages_or_text, "message_type"):
-            instructions = (messages_or_text,)  # type: ignore[assignment]
+        elif isinstance(
+            messages_or_text, (SystemMessage, UserMessage, AssistantMessage, ToolResponseMessage)
+        ):
+            instructions = (messages_or_text,)
         else:
-            instructions = tuple(messages_or_text)  # type: ignore[arg-type]
+            instructions = tuple(messages_or_text)
         if any(m is None for m in instructions):
             raise ValueError("messages cannot contain null elements")
         self._instructions = instructions
@@ -211,7 +212,7 @@ class Prompt:
         messages = list(self._instructions)
         for i in range(len(messages) - 1, -1, -1):
             if isinstance(messages[i], UserMessage):
-                messages[i] = _apply(messages[i], text_or_fn)  # type: ignore[arg-type]
+                messages[i] = _apply(messages[i], text_or_fn)
                 return Prompt(tuple(messages), self._options)
         messages.append(_apply(UserMessage(""), text_or_fn))
         return Prompt(tuple(messages), self._options)

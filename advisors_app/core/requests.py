@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .mappings import ReadOnlyMap, freeze
+from .mappings import EMPTY, freeze, merged
 from .prompt import Prompt
 from .response import ChatResponse
 
@@ -24,7 +24,7 @@ class ChatClientRequest:
     """A prompt plus the advisor context (advisor params, and whatever advisors add)."""
 
     prompt: Prompt
-    context: ReadOnlyMap = field(default=None)  # type: ignore[assignment]
+    context: Mapping[str, Any] = field(default=EMPTY)
 
     def __post_init__(self) -> None:
         if self.prompt is None:
@@ -37,7 +37,7 @@ class ChatClientRequest:
         """Return a new request: ``prompt`` replaces, ``context`` keys merge over the old ones."""
         return ChatClientRequest(
             self.prompt if prompt is None else prompt,
-            self.context.merged(context) if context else self.context,
+            merged(self.context, context) if context else self.context,
         )
 
     def copy(self) -> ChatClientRequest:
@@ -53,7 +53,7 @@ class ChatClientResponse:
     """
 
     chat_response: ChatResponse | None
-    context: ReadOnlyMap = field(default=None)  # type: ignore[assignment]
+    context: Mapping[str, Any] = field(default=EMPTY)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "context", freeze(self.context))
@@ -64,7 +64,7 @@ class ChatClientResponse:
         """Return a new response: ``chat_response`` replaces, ``context`` keys merge."""
         return ChatClientResponse(
             self.chat_response if chat_response is ... else chat_response,
-            self.context.merged(context) if context else self.context,
+            merged(self.context, context) if context else self.context,
         )
 
     def copy(self) -> ChatClientResponse:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .mappings import ReadOnlyMap, freeze
+from .mappings import EMPTY, freeze, merged
 from .messages import AssistantMessage
 
 __all__ = [
@@ -32,7 +32,7 @@ class Usage:
     completion_tokens: int = 0
     total_tokens: int | None = None
     cached_prompt_tokens: int | None = None
-    native: ReadOnlyMap | None = field(default=None, compare=False)
+    native: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.total_tokens is None:
@@ -77,7 +77,7 @@ class _ExtraMapping:
     """Read-only mapping access to a metadata object's ``extra`` entries (Spring's metadata map)."""
 
     __slots__ = ()
-    extra: ReadOnlyMap
+    extra: Mapping[str, Any]
 
     def __getitem__(self, key: str) -> Any:
         return self.extra[key]
@@ -103,13 +103,13 @@ class ChatGenerationMetadata(_ExtraMapping):
     """Per-generation metadata: the finish reason (``"STOP"``, ``"LENGTH"``, ...) and extras."""
 
     finish_reason: str | None = None
-    extra: ReadOnlyMap = field(default=None)  # type: ignore[assignment]
+    extra: Mapping[str, Any] = field(default=EMPTY)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra", freeze(self.extra))
 
     def with_extra(self, **entries: Any) -> ChatGenerationMetadata:
-        return dataclasses.replace(self, extra=self.extra.merged(entries))
+        return dataclasses.replace(self, extra=merged(self.extra, entries))
 
 
 _EMPTY_GENERATION_METADATA = ChatGenerationMetadata()
@@ -147,13 +147,13 @@ class ChatResponseMetadata(_ExtraMapping):
     model: str = ""
     usage: Usage | None = None
     rate_limit: Any = None
-    extra: ReadOnlyMap = field(default=None)  # type: ignore[assignment]
+    extra: Mapping[str, Any] = field(default=EMPTY)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra", freeze(self.extra))
 
     def with_extra(self, **entries: Any) -> ChatResponseMetadata:
-        return dataclasses.replace(self, extra=self.extra.merged(entries))
+        return dataclasses.replace(self, extra=merged(self.extra, entries))
 
     def mutate(self, **changes: Any) -> ChatResponseMetadata:
         return dataclasses.replace(self, **changes)
@@ -186,7 +186,7 @@ class ChatResponse:
         """A one-generation response with ``text`` (a convenience for advisors and fakes)."""
         return cls(
             (Generation(AssistantMessage(text), ChatGenerationMetadata(finish_reason)),),
-            ChatResponseMetadata(usage=usage, extra=metadata),
+            ChatResponseMetadata(usage=usage, extra=metadata or EMPTY),
         )
 
     @property

@@ -13,6 +13,7 @@ _EXPORTS = {
     "SimpleLoggerAdvisor": "simple_logger",
     "SafeGuardAdvisor": "safe_guard",
     "DEFAULT_FAILURE_RESPONSE": "safe_guard",
+    "BaseChatMemoryAdvisor": "base_chat_memory",
     "MessageChatMemoryAdvisor": "message_chat_memory",
     "PromptChatMemoryAdvisor": "prompt_chat_memory",
     "VectorStoreChatMemoryAdvisor": "vector_store_chat_memory",

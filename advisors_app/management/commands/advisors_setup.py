@@ -44,7 +44,7 @@ class Command(BaseCommand):
         if manager.filter(**lookup).exists():
             note = "unchanged; if you changed it in the admin, use yours"
         else:
-            manager.create_superuser(**lookup, password=password)  # type: ignore[attr-defined]
+            manager.create_superuser(**lookup, password=password)
             note = "new user"
         self.stdout.write(
             f"Admin login: username {username}  password {password}  ({note}; "

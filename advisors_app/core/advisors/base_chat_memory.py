@@ -1,0 +1,320 @@
+"""``BaseChatMemoryAdvisor``: what the memory advisors share (Spring AI ``BaseChatMemoryAdvisor``).
+
+One user turn = read the conversation, send the prompt, store the new input **and** the reply
+together when the turn completes. Spring AI's ``MessageChatMemoryAdvisor`` writes the user
+message in ``before``, so a failed model call leaves an orphan user turn, and a stream that is
+cancelled or breaks stores nothing of the reply (seed §6.16.2 #7, defect 5.3.13, bug cases B05
+and B06). Here:
+
+* **call**: the turn is stored in one ``append`` after the model answered; if the model (or an
+  inner advisor) raises, or the call is cancelled, nothing is stored;
+* **stream**: chunks pass through as they arrive; on normal completion the turn is stored once,
+  from the aggregated response, whether or not a finish reason was sent. If the consumer stops
+  early (closes the stream, its task is cancelled: client gone, "stop", timeout) or the
+  provider fails mid-stream, the partial reply received so far is stored with
+  ``metadata = {"interrupted": True, "finish_reason": "cancelled" | "error"}`` together with the
+  user input, and the original exception propagates. **Policy for an empty partial reply**:
+  when nothing visible was received (no non-whitespace text) the turn is not stored at all,
+  exactly as a failed call: an empty assistant message is invalid input for several providers
+  and records nothing. Partial tool calls are not stored (a call without its result would be
+  rejected by providers on the next turn).
+
+Divergences from Spring AI besides atomicity, each a fix (reference §5.3): only the first
+(chosen) generation is stored (defect 17); the input to store is taken only from the incoming
+instructions — the trailing user/tool-response messages after the last assistant message —
+never from history, and blank user messages are not stored (defect 14, bug case B01); a
+request with no new non-blank user message or tool response raises ``ValueError`` before the
+model is called; the prompt has exactly one system message, at index 0: the stored system
+messages and the request's are merged, in that order, distinct texts joined by a blank line
+(defect 15, bug case B02); history already present in the prompt (anywhere, or as an overlap
+with its first messages) is not added again, found in linear time with metadata ignored
+(defect 16). The conversation id is resolved once per turn and used for the read and the write:
+context ``CONVERSATION_ID`` > ``default_conversation_id`` > ``ValueError("conversationId cannot be
+null")``, checked by :func:`~advisors_app.core.memory.ids.check_conversation_id` (defect 22,
+bug case B04).
+
+A turn refused by a guard (finish reason ``CONTENT_FILTER``, as ``SafeGuardAdvisor`` answers,
+for the input or the output) is not stored: the refused text must not come back as history in
+later turns (bug case B14); ``AuditAdvisor`` is where refusals are recorded.
+
+Memory advisors belong **outside** the tool loop (default order ``HIGHEST_PRECEDENCE + 200`` <
+``ToolCallingAdvisor``'s ``+ 300``): they then run once per user turn and store only the user
+input and the final reply (bug case B09).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..advisor import (
+    DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
+    CallAdvisor,
+    MemoryAdvisor,
+    StreamAdvisor,
+)
+from ..aggregation import ChatClientResponseAccumulator
+from ..attributes import CONVERSATION_ID
+from ..chain import CallAdvisorChain, StreamAdvisorChain
+from ..mappings import merged
+from ..memory.chat_memory import ChatMemory
+from ..memory.ids import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED, check_conversation_id
+from ..messages import AssistantMessage, Message, SystemMessage, ToolResponseMessage, UserMessage
+from ..requests import ChatClientRequest, ChatClientResponse
+from ..response import ChatResponse
+from ..streams import closing_stream
+
+__all__ = ["BaseChatMemoryAdvisor", "MemoryTurn"]
+
+logger = logging.getLogger(__name__)
+
+#: The finish reason of a guard's refusal (``SafeGuardAdvisor``): such a turn is not stored.
+REFUSED = "CONTENT_FILTER"
+
+# Stores of interrupted turns run as shielded tasks; the loop only keeps weak references.
+_pending_stores: set[asyncio.Task[None]] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTurn:
+    """One user turn as a memory advisor prepared it."""
+
+    conversation_id: str
+    #: The merged system message, or ``None`` when neither memory nor request has one.
+    system: SystemMessage | None
+    #: Stored messages (non-system) the prompt does not already hold, oldest first.
+    history: tuple[Message, ...]
+    #: The request's non-system messages, in order.
+    conversation: tuple[Message, ...]
+    #: What will be stored before the reply: the new user input of this turn.
+    new_input: tuple[Message, ...]
+
+
+class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
+    """Reads a ``ChatMemory`` before the model call and stores the whole turn after it.
+
+    ``chat_memory`` is required (``ValueError("chatMemory cannot be null")``); ``order`` defaults
+    to ``DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER``; ``default_conversation_id`` is used when the
+    request context has no ``CONVERSATION_ID``. Subclasses implement :meth:`advise_request`,
+    which builds the prompt from a :class:`MemoryTurn`.
+    """
+
+    def __init__(
+        self,
+        chat_memory: ChatMemory,
+        order: int = DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
+        *,
+        default_conversation_id: str | None = None,
+    ) -> None:
+        if chat_memory is None:
+            raise ValueError("chatMemory cannot be null")
+        if default_conversation_id is not None:
+            check_conversation_id(default_conversation_id)
+        self.chat_memory = chat_memory
+        self._order = order
+        self.default_conversation_id = default_conversation_id
+
+    @property
+    def order(self) -> int:
+        return self._order
+
+    def get_conversation_id(self, context: Mapping[str, Any]) -> str:
+        """The turn's conversation id: context ``CONVERSATION_ID``, else the advisor default.
+
+        Raises ``ValueError("conversationId cannot be null")`` when neither is set, and the
+        messages of ``check_conversation_id`` for a blank, too long or non-string id.
+        """
+        if context is None:
+            raise ValueError("context cannot be null")
+        value = context.get(CONVERSATION_ID)
+        return check_conversation_id(self.default_conversation_id if value is None else value)
+
+    def advise_request(self, request: ChatClientRequest, turn: MemoryTurn) -> ChatClientRequest:
+        """The request to send on, built from ``turn``."""
+        raise NotImplementedError
+
+    async def prepare(self, request: ChatClientRequest) -> tuple[ChatClientRequest, MemoryTurn]:
+        """Read the conversation and build the advised request; nothing is stored here."""
+        if request is None:
+            raise ValueError("chatClientRequest cannot be null")
+        conversation_id = self.get_conversation_id(request.context)
+        instructions = request.prompt.instructions
+        conversation = tuple(m for m in instructions if not isinstance(m, SystemMessage))
+        new_input = _new_input(conversation)
+        stored = await self.chat_memory.aget(conversation_id)
+        past = [m for m in stored if not isinstance(m, SystemMessage)]
+        systems = [m for m in stored if isinstance(m, SystemMessage)]
+        systems += [m for m in instructions if isinstance(m, SystemMessage)]
+        turn = MemoryTurn(
+            conversation_id,
+            _merge_system(systems),
+            tuple(_missing_history(past, conversation)),
+            conversation,
+            new_input,
+        )
+        return self.advise_request(request, turn), turn
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
+        advised, turn = await self.prepare(request)
+        response = await chain.next_call(advised)
+        reply = _reply(response.chat_response)
+        if reply is not None:
+            await self.chat_memory.aadd(turn.conversation_id, [*turn.new_input, reply])
+        return response
+
+    async def advise_stream(
+        self, request: ChatClientRequest, chain: StreamAdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        advised, turn = await self.prepare(request)
+        accumulator = ChatClientResponseAccumulator()
+        try:
+            async with closing_stream(chain.next_stream(advised)) as chunks:
+                async for chunk in chunks:
+                    accumulator.add(chunk)
+                    yield chunk
+        except (GeneratorExit, asyncio.CancelledError):
+            await self._store_interrupted(turn, accumulator, CANCELLED)
+            raise
+        except Exception:
+            await self._store_interrupted(turn, accumulator, ERROR)
+            raise
+        reply = _reply(accumulator.result().chat_response)
+        if reply is not None:
+            await self.chat_memory.aadd(turn.conversation_id, [*turn.new_input, reply])
+
+    async def _store_interrupted(
+        self, turn: MemoryTurn, accumulator: ChatClientResponseAccumulator, reason: str
+    ) -> None:
+        """Store the partial turn, shielded from a second cancel; never raises."""
+        reply = _partial_reply(accumulator.result().chat_response, reason)
+        if reply is None:
+            return
+        task = asyncio.ensure_future(
+            self.chat_memory.aadd(turn.conversation_id, [*turn.new_input, reply])
+        )
+        _pending_stores.add(task)
+        task.add_done_callback(_stored)
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            pass  # the shielded task still finishes; the caller re-raises its own exception
+        except Exception:
+            pass  # already logged by _stored; the original exception matters more
+
+
+def _stored(task: asyncio.Task[None]) -> None:
+    _pending_stores.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("could not store an interrupted chat-memory turn", exc_info=task.exception())
+
+
+def _has_content(message: Message) -> bool:
+    if isinstance(message, UserMessage):
+        return bool(message.text.strip() or message.media)
+    if isinstance(message, ToolResponseMessage):
+        return bool(message.responses)
+    return False
+
+
+def _new_input(conversation: Sequence[Message]) -> tuple[Message, ...]:
+    """The request's new input: non-blank user/tool messages after its last assistant message."""
+    start = len(conversation)
+    while start > 0 and not isinstance(conversation[start - 1], AssistantMessage):
+        start -= 1
+    new_input = tuple(m for m in conversation[start:] if _has_content(m))
+    if not new_input:
+        raise ValueError(
+            "the prompt has no new user message for chat memory: after the last assistant "
+            "message it needs a non-blank user message or a tool response"
+        )
+    return new_input
+
+
+def _merge_system(systems: Sequence[SystemMessage]) -> SystemMessage | None:
+    distinct: list[SystemMessage] = []
+    for message in systems:
+        if message not in distinct:
+            distinct.append(message)
+    if len(distinct) <= 1:
+        return distinct[0] if distinct else None
+    metadata = distinct[0].metadata
+    for message in distinct[1:]:
+        metadata = merged(metadata, message.metadata)
+    return SystemMessage("\n\n".join(m.text for m in distinct), metadata)
+
+
+def _failure_table(pattern: Sequence[Message]) -> list[int]:
+    table = [0] * len(pattern)
+    k = 0
+    for i in range(1, len(pattern)):
+        while k and pattern[i] != pattern[k]:
+            k = table[k - 1]
+        if pattern[i] == pattern[k]:
+            k += 1
+        table[i] = k
+    return table
+
+
+def _occurs_in(text: Sequence[Message], pattern: Sequence[Message]) -> bool:
+    """Whether ``pattern`` is a contiguous run of ``text`` (Knuth-Morris-Pratt, linear)."""
+    table = _failure_table(pattern)
+    k = 0
+    for item in text:
+        while k and item != pattern[k]:
+            k = table[k - 1]
+        if item == pattern[k]:
+            k += 1
+            if k == len(pattern):
+                return True
+    return False
+
+
+def _overlap(text: Sequence[Message], pattern: Sequence[Message]) -> int:
+    """Length of the longest suffix of ``text`` that is a prefix of ``pattern`` (linear)."""
+    table = _failure_table(pattern)
+    k = 0
+    for item in text:
+        if k == len(pattern):
+            k = table[k - 1]
+        while k and item != pattern[k]:
+            k = table[k - 1]
+        if item == pattern[k]:
+            k += 1
+    return k
+
+
+def _missing_history(past: Sequence[Message], conversation: Sequence[Message]) -> list[Message]:
+    """The stored messages to put before the request's own, without what it already holds.
+
+    Nothing when the stored window occurs in the request as a contiguous run (the caller sent
+    the history itself); otherwise the stored messages minus their longest tail that the
+    request starts with (the caller sent part of it). Equality ignores metadata.
+    """
+    if not past or not conversation:
+        return list(past)
+    if _occurs_in(conversation, past):
+        return []
+    return list(past[: len(past) - _overlap(past, conversation)])
+
+
+def _reply(response: ChatResponse | None) -> AssistantMessage | None:
+    """The reply to store: the first generation's message (``None``: none, or a refusal)."""
+    if response is None or not response.generations:
+        return None
+    if response.generations[0].finish_reason == REFUSED:
+        return None
+    return response.generations[0].output
+
+
+def _partial_reply(response: ChatResponse | None, reason: str) -> AssistantMessage | None:
+    reply = _reply(response)
+    if reply is None or not reply.text.strip():
+        return None
+    return AssistantMessage(
+        reply.text, merged(reply.metadata, {INTERRUPTED: True, FINISH_REASON: reason})
+    )

@@ -1,0 +1,151 @@
+"""``QuestionAnswerAdvisor``: the minimal RAG advisor (seed 000 §6.5, 003 §4.2, 004).
+
+Spring AI ``org.springframework.ai.chat.client.advisor.vectorstore.QuestionAnswerAdvisor``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..advisor import BaseAdvisor
+from ..mappings import merged
+from ..rag.augmentation import xml_document_formatter
+from ..rag.turns import augmented_marker, current_question, recall, reentered, remember, turn_key
+from ..requests import ChatClientRequest, ChatClientResponse
+from ..response import ChatResponse
+from ..templates import PromptTemplate
+from ..vectorstore import Document, SearchRequest, VectorStore, resolve_filter
+
+__all__ = [
+    "DEFAULT_ORDER",
+    "DEFAULT_PROMPT_TEMPLATE",
+    "FILTER_EXPRESSION",
+    "RETRIEVED_DOCUMENTS",
+    "QuestionAnswerAdvisor",
+]
+
+#: Context and response-metadata key of the retrieved documents (a list of ``Document``).
+RETRIEVED_DOCUMENTS = "qa_retrieved_documents"
+#: Context key of a per-request filter: an expression object or Spring filter text.
+FILTER_EXPRESSION = "qa_filter_expression"
+DEFAULT_ORDER = 0
+
+DEFAULT_PROMPT_TEMPLATE = """\
+{query}
+
+Context information is below, surrounded by ---------------------
+
+---------------------
+{question_answer_context}
+---------------------
+
+Given the context and provided history information and not prior knowledge,
+reply to the user comment. If the answer is not in the context, inform
+the user that you can't answer the question.
+"""
+
+
+class QuestionAnswerAdvisor(BaseAdvisor):
+    """Searches a vector store with the user's question and puts the results in the prompt.
+
+    ``before``: searches ``vector_store`` with the last user message's text and
+    ``search_request`` (default: ``top_k=4``, similarity threshold 0.0, no filter), then
+    replaces that message with ``prompt_template`` (Spring's template, verbatim) rendered with
+    ``query`` (the user's text) and ``question_answer_context`` (the documents). The documents
+    go to ``context["qa_retrieved_documents"]`` and ``after`` adds them to the response
+    metadata under the same key, in calls and streams. A per-request filter in
+    ``context["qa_filter_expression"]`` (expression object or filter text) **replaces** the
+    default filter; blank text keeps it (bug case B19); invalid text raises ``ValueError``
+    naming ``qa_filter_expression`` and the position.
+
+    Empty-context rule (bug case B21): with no documents the template is still applied, with
+    an empty context block; it tells the model to say it cannot answer (Spring's behaviour).
+
+    Divergences, each a fix: the documents are formatted by ``document_formatter``, by default
+    one XML-escaped ``<document>`` element per document, so retrieved text cannot close the
+    context block or pose as instructions (Spring joins raw texts, defect 5.6.46; pass
+    ``document_formatter=join_document_texts`` for Spring's output); a custom template must
+    have real ``{query}`` and ``{question_answer_context}`` placeholders (defect 5.6.38);
+    rendering is single-pass, so braces in documents or user text stay text; filter objects are
+    used as given, never turned into text (B19); ``top_k=0`` is refused (5.6.46); a prompt
+    with no user text is sent unchanged, without searching; and retrieval runs once per user
+    turn even when a tool loop re-enters the chain (defect 5.4.28).
+    """
+
+    __slots__ = (
+        "_order",
+        "document_formatter",
+        "prompt_template",
+        "search_request",
+        "vector_store",
+    )
+
+    def __init__(
+        self,
+        vector_store: VectorStore,
+        search_request: SearchRequest | None = None,
+        prompt_template: str | PromptTemplate | None = None,
+        order: int = DEFAULT_ORDER,
+        *,
+        document_formatter: Callable[[Sequence[Document]], str] | None = None,
+    ) -> None:
+        if vector_store is None:
+            raise ValueError("vectorStore cannot be null")
+        if search_request is None:
+            search_request = SearchRequest()
+        elif not isinstance(search_request, SearchRequest):
+            raise ValueError("searchRequest must be a SearchRequest")
+        if prompt_template is None:
+            prompt_template = DEFAULT_PROMPT_TEMPLATE
+        text = (
+            prompt_template.template
+            if isinstance(prompt_template, PromptTemplate)
+            else prompt_template
+        )
+        self.vector_store = vector_store
+        self.search_request = search_request
+        self.prompt_template = PromptTemplate(text, required=("query", "question_answer_context"))
+        self.document_formatter = document_formatter or xml_document_formatter
+        self._order = order
+
+    @property
+    def order(self) -> int:
+        return self._order
+
+    async def before(  # type: ignore[override]
+        self, request: ChatClientRequest, chain: Any
+    ) -> ChatClientRequest:
+        prompt = request.prompt
+        index, text, augmented = current_question(self, prompt)
+        if index < 0 or not text.strip():
+            return request
+        override = resolve_filter(request.context.get(FILTER_EXPRESSION), FILTER_EXPRESSION)
+        search = self.search_request.mutate(query=text)
+        if override is not None:
+            search = search.mutate(filter_expression=override)
+        key = turn_key(self, prompt, text, search)
+        cached = recall(key) if augmented or reentered(prompt) else None
+        if cached is None:
+            documents = await self.vector_store.asimilarity_search(search)
+            augmented_text = self.prompt_template.render(
+                query=text, question_answer_context=self.document_formatter(documents)
+            )
+            cached = (documents, augmented_text)
+            remember(key, cached)
+        documents, augmented_text = cached
+        if not augmented:
+            marker = augmented_marker(self)
+            prompt = prompt.augment_user_message(
+                lambda m: m.mutate(text=augmented_text, metadata=merged(m.metadata, {marker: text}))
+            )
+        return request.mutate(prompt=prompt, context={RETRIEVED_DOCUMENTS: documents})
+
+    def after(self, response: ChatClientResponse, chain: Any) -> ChatClientResponse:
+        documents = response.context.get(RETRIEVED_DOCUMENTS)
+        if documents is None:
+            return response
+        chat_response = response.chat_response or ChatResponse()
+        return response.mutate(
+            chat_response=chat_response.with_metadata(**{RETRIEVED_DOCUMENTS: documents})
+        )

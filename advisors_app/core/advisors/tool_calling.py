@@ -1,0 +1,329 @@
+"""``ToolCallingAdvisor``: the tool-calling loop as an advisor (Spring AI ``ToolCallingAdvisor``).
+
+Seed §6.7, reference §3.12. Each round sends the prompt down the rest of the chain
+(``chain.copy(self)``, so every advisor inside the loop runs once per round), runs the tool
+calls of the answer with the ``ToolCallingManager`` and sends the results back, until the model
+answers without tool calls, every tool invoked is return-direct, or a tool-call limit is
+breached (then the breach comes back as a generation with finish reason
+``"toolCallLimitExceeded"``, not as an exception).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any, ClassVar
+
+from ..advisor import (
+    DEFAULT_TOOL_CALLING_ORDER,
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    CallAdvisor,
+    StreamAdvisor,
+    ToolAdvisor,
+)
+from ..aggregation import ChatClientResponseAccumulator
+from ..chain import CallAdvisorChain, StreamAdvisorChain
+from ..exceptions import ToolCallLimitExceededError
+from ..mappings import freeze
+from ..messages import Message, SystemMessage
+from ..prompt import Prompt, ToolCallingChatOptions
+from ..requests import ChatClientRequest, ChatClientResponse
+from ..response import ChatResponse, ChatResponseMetadata, Generation
+from ..streams import closing_stream
+from ..tools.manager import ToolCallingManager, ToolExecutionResult
+from ..usage import UsageAccumulator
+
+__all__ = ["ROUND_USAGES", "ToolCallingAdvisor", "ToolExecutionEligibilityChecker"]
+
+#: Response-metadata key: each round's usage (``Usage.to_dict()`` or ``None``), in order (B12).
+ROUND_USAGES = "tool_calling_round_usages"
+
+ToolExecutionEligibilityChecker = Callable[[ChatResponse | None], bool]
+
+_DEFAULT_MANAGER = ToolCallingManager()
+
+
+def _has_tool_calls(response: ChatResponse | None) -> bool:
+    return response is not None and response.has_tool_calls()
+
+
+def _without_usage(chunk: ChatClientResponse) -> ChatClientResponse:
+    response = chunk.chat_response
+    if response is None or response.metadata.usage is None:
+        return chunk
+    return chunk.mutate(chat_response=response.with_usage(None))
+
+
+def _chunk_has_tool_calls(chunk: ChatClientResponse) -> bool:
+    return chunk.chat_response is not None and chunk.chat_response.has_tool_calls()
+
+
+class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
+    """The recursive tool loop; the one ``ToolAdvisor`` of a chain.
+
+    ``tool_calling_manager`` runs the calls (default: a shared ``ToolCallingManager()``);
+    ``tool_execution_eligibility_checker(chat_response) -> bool`` decides whether a response is
+    a tool-call round (default: it has tool calls); ``conversation_history_enabled=False`` sends
+    each next round only the system message and the latest tool responses, for a memory advisor
+    inside the loop that supplies the rest. ``order`` must lie strictly between
+    ``HIGHEST_PRECEDENCE`` and ``LOWEST_PRECEDENCE`` (``ValueError`` otherwise).
+
+    Requests whose options are not ``ToolCallingChatOptions``, or that set
+    ``internal_tool_execution_enabled=False`` (the caller runs the tools), pass through. Tool
+    names in the options are resolved to callbacks once per turn, so models only read
+    ``tool_callbacks``. Usage is summed over the rounds (B12); each round's figure is in the
+    response metadata under :data:`ROUND_USAGES`.
+
+    Subclasses extend the loop through the ``do_*`` hooks (all ``async`` except
+    ``do_finalize_loop_stream``), as Spring AI's protected methods.
+
+    Streams: a tool-call round never reaches the client, not even text streamed before its
+    tool-call chunk (fix, defect 5.4.26): each round is held until it ends and released only
+    if it is the final answer. ``stream_text_eagerly=True`` forwards text chunks as they come
+    (lower latency; text a model writes before a tool call then reaches the client, as in
+    Spring AI); tool-call chunks are always held. Forwarded chunks carry no usage; one trailing
+    chunk without generations carries the whole turn's usage and the round figures, so the
+    aggregate a consumer builds has the turn's total. A return-direct or limit-breach ending is
+    one chunk with the accumulated usage.
+
+    Other divergences, each a fix: with history disabled no empty ``SystemMessage("")`` is
+    injected when the prompt has none (defect 5.4.27); the loop's position is immutable, so a
+    chain copy per round is cheap.
+    """
+
+    DEFAULT_ORDER: ClassVar[int] = DEFAULT_TOOL_CALLING_ORDER
+
+    def __init__(
+        self,
+        tool_calling_manager: ToolCallingManager | None = None,
+        tool_execution_eligibility_checker: ToolExecutionEligibilityChecker | None = None,
+        conversation_history_enabled: bool = True,
+        order: int = DEFAULT_TOOL_CALLING_ORDER,
+        *,
+        stream_text_eagerly: bool = False,
+    ) -> None:
+        if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
+            raise ValueError(
+                "advisorOrder must be between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE, "
+                f"got {order}"
+            )
+        self._manager = tool_calling_manager or _DEFAULT_MANAGER
+        self._checker = tool_execution_eligibility_checker or _has_tool_calls
+        self._history = conversation_history_enabled
+        self._order = order
+        self._eager = stream_text_eagerly
+
+    @property
+    def name(self) -> str:
+        return "Tool Calling Advisor"
+
+    @property
+    def order(self) -> int:
+        return self._order
+
+    @property
+    def tool_calling_manager(self) -> ToolCallingManager:
+        return self._manager
+
+    @property
+    def conversation_history_enabled(self) -> bool:
+        return self._history
+
+    # -- hooks (Spring AI's protected methods) -------------------------------------------------
+
+    async def do_initialize_loop(self, request: ChatClientRequest, chain: Any) -> ChatClientRequest:
+        """Runs once per turn before the first round; returns the request the loop starts from."""
+        return request
+
+    async def do_before_call(self, request: ChatClientRequest, chain: Any) -> ChatClientRequest:
+        """Runs before each round; the options it returns are the ones the tools resolve from."""
+        return request
+
+    async def do_after_call(self, response: ChatClientResponse, chain: Any) -> ChatClientResponse:
+        """Runs after each round (in streams: on the round's aggregate)."""
+        return response
+
+    async def do_finalize_loop(
+        self, response: ChatClientResponse, chain: Any
+    ) -> ChatClientResponse:
+        """Runs once on the final response of a call."""
+        return response
+
+    def do_finalize_loop_stream(
+        self, stream: AsyncIterator[ChatClientResponse], chain: Any
+    ) -> AsyncIterator[ChatClientResponse]:
+        """Wraps the stream of chunks the client receives (default: unchanged)."""
+        return stream
+
+    async def do_get_next_instructions_for_tool_call(
+        self,
+        request: ChatClientRequest,
+        response: ChatClientResponse,
+        result: ToolExecutionResult,
+    ) -> tuple[Message, ...]:
+        """The messages of the next round: the whole history, or with history disabled the
+        request's first system message (if any) and the last history message."""
+        history = result.conversation_history
+        if self._history or not history:
+            return history
+        system = next(
+            (m for m in request.prompt.instructions if isinstance(m, SystemMessage)), None
+        )
+        return (history[-1],) if system is None else (system, history[-1])
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _loop_applies(self, request: ChatClientRequest) -> bool:
+        options = request.prompt.options
+        return (
+            isinstance(options, ToolCallingChatOptions)
+            and options.internal_tool_execution_enabled is not False
+        )
+
+    def _with_resolved_tools(self, request: ChatClientRequest) -> ChatClientRequest:
+        options = request.prompt.options
+        if not isinstance(options, ToolCallingChatOptions) or not options.tool_names:
+            return request
+        callbacks = self._manager.resolve_tool_callbacks(options)
+        resolved = options.mutate(tool_callbacks=callbacks, tool_names=())
+        return request.mutate(prompt=request.prompt.mutate(options=resolved))
+
+    async def _start(self, request: ChatClientRequest, chain: Any) -> ChatClientRequest:
+        return await self.do_initialize_loop(self._with_resolved_tools(request), chain)
+
+    async def _execute(
+        self, options: Any, history: tuple[Message, ...], response: ChatClientResponse
+    ) -> tuple[ToolExecutionResult | None, ChatClientResponse | None]:
+        """Run a tool round: ``(result, None)`` to go on, ``(None, final)`` to stop."""
+        chat_response = response.chat_response
+        assert chat_response is not None  # the eligibility checker saw a tool call
+        try:
+            result = await self._manager.execute_tool_calls(Prompt(history, options), chat_response)
+        except ToolCallLimitExceededError as breach:
+            return None, _with_generations(response, (breach.build_generation(),))
+        if result.return_direct:
+            return None, _with_generations(response, ToolExecutionResult.build_generations(result))
+        return result, None
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
+        if chain is None:
+            raise ValueError("callAdvisorChain must not be null")
+        if request is None:
+            raise ValueError("chatClientRequest must not be null")
+        if not self._loop_applies(request):
+            return await chain.next_call(request)
+        request = await self._start(request, chain)
+        downstream = chain.copy(self)
+        options = request.prompt.options
+        instructions = history = request.prompt.instructions
+        usage = UsageAccumulator()
+        while True:
+            processed = await self.do_before_call(
+                request.mutate(prompt=Prompt(instructions, options)), chain
+            )
+            options = processed.prompt.options
+            response = await self.do_after_call(await downstream.next_call(processed), chain)
+            usage.add_round_response(response)
+            if not self._checker(response.chat_response):
+                break
+            result, final = await self._execute(options, history, response)
+            if result is None:
+                assert final is not None
+                response = final
+                break
+            history = result.conversation_history
+            instructions = await self.do_get_next_instructions_for_tool_call(
+                processed, response, result
+            )
+        return await self.do_finalize_loop(_stamp_usage(response, usage), chain)
+
+    async def advise_stream(
+        self, request: ChatClientRequest, chain: StreamAdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        if request is None:
+            raise ValueError("chatClientRequest must not be null")
+        if not self._loop_applies(request):
+            async with closing_stream(chain.next_stream(request)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+            return
+        request = await self._start(request, chain)
+        stream = self.do_finalize_loop_stream(self._stream_rounds(request, chain), chain)
+        async with closing_stream(stream) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    async def _stream_rounds(
+        self, request: ChatClientRequest, chain: StreamAdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        downstream = chain.copy(self)
+        options = request.prompt.options
+        instructions = history = request.prompt.instructions
+        usage = UsageAccumulator()
+        while True:
+            processed = await self.do_before_call(
+                request.mutate(prompt=Prompt(instructions, options)), chain
+            )
+            options = processed.prompt.options
+            accumulator = ChatClientResponseAccumulator()
+            held: list[ChatClientResponse] = []
+            async with closing_stream(downstream.next_stream(processed)) as chunks:
+                async for chunk in chunks:
+                    accumulator.add(chunk)
+                    if self._eager and not _chunk_has_tool_calls(chunk):
+                        yield _without_usage(chunk)
+                    else:
+                        held.append(chunk)
+            response = await self.do_after_call(accumulator.result(), chain)
+            usage.add_round_response(response)
+            if not self._checker(response.chat_response):
+                for chunk in held:
+                    yield _without_usage(chunk)
+                trailer = _usage_trailer(response, usage)
+                if trailer is not None:
+                    yield trailer
+                return
+            result, final = await self._execute(options, history, response)
+            if result is None:
+                assert final is not None
+                yield _stamp_usage(final, usage)
+                return
+            history = result.conversation_history
+            instructions = await self.do_get_next_instructions_for_tool_call(
+                processed, response, result
+            )
+
+
+def _with_generations(
+    response: ChatClientResponse, generations: tuple[Generation, ...]
+) -> ChatClientResponse:
+    chat_response = response.chat_response
+    assert chat_response is not None
+    return response.mutate(chat_response=chat_response.mutate(generations=generations))
+
+
+def _round_figures(usage: UsageAccumulator) -> tuple[dict[str, Any] | None, ...]:
+    return tuple(u.to_dict() if u is not None else None for u in usage.round_usages)
+
+
+def _stamp_usage(response: ChatClientResponse, usage: UsageAccumulator) -> ChatClientResponse:
+    response = usage.apply_accumulated_usage(response)
+    chat_response = response.chat_response
+    if chat_response is None:
+        return response
+    return response.mutate(
+        chat_response=chat_response.with_metadata(**{ROUND_USAGES: _round_figures(usage)})
+    )
+
+
+def _usage_trailer(
+    response: ChatClientResponse, usage: UsageAccumulator
+) -> ChatClientResponse | None:
+    if not usage.round_usages:
+        return None
+    metadata = ChatResponseMetadata(
+        usage=usage.accumulated_usage, extra=freeze({ROUND_USAGES: _round_figures(usage)})
+    )
+    return ChatClientResponse(ChatResponse((), metadata), response.context)

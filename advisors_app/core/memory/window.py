@@ -1,0 +1,95 @@
+"""Choosing the window of a conversation that a model gets to see: by whole turns, within a budget.
+
+A *turn* starts at a user message and runs to the next one (the assistant reply, and any tool
+calls and tool responses in between). Spring AI's ``MessageWindowChatMemory`` cuts by message
+count and then "snaps" the cut forward to the next user message; when there is none it evicts
+every non-system message, and a window can start with a lone tool response whose call was
+evicted, which providers reject (defect 5.3.18, bug case B08). :func:`select_window` fixes that:
+
+1. it keeps the longest run of **whole turns**, newest first, whose cost fits the budget, so the
+   window always starts at a user message and every tool response keeps its assistant call;
+2. when even the newest turn does not fit, it keeps that turn's user message plus the longest
+   tail of the turn that starts at an assistant message and fits (never an empty window for a
+   conversation with a user message, unless that message alone exceeds the budget);
+3. messages before the first user message (an assistant greeting) never start a window;
+4. as a last guard, a tool response whose call is not in the window is dropped (a transcript
+   written by other code may hold one).
+
+System messages are not part of the window: the memory keeps them apart, never counts them
+against the budget and never evicts them (bug case B08).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..messages import AssistantMessage, Message, ToolResponseMessage, UserMessage
+
+__all__ = ["drop_orphan_tool_responses", "select_window"]
+
+
+def select_window(
+    tail: Sequence[Message], budget: int, cost: Callable[[Message], int], *, complete: bool
+) -> list[Message] | None:
+    """The window of ``tail`` within ``budget``, or ``None`` if older messages must be read.
+
+    ``tail`` holds the newest non-system messages of a conversation, oldest first; ``complete``
+    says whether it reaches back to the conversation's first message. ``cost(message)`` is the
+    message's share of the budget (1 for a message-count window, tokens for a token window).
+    Returns ``None`` when the answer depends on messages older than ``tail``; the caller reads
+    more and asks again. Runs in O(len(tail)) calls to ``cost``.
+    """
+    total = 0
+    earliest_turn: int | None = None
+    i = len(tail) - 1
+    exceeded = False
+    while i >= 0:
+        total += cost(tail[i])
+        if total > budget:
+            exceeded = True
+            break
+        if isinstance(tail[i], UserMessage):
+            earliest_turn = i
+        i -= 1
+    if not exceeded and not complete:
+        return None  # older turns may fit as well
+    if earliest_turn is not None:
+        return drop_orphan_tool_responses(tail[earliest_turn:])
+    # The newest turn alone is over budget, or there is no user message in the part read.
+    user_at = next((j for j in range(i, -1, -1) if isinstance(tail[j], UserMessage)), None)
+    if user_at is None:
+        return [] if complete else None
+    room = budget - cost(tail[user_at])
+    if room < 0:
+        return []
+    total = 0
+    start: int | None = None
+    for k in range(len(tail) - 1, user_at, -1):
+        total += cost(tail[k])
+        if total > room:
+            break
+        if isinstance(tail[k], AssistantMessage):
+            start = k
+    rest = tail[start:] if start is not None else []
+    return drop_orphan_tool_responses([tail[user_at], *rest])
+
+
+def drop_orphan_tool_responses(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` without tool responses whose call id no earlier assistant message made.
+
+    A tool-response message that loses every response is dropped; one that loses some keeps
+    the others, in order.
+    """
+    called: set[str] = set()
+    kept: list[Message] = []
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            called.update(call.id for call in message.tool_calls)
+        elif isinstance(message, ToolResponseMessage):
+            answered = tuple(r for r in message.responses if r.id in called)
+            if len(answered) != len(message.responses):
+                if not answered:
+                    continue
+                message = message.mutate(responses=answered)
+        kept.append(message)
+    return kept

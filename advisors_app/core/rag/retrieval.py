@@ -1,0 +1,85 @@
+"""Document retrieval for a query (``DocumentRetriever``, ``VectorStoreDocumentRetriever``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..exceptions import AdvisorStateError
+from ..vectorstore import Document, Filter, SearchRequest, VectorStore, resolve_filter
+from .query import Query
+
+__all__ = ["FILTER_EXPRESSION", "DocumentRetriever", "VectorStoreDocumentRetriever"]
+
+#: Query-context key of a per-request filter (an expression object or filter text).
+FILTER_EXPRESSION = "vector_store_filter_expression"
+
+FilterSource = Filter | str | Callable[[], Filter | str | None] | None
+
+
+class DocumentRetriever:
+    """Finds the documents relevant to a query: ``await retrieve(query)``."""
+
+    __slots__ = ()
+
+    async def retrieve(self, query: Query) -> list[Document]:
+        raise NotImplementedError
+
+
+class VectorStoreDocumentRetriever(DocumentRetriever):
+    """Searches a vector store with the query text (Spring AI ``VectorStoreDocumentRetriever``).
+
+    Defaults: ``top_k=4``, ``similarity_threshold=0.0`` (a cosine similarity; 0 accepts
+    everything), no filter. ``filter_expression`` is an expression object, filter text, or a
+    callable returning either, called on every retrieval (Spring's supplier; a
+    ``contextvars`` lookup works there, a thread-local may not). A per-request filter in
+    ``query.context["vector_store_filter_expression"]`` (object or non-blank text) **replaces**
+    the default; blank text falls back to it (bug case B19). Raises ``AdvisorStateError``
+    ("vectorStore cannot be null") and ``ValueError`` with Spring's messages ("topK must be
+    greater than 0", "similarityThreshold must be equal to or greater than 0.0"), or naming
+    the parameter of an invalid filter text.
+    """
+
+    __slots__ = ("filter_expression", "similarity_threshold", "top_k", "vector_store")
+
+    def __init__(
+        self,
+        vector_store: VectorStore,
+        similarity_threshold: float = 0.0,
+        top_k: int = 4,
+        filter_expression: FilterSource = None,
+    ) -> None:
+        if vector_store is None:
+            raise AdvisorStateError("vectorStore cannot be null")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
+            raise ValueError("topK must be greater than 0")
+        if not isinstance(similarity_threshold, (int, float)) or similarity_threshold < 0.0:
+            raise ValueError("similarityThreshold must be equal to or greater than 0.0")
+        if not callable(filter_expression):
+            resolve_filter(filter_expression, "filter_expression")
+        self.vector_store = vector_store
+        self.similarity_threshold = float(similarity_threshold)
+        self.top_k = top_k
+        self.filter_expression = filter_expression
+
+    def _default_filter(self) -> Filter | None:
+        source: Any = self.filter_expression
+        if callable(source) and not isinstance(source, Filter):
+            source = source()
+        return resolve_filter(source, "filter_expression")
+
+    def request_filter(self, query: Query) -> Filter | None:
+        """The filter for ``query``: the per-request one if given, else the default."""
+        override = resolve_filter(query.context.get(FILTER_EXPRESSION), FILTER_EXPRESSION)
+        return override if override is not None else self._default_filter()
+
+    async def retrieve(self, query: Query) -> list[Document]:
+        if query is None:
+            raise ValueError("query cannot be null")
+        request = SearchRequest(
+            query=query.text,
+            top_k=self.top_k,
+            similarity_threshold=self.similarity_threshold,
+            filter_expression=self.request_filter(query),
+        )
+        return await self.vector_store.asimilarity_search(request)

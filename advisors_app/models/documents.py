@@ -1,0 +1,159 @@
+"""Documents for retrieval: collections of text chunks with pgvector embeddings.
+
+A :class:`Document` row is one chunk: its text, JSON metadata, the collection it belongs to,
+who may see it, a SHA-256 of its text, and its embedding in a ``vector`` column with an HNSW
+index for cosine distance. Re-ingesting identical text from the same source does not add a row
+(unique ``collection, owner, tenant, source, content_hash`` for rows with a source; one user's
+upload never hides another's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.contrib.postgres.indexes import OpClass
+from django.db import models
+from django.db.models import Value
+from django.db.models.functions import Cast
+from pgvector.django import CosineDistance, HalfVectorField, HnswIndex, VectorField
+
+__all__ = [
+    "EMBEDDING_DIMENSIONS",
+    "HNSW_VECTOR_LIMIT",
+    "Collection",
+    "Document",
+    "content_hash",
+    "cosine_distance",
+    "embedding_index",
+]
+
+#: Dimensions of the ``embedding`` column (all-MiniLM-L6-v2). Changing it needs a migration.
+EMBEDDING_DIMENSIONS = 384
+#: pgvector indexes ``vector`` columns up to 2000 dimensions, ``halfvec`` up to 4000.
+HNSW_VECTOR_LIMIT = 2000
+HNSW_HALFVEC_LIMIT = 4000
+
+
+def embedding_index(name: str, dimensions: int, field: str = "embedding") -> HnswIndex:
+    """The HNSW cosine index for a ``vector(dimensions)`` column (bug case B24).
+
+    Up to 2000 dimensions it indexes the column itself (``vector_cosine_ops``); up to 4000 it
+    is an expression index on ``(field::halfvec(dimensions))`` with ``halfvec_cosine_ops``
+    (half-precision, pgvector's own limit). Queries must use :func:`cosine_distance` with the
+    same dimensions so the planner can use the index; the expression index needs
+    ``django.contrib.postgres`` in ``INSTALLED_APPS`` (it registers ``OpClass`` for index
+    expressions). More than 4000 raises ``ValueError``.
+    """
+    options: dict[str, Any] = {"name": name, "m": 16, "ef_construction": 64}
+    if dimensions <= HNSW_VECTOR_LIMIT:
+        return HnswIndex(fields=[field], opclasses=["vector_cosine_ops"], **options)
+    if dimensions <= HNSW_HALFVEC_LIMIT:
+        expression = Cast(field, HalfVectorField(dimensions=dimensions))
+        return HnswIndex(OpClass(expression, name="halfvec_cosine_ops"), **options)
+    raise ValueError(
+        f"pgvector cannot index {dimensions}-dimensional embeddings (at most "
+        f"{HNSW_HALFVEC_LIMIT} as halfvec); use a model with fewer dimensions"
+    )
+
+
+def cosine_distance(field: str, dimensions: int, vector: Sequence[float]) -> CosineDistance:
+    """``field <=> vector`` written the way :func:`embedding_index` indexed it."""
+    if dimensions <= HNSW_VECTOR_LIMIT:
+        return CosineDistance(field, list(vector))
+    half = HalfVectorField(dimensions=dimensions)
+    return CosineDistance(Cast(field, half), Cast(_vector_literal(vector), half))
+
+
+def _vector_literal(vector: Sequence[float]) -> Value:
+    return Value("[" + ",".join(repr(float(v)) for v in vector) + "]")
+
+
+def content_hash(text: str) -> str:
+    """Lower-case hex SHA-256 of the UTF-8 text (64 characters)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Collection(models.Model):
+    """A named set of documents searched together (one knowledge base).
+
+    ``owner`` set: only that user may search or change it; empty: shared by every user.
+    ``tenant`` is a free label the server may use to keep tenants apart.
+    """
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="advisor_collections",
+        help_text="Only this user may use the collection; leave empty to share it.",
+    )
+    tenant = models.CharField(max_length=100, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+
+class Document(models.Model):
+    """One chunk of text with its metadata and embedding (a core ``Document`` when read)."""
+
+    id = models.CharField(primary_key=True, max_length=255, default=_new_id, editable=False)
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="documents")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="advisor_documents",
+        help_text="Only this user may retrieve it; leave empty to share it.",
+    )
+    tenant = models.CharField(max_length=100, blank=True, db_index=True)
+    source = models.CharField(
+        max_length=500, blank=True, help_text="Where the text came from (file or upload name)."
+    )
+    content = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64, editable=False)
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["collection", "source", "created_at"]
+        constraints = [
+            # NULL owners count as equal, so shared rows are de-duplicated too. Rows without a
+            # source (e.g. long-term chat memory) may repeat a text: "yes" in two
+            # conversations is two memories.
+            models.UniqueConstraint(
+                fields=["collection", "owner", "tenant", "source", "content_hash"],
+                condition=~models.Q(source=""),
+                name="advisors_document_unique_text",
+                nulls_distinct=False,
+            )
+        ]
+        indexes = [
+            embedding_index("advisors_document_hnsw", EMBEDDING_DIMENSIONS),
+            models.Index(fields=["collection", "source"], name="advisors_document_source"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source or self.id}: {self.content[:60]}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        self.content_hash = content_hash(self.content)
+        super().save(*args, **kwargs)  # type: ignore[arg-type]

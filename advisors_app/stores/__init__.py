@@ -1,0 +1,1 @@
+"""Django-backed implementations of the core storage contracts (chat memory, ...)."""
