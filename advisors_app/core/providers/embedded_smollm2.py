@@ -174,11 +174,12 @@ class SmolLm2ChatModel(OpenAiCompatibleChatModel):
     """The default ``ChatModel``: SmolLM2-135M-Instruct on the embedded llama.cpp server.
 
     Starts the process-wide :func:`embedded_llama_server` on the first call (or uses
-    ``server``). ``default_options`` are merged over temperature 0.2 and at most 512 completion
-    tokens.
-    Tool calls are emulated by default (``tool_call_emulation``); ``timeout`` is per read, in
-    seconds; no retries (a local server that failed once fails again). Quality is that of a
-    135M-parameter model: fine for demos, tests and offline first runs, not for production.
+    ``server``). ``default_options`` are merged over temperature 0.2 and at most 512
+    completion tokens. Tool calls are emulated (``tool_call_emulation``), one tool round per
+    turn: after a tool result the model must answer (given the choice, it calls the same tool
+    again and again). ``timeout`` is per read, in seconds; no retries (a local server that
+    failed once fails again). Quality is that of a 135M-parameter model: fine for demos,
+    tests and offline first runs, not for production.
     """
 
     def __init__(
@@ -195,6 +196,7 @@ class SmolLm2ChatModel(OpenAiCompatibleChatModel):
             timeout=timeout,
             max_retries=0,
             tool_call_emulation=tool_call_emulation,
+            emulated_tool_rounds=1,
             provider="embedded",
         )
         self._server = server

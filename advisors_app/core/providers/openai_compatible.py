@@ -126,6 +126,16 @@ def _openai_messages(
     return result
 
 
+def _tool_rounds(messages: Sequence[Message]) -> int:
+    """Tool results since the last user message: the tool rounds of the current turn."""
+    rounds = 0
+    for message in reversed(messages):
+        if isinstance(message, UserMessage):
+            break
+        rounds += isinstance(message, ToolResponseMessage)
+    return rounds
+
+
 class _StreamState:
     """Per-stream bookkeeping: emulation decoders per choice and whether the model finished."""
 
@@ -147,7 +157,9 @@ class OpenAiCompatibleChatModel:
     while chunks keep coming; ``max_retries`` is the SDK's retry count for connection errors,
     408, 409, 429 and 5xx (honouring ``Retry-After``). ``include_usage`` asks streams for a
     final usage chunk. ``tool_call_emulation=True`` replaces the ``tools`` parameter with
-    constrained decoding (:mod:`.tool_emulation`) for models that cannot call tools.
+    constrained decoding (:mod:`.tool_emulation`) for models that cannot call tools;
+    ``emulated_tool_rounds`` then caps the tool rounds of a turn (``None``: no cap), after which
+    the model may only answer.
 
     ``ChatOptions.extra`` entries are sent in the request body as given (``top_k`` too, as
     llama.cpp and vLLM read it). Errors: the provider errors of
@@ -167,6 +179,7 @@ class OpenAiCompatibleChatModel:
         max_retries: int = 2,
         include_usage: bool = True,
         tool_call_emulation: bool = False,
+        emulated_tool_rounds: int | None = None,
         provider: str = "openai",
         headers: Mapping[str, str] | None = None,
     ) -> None:
@@ -175,6 +188,9 @@ class OpenAiCompatibleChatModel:
         self.model = model
         self.include_usage = include_usage
         self.tool_call_emulation = tool_call_emulation
+        if emulated_tool_rounds is not None and emulated_tool_rounds < 0:
+            raise ValueError(f"emulated_tool_rounds must be >= 0, got {emulated_tool_rounds!r}")
+        self.emulated_tool_rounds = emulated_tool_rounds
         self._default_options = default_options
         self._settings = ClientSettings(
             base_url=base_url,
@@ -219,11 +235,11 @@ class OpenAiCompatibleChatModel:
             if isinstance(options, ToolCallingChatOptions)
             else []
         )
-        emulation = (
-            ToolCallEmulation(tools, options.response_format)
-            if tools and self.tool_call_emulation
-            else None
-        )
+        emulation = None
+        if tools and self.tool_call_emulation:
+            limit = self.emulated_tool_rounds
+            allow_calls = limit is None or _tool_rounds(prompt.instructions) < limit
+            emulation = ToolCallEmulation(tools, options.response_format, allow_calls=allow_calls)
         request: dict[str, Any] = {
             "model": options.model or self.model,
             "messages": _openai_messages(prompt.instructions, emulation),

@@ -14,7 +14,7 @@ embedded   chat       ``options``, ``timeout``, ``tool_call_emulation`` (SmolLM2
 embedded   embedding  none (all-MiniLM-L6-v2, 384 dimensions)
 openai     chat       ``model`` (required), ``base_url``, ``api_key_env``, ``options``,
                       ``timeout``, ``max_retries``, ``include_usage``, ``tool_call_emulation``,
-                      ``headers``
+                      ``emulated_tool_rounds``, ``headers``
 openai     embedding  ``model`` (required), ``base_url``, ``api_key_env``, ``dimensions``,
                       ``send_dimensions``, ``batch_size``, ``timeout``, ``max_retries``,
                       ``headers``
@@ -63,7 +63,8 @@ BUILTIN_EMBEDDING_MODELS: dict[str, dict[str, Any]] = {
 _CONNECTION = {"model", "base_url", "api_key_env", "timeout", "max_retries", "headers"}
 _KEYS: dict[tuple[str, str], set[str]] = {
     ("chat", "embedded"): {"model", "options", "timeout", "tool_call_emulation"},
-    ("chat", "openai"): _CONNECTION | {"options", "include_usage", "tool_call_emulation"},
+    ("chat", "openai"): _CONNECTION
+    | {"options", "include_usage", "tool_call_emulation", "emulated_tool_rounds"},
     ("chat", "scripted"): {"model", "options", "responses", "repeat"},
     ("embedding", "embedded"): {"model"},
     ("embedding", "openai"): _CONNECTION | {"dimensions", "send_dimensions", "batch_size"},
@@ -81,6 +82,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "options": (dict,),
     "include_usage": (bool,),
     "tool_call_emulation": (bool,),
+    "emulated_tool_rounds": (int, type(None)),
     "responses": (list,),
     "repeat": (bool,),
     "dimensions": (int,),
@@ -191,7 +193,8 @@ def create_chat_model(config: Mapping[str, Any], *, name: str = "") -> ChatModel
         )
     from .openai_compatible import OpenAiCompatibleChatModel
 
-    extra = {k: config[k] for k in ("include_usage", "tool_call_emulation") if k in config}
+    flags = ("include_usage", "tool_call_emulation", "emulated_tool_rounds")
+    extra = {k: config[k] for k in flags if k in config}
     return OpenAiCompatibleChatModel(
         model=config["model"], default_options=options, **_connection(config), **extra
     )

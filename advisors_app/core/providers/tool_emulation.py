@@ -13,6 +13,10 @@ The model sees this protocol::
     {"tool": "<name>", "arguments": {...}}     call one tool
     {"answer": "<text>"}                      answer the user
 
+A chat model can cap the tool rounds of a turn (``emulated_tool_rounds``; SmolLM2 gets 1): past
+the cap only the answer is allowed. SmolLM2, given a tool result, otherwise tends to call the
+same tool again until the tool loop's identical-call limit stops it.
+
 When the request also asks for structured output (``response_format`` ``json_schema`` or
 ``json_object``), the ``answer`` alternative takes that schema and the answer text is its JSON.
 Earlier tool calls in the history are shown to the model in the same JSON form, and tool
@@ -60,12 +64,11 @@ _AFTER_RESULTS = "Now answer my question using this result."
 
 
 def tool_spec(callback: Any) -> dict[str, Any]:
-    """``{"name", "description", "parameters"}`` of a tool callback (OpenAI function form).
+    """``{"name", "description", "parameters"}`` of a tool (OpenAI's function form, plain JSON).
 
-    Accepts a ``ToolCallback`` (its ``tool_definition`` with ``name``, ``description`` and
-    ``input_schema`` as a dict or JSON text: Spring AI's ``ToolDefinition``), an object with
-    those three attributes, or a mapping in OpenAI's tool format. Raises ``ValueError`` for
-    anything else.
+    Accepts a :class:`~advisors_app.core.tools.ToolCallback` (its ``definition``), a
+    ``ToolDefinition`` (``input_schema`` a mapping or JSON text, as Spring AI's), or a mapping
+    in OpenAI's tool format. Raises ``ValueError`` for anything else.
     """
     if isinstance(callback, Mapping):
         data = callback.get("function", callback)
@@ -73,7 +76,7 @@ def tool_spec(callback: Any) -> dict[str, Any]:
         description = data.get("description", "")
         schema = data.get("parameters", data.get("input_schema"))
     else:
-        definition = getattr(callback, "tool_definition", callback)
+        definition = getattr(callback, "definition", callback)
         name = getattr(definition, "name", None)
         description = getattr(definition, "description", "")
         schema = getattr(definition, "input_schema", None)
@@ -86,8 +89,32 @@ def tool_spec(callback: Any) -> dict[str, Any]:
     return {
         "name": name,
         "description": description or "",
-        "parameters": dict(schema) if schema else {"type": "object", "properties": {}},
+        "parameters": _plain(schema) if schema else {"type": "object", "properties": {}},
     }
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping a ``dict`` and every tuple a ``list`` (JSON-serialisable)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _arguments(schema: Mapping[str, Any]) -> str:
+    """``city: string, days: integer (optional)`` for an object schema."""
+    required = set(schema.get("required", ()))
+    parts = []
+    for name, prop in (schema.get("properties") or {}).items():
+        kind = "any"
+        if isinstance(prop, Mapping):
+            if "enum" in prop:
+                kind = " | ".join(json.dumps(v, ensure_ascii=False) for v in prop["enum"])
+            else:
+                kind = str(prop.get("type", "any"))
+        parts.append(f"{name}: {kind}" + ("" if name in required else " (optional)"))
+    return ", ".join(parts)
 
 
 def _closed(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,14 +141,24 @@ def _answer_schema(response_format: Mapping[str, Any] | None) -> dict[str, Any] 
 
 
 class ToolCallEmulation:
-    """The plan for one request: its tools, the decoding schema and the instruction text."""
+    """The plan for one request: its tools, the decoding schema and the instruction text.
+
+    ``allow_calls=False`` leaves only the answer alternative in the schema (the tools stay
+    listed, so earlier calls in the history still make sense): the chat model sets it once a
+    turn has had its allowed number of tool rounds.
+    """
 
     def __init__(
-        self, tools: Sequence[Mapping[str, Any]], response_format: Mapping[str, Any] | None
+        self,
+        tools: Sequence[Mapping[str, Any]],
+        response_format: Mapping[str, Any] | None,
+        *,
+        allow_calls: bool = True,
     ) -> None:
         self.tools = [dict(t) for t in tools]
-        self.tool_names = {t["name"] for t in self.tools}
+        self.tool_names = {t["name"] for t in self.tools} if allow_calls else set()
         self.answer_schema = _answer_schema(response_format)
+        self.allow_calls = allow_calls
 
     @property
     def answer_is_text(self) -> bool:
@@ -140,6 +177,7 @@ class ToolCallEmulation:
                 "additionalProperties": False,
             }
             for tool in self.tools
+            if self.allow_calls
         ]
         alternatives.append(
             {
@@ -155,12 +193,17 @@ class ToolCallEmulation:
         }
 
     def instructions(self) -> str:
-        """The system text that lists the tools and explains the reply format."""
-        lines = []
-        for tool in self.tools:
-            description = " ".join(str(tool["description"]).split())
-            parameters = json.dumps(tool["parameters"], ensure_ascii=False, separators=(",", ":"))
-            lines.append(f"- {tool['name']}: {description} Arguments schema: {parameters}")
+        """The system text that lists the tools and explains the reply format.
+
+        Tools are shown as signatures (``- get_weather(city: string): Get the weather.``): in
+        trials SmolLM2 chose the right tool for 6 of 7 questions that way and for 3 of 7 when
+        shown the JSON Schemas. The schemas still bind the output, through the grammar.
+        """
+        lines = [
+            f"- {tool['name']}({_arguments(tool['parameters'])}): "
+            + " ".join(str(tool["description"]).split())
+            for tool in self.tools
+        ]
         return _INSTRUCTIONS.format(tools="\n".join(lines))
 
     @staticmethod

@@ -38,11 +38,10 @@ from advisors_app.core.providers.embedded_smollm2 import EmbeddedLlamaServer, Sm
 from advisors_app.core.providers.openai_compatible import OpenAiCompatibleChatModel
 from advisors_app.core.streams import closing_stream
 from tests.core.providers.openai_server import Completion, JsonReply, ScriptedOpenAiServer
-from tests.core.providers.tools import WEATHER, WEATHER_SCHEMA
+from tests.core.providers.tools import QUESTION, WEATHER, WEATHER_SCHEMA
 
 Factory = Callable[[], tuple[ChatModel, Prompt]]
 
-QUESTION = "What's the weather like in Paris today?"
 USAGE = Usage(12, 5)
 
 

@@ -12,7 +12,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from advisors_app.core import AdvisorStateError, AuthenticationError, ChatOptions, Prompt
+from advisors_app.core import (
+    AdvisorStateError,
+    AuthenticationError,
+    ChatClient,
+    ChatOptions,
+    Prompt,
+)
 from advisors_app.core.providers.embedded_smollm2 import (
     MODEL_NAME,
     EmbeddedLlamaServer,
@@ -21,6 +27,8 @@ from advisors_app.core.providers.embedded_smollm2 import (
 )
 from advisors_app.core.providers.openai_compatible import OpenAiCompatibleChatModel
 from advisors_app.core.streams import closing_stream
+from advisors_app.core.tools import tool
+from tests.core.providers.tools import QUESTION
 from tests.helpers import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -67,6 +75,31 @@ async def test_concurrent_streams_are_served_together(llama_server: EmbeddedLlam
 
     answers = await asyncio.gather(answer("Name a fruit."), answer("Name a colour."))
     assert all(text.strip() for text in answers)
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+async def test_the_tool_loop_runs_a_tool_and_answers_with_its_result(
+    llama_server: EmbeddedLlamaServer, mode: str
+) -> None:
+    calls: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city."""
+        calls.append(city)
+        return f"Sunny, 22 °C in {city}"
+
+    model = SmolLm2ChatModel(default_options=ChatOptions(temperature=0.0, max_tokens=80))
+    spec = ChatClient(model).prompt().user(QUESTION).tools(get_weather)
+    if mode == "call":
+        response = await (await spec.acall()).achat_response()
+    else:
+        response = (await spec.stream().aggregate()).chat_response
+    assert [city.lower() for city in calls] == ["paris"]
+    assert not response.has_tool_calls() and response.result.finish_reason == "STOP"
+    assert "22" in response.text
+    # Usage covers both rounds (the call and the answer).
+    assert response.metadata.usage.prompt_tokens > 200
 
 
 OFFLINE_SCRIPT = """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import jsonschema
 import pytest
@@ -23,9 +24,11 @@ from advisors_app.core import (
 from advisors_app.core.providers.openai_compatible import OpenAiCompatibleChatModel
 from advisors_app.core.providers.tool_emulation import ToolCallEmulation, tool_spec
 from advisors_app.core.streams import closing_stream
+from advisors_app.core.tools import ToolDefinition
 from tests.core.providers.openai_server import Completion, ScriptedOpenAiServer
-from tests.core.providers.tools import WEATHER, WEATHER_SCHEMA, Tool, ToolDefinition
+from tests.core.providers.tools import WEATHER
 
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 CLOCK = {
     "type": "function",
     "function": {
@@ -48,13 +51,24 @@ def decode(emulation: ToolCallEmulation, pieces: list[str], finish: str | None =
 
 
 def test_tool_definitions_are_read_from_callbacks_objects_and_mappings() -> None:
-    as_text = Tool(ToolDefinition("get_weather", "Weather.", json.dumps(WEATHER_SCHEMA)))
-    assert tool_spec(as_text)["parameters"] == WEATHER_SCHEMA
+    as_text = SimpleNamespace(name="get_weather", description="", input_schema=json.dumps(CITY))
+    assert tool_spec(as_text)["parameters"] == CITY
+    assert tool_spec(ToolDefinition("get_weather", "Weather.", CITY))["description"] == "Weather."
     assert tool_spec(WEATHER)["description"] == "Get the current weather for a city."
     assert tool_spec(CLOCK)["name"] == "get_time"
     assert tool_spec({"name": "noop"})["parameters"] == {"type": "object", "properties": {}}
     with pytest.raises(ValueError, match="cannot read a tool definition"):
         tool_spec(object())
+
+
+def test_tools_are_listed_as_signatures() -> None:
+    enum = {"type": "object", "properties": {"unit": {"enum": ["C", "F"]}, "days": {}}}
+    emulation = ToolCallEmulation(
+        [tool_spec(CLOCK), tool_spec({"name": "f", "parameters": enum})], None
+    )
+    text = emulation.instructions()
+    assert "- get_time(tz: string (optional)): Current time." in text
+    assert '- f(unit: "C" | "F" (optional), days: any (optional)): ' in text
 
 
 def test_the_schema_allows_exactly_a_known_call_or_an_answer() -> None:
@@ -144,7 +158,7 @@ async def test_emulated_requests_use_response_format_not_tools(
     assert body["response_format"]["type"] == "json_schema"
     system, _user, assistant, result = body["messages"]
     assert system["content"].startswith("Be brief.\n\nYou can call tools.")
-    assert "get_weather: Get the current weather for a city." in system["content"]
+    assert "- get_weather(city: string): Get the current weather for a city." in system["content"]
     assert assistant == {
         "role": "assistant",
         "content": '{"tool": "get_weather", "arguments": {"city": "Oslo"}}',
@@ -197,3 +211,32 @@ async def test_call_and_stream_decode_alike(
     # Text answers arrive in several deltas; no raw JSON ever reaches the consumer.
     assert "".join(deltas) == text and (not text or len(deltas) > 2)
     assert not any("{" in delta for delta in deltas)
+
+
+async def test_past_the_round_cap_only_an_answer_is_allowed(
+    openai_server: ScriptedOpenAiServer,
+) -> None:
+    model = OpenAiCompatibleChatModel(
+        model="tiny",
+        base_url=openai_server.base_url,
+        max_retries=0,
+        tool_call_emulation=True,
+        emulated_tool_rounds=1,
+    )
+    openai_server.add(Completion('{"answer": "a"}'), Completion('{"answer": "b"}'))
+    options = ToolCallingChatOptions(tool_callbacks=[WEATHER])
+    first = [UserMessage("Weather in Oslo?")]
+    after = [
+        *first,
+        AssistantMessage("", tool_calls=[ToolCall("c1", "get_weather", '{"city":"Oslo"}')]),
+        ToolResponseMessage([ToolResponse("c1", "get_weather", "sunny")]),
+    ]
+    await model.call(Prompt(first, options))
+    await model.call(Prompt(after, options))
+    schemas = [b["response_format"]["json_schema"]["schema"] for b in openai_server.bodies]
+    assert [len(schema["anyOf"]) for schema in schemas] == [2, 1]
+    assert schemas[1]["anyOf"][0]["required"] == ["answer"]
+    # A new user message starts a new turn: calls are allowed again.
+    openai_server.add(Completion('{"answer": "c"}'))
+    await model.call(Prompt([*after, AssistantMessage("b"), UserMessage("And Rome?")], options))
+    assert len(openai_server.bodies[2]["response_format"]["json_schema"]["schema"]["anyOf"]) == 2

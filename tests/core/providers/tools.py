@@ -1,29 +1,21 @@
-"""A tool callback shaped like Spring AI's ``ToolCallback``, for provider tests."""
+"""A real ``@tool`` for provider tests: providers only describe it to the model."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-WEATHER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"city": {"type": "string"}},
-    "required": ["city"],
-}
+from advisors_app.core.tools import tool
 
 
-@dataclass(frozen=True)
-class ToolDefinition:
-    name: str
-    description: str
-    input_schema: str | dict[str, Any]
+@tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city."""
+    return f"Sunny, 22 °C in {city}"
 
 
-@dataclass(frozen=True)
-class Tool:
-    """Only the definition: providers never run tools, they report the model's calls."""
+WEATHER = get_weather
+WEATHER_SCHEMA: dict[str, Any] = dict(WEATHER.definition.input_schema)
 
-    tool_definition: ToolDefinition
-
-
-WEATHER = Tool(ToolDefinition("get_weather", "Get the current weather for a city.", WEATHER_SCHEMA))
+#: Explicit enough that SmolLM2 calls the tool whatever its prompt cache holds (a plain
+#: "What's the weather like in Paris today?" flips between a call and prose across runs).
+QUESTION = "What's the weather in Paris? Use the get_weather tool."
