@@ -40,7 +40,7 @@ from ..prompt import ChatOptions, Prompt, ToolCallingChatOptions, merge_options
 from ..response import ChatGenerationMetadata, ChatResponse, ChatResponseMetadata, Generation, Usage
 from ._openai_client import ClientSettings, map_openai_error
 from .openai_embedding import OpenAiCompatibleEmbeddingModel
-from .tool_emulation import EmulatedOutput, ToolCallEmulation, tool_spec
+from .tool_emulation import EmulatedOutput, ToolCallEmulation, plain_json, tool_spec
 
 __all__ = ["OpenAiCompatibleChatModel", "OpenAiCompatibleEmbeddingModel", "usage_from_openai"]
 
@@ -253,10 +253,10 @@ class OpenAiCompatibleChatModel:
         if emulation is not None:
             request["response_format"] = emulation.response_format()
         elif options.response_format:
-            request["response_format"] = dict(options.response_format)
+            request["response_format"] = plain_json(options.response_format)
         if tools and emulation is None:
             request["tools"] = [{"type": "function", "function": tool} for tool in tools]
-        extra = options.extra.to_dict() if options.extra else {}
+        extra: dict[str, Any] = plain_json(options.extra)
         if options.top_k is not None:
             extra.setdefault("top_k", options.top_k)
         if extra:
@@ -303,7 +303,8 @@ class OpenAiCompatibleChatModel:
                 head = output.feed(text)
                 rest, calls, finish = output.finish(finish)
                 text = head + rest
-            metadata = {"refusal": message.refusal} if getattr(message, "refusal", None) else None
+            refusal = getattr(message, "refusal", None)
+            metadata = {"refusal": refusal} if refusal else {}
             generations.append(
                 Generation(AssistantMessage(text, metadata, calls), ChatGenerationMetadata(finish))
             )
@@ -386,7 +387,7 @@ class OpenAiCompatibleChatModel:
             if text or calls or finish:
                 meaningful = True
                 generations[choice.index or 0] = Generation(
-                    AssistantMessage(text, None, calls), ChatGenerationMetadata(finish)
+                    AssistantMessage(text, tool_calls=calls), ChatGenerationMetadata(finish)
                 )
         usage = usage_from_openai(getattr(chunk, "usage", None))
         if not meaningful and usage is None:

@@ -89,16 +89,16 @@ def tool_spec(callback: Any) -> dict[str, Any]:
     return {
         "name": name,
         "description": description or "",
-        "parameters": _plain(schema) if schema else {"type": "object", "properties": {}},
+        "parameters": plain_json(schema) if schema else {"type": "object", "properties": {}},
     }
 
 
-def _plain(value: Any) -> Any:
+def plain_json(value: Any) -> Any:
     """``value`` with every mapping a ``dict`` and every tuple a ``list`` (JSON-serialisable)."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain_json(v) for v in value]
     return value
 
 
