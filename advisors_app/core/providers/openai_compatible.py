@@ -228,13 +228,20 @@ class OpenAiCompatibleChatModel:
         base_url, api_key = await self._endpoint()
         return await self._settings.client(base_url, api_key)
 
-    def _request(self, prompt: Prompt, stream: bool) -> tuple[dict[str, Any], Any]:
+    def _request(
+        self, prompt: Prompt, stream: bool
+    ) -> tuple[dict[str, Any], ToolCallEmulation | None]:
         options = merge_options(self._default_options, prompt.options) or ChatOptions()
-        tools = (
-            [tool_spec(c) for c in options.tool_callbacks]
-            if isinstance(options, ToolCallingChatOptions)
-            else []
-        )
+        tools: list[dict[str, Any]] = []
+        if isinstance(options, ToolCallingChatOptions):
+            tools = [tool_spec(c) for c in options.tool_callbacks]
+            unresolved = sorted(set(options.tool_names) - {t["name"] for t in tools})
+            if unresolved:
+                # Spring's model resolves names itself; here ToolCallingAdvisor does it first.
+                raise ValueError(
+                    f"tool name(s) {', '.join(unresolved)} reached the model unresolved; "
+                    "pass ToolCallbacks, or let ToolCallingAdvisor resolve names"
+                )
         emulation = None
         if tools and self.tool_call_emulation:
             limit = self.emulated_tool_rounds

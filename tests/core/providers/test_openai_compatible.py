@@ -252,3 +252,15 @@ def test_configuration_errors_name_the_bad_value() -> None:
         OpenAiCompatibleChatModel(model="m", timeout=0)
     with pytest.raises(ValueError, match="max_retries must be >= 0"):
         OpenAiCompatibleChatModel(model="m", max_retries=-1)
+
+
+async def test_unresolved_tool_names_are_refused(openai_server: ScriptedOpenAiServer) -> None:
+    options = ToolCallingChatOptions(
+        tool_names=("get_weather", "get_time"), tool_callbacks=[WEATHER]
+    )
+    model = model_on(openai_server)
+    with pytest.raises(ValueError, match="get_time reached the model unresolved"):
+        await model.call(Prompt("x", options))
+    with pytest.raises(ValueError, match="get_time reached the model unresolved"):
+        await anext(model.stream(Prompt("x", options)))
+    assert openai_server.requests == []
