@@ -13,6 +13,7 @@ The model sees this protocol::
     {"tool": "<name>", "arguments": {...}}     call one tool
     {"answer": "<text>"}                      answer the user
 
+so a reply holds at most one call (no parallel calls); its id is generated (``call_<hex>``).
 A chat model can cap the tool rounds of a turn (``emulated_tool_rounds``; SmolLM2 gets 1): past
 the cap only the answer is allowed. SmolLM2, given a tool result, otherwise tends to call the
 same tool again until the tool loop's identical-call limit stops it.
