@@ -12,9 +12,10 @@ class AdvisorsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from advisors_app.checks import check_databases, check_settings
+        from advisors_app.checks import check_databases, check_model_configs, check_settings
 
         # Tagged "database" so `check --database default` and `migrate` run it, and
         # plain `check` (which must not need a live server) does not.
         checks.register(check_databases, checks.Tags.database)
         checks.register(check_settings)
+        checks.register(check_model_configs)
