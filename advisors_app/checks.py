@@ -7,6 +7,11 @@ a hint that says how to fix it, rather than as a SQL error in the middle of a re
 - ``advisors_app.E002``: the pgvector extension (``vector``) is neither installed nor installable.
 - ``advisors_app.E003``: ``settings.ADVISORS`` is not a dict, has an unknown key or a value of
   the wrong type.
+- ``advisors_app.E010``: a model configuration in ``CHAT_MODELS`` / ``EMBEDDING_MODELS`` is
+  invalid (unknown provider or key, a value of the wrong type).
+- ``advisors_app.E011``: ``DEFAULT_CHAT_MODEL`` / ``DEFAULT_EMBEDDING_MODEL`` names no alias.
+- ``advisors_app.W010``: a model configuration reads its API key from an environment variable
+  that is not set in this process (requests to that model would fail with a 401).
 - ``advisors_app.E101``–``E110``, ``W103``, ``W104``: the chain lint of every stored chain
   (:mod:`advisors_app.lint`), with ``--database``.
 """
@@ -17,14 +22,25 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error
-from django.core.checks import Warning as CheckWarning
+from django.core.checks import CheckMessage, Error, Warning
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from advisors_app.conf import DEFAULTS
+from advisors_app.core.providers.registry import (
+    BUILTIN_CHAT_MODELS,
+    BUILTIN_EMBEDDING_MODELS,
+    missing_api_key_env,
+    validate_model_config,
+)
 
-__all__ = ["check_chains", "check_databases", "check_settings", "database_errors"]
+__all__ = [
+    "check_chains",
+    "check_databases",
+    "check_model_configs",
+    "check_settings",
+    "database_errors",
+]
 
 PGVECTOR_EXTENSION = "vector"
 
@@ -102,6 +118,62 @@ def _settings_error(message: str) -> Error:
     )
 
 
+_MODEL_SETTINGS = (
+    ("chat", "CHAT_MODELS", "DEFAULT_CHAT_MODEL", BUILTIN_CHAT_MODELS),
+    ("embedding", "EMBEDDING_MODELS", "DEFAULT_EMBEDDING_MODEL", BUILTIN_EMBEDDING_MODELS),
+)
+
+
+def check_model_configs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """E010 for each invalid model config, E011 for an unknown default alias, W010 for each
+    config whose API-key variable is unset. Malformed ``ADVISORS`` values are E003's."""
+    value = getattr(settings, "ADVISORS", {})
+    if not isinstance(value, dict):
+        return []
+    messages: list[CheckMessage] = []
+    for kind, setting, default_key, builtins in _MODEL_SETTINGS:
+        configs = value.get(setting, {})
+        if not isinstance(configs, dict):
+            continue
+        for alias, config in configs.items():
+            name = f"settings.ADVISORS[{setting!r}][{alias!r}]"
+            try:
+                validate_model_config(config, kind, alias)
+            except ValueError as exc:
+                messages.append(
+                    Error(
+                        f"{name} is invalid: {exc}",
+                        hint="See advisors_app.core.providers.registry for each provider's keys.",
+                        id="advisors_app.E010",
+                    )
+                )
+                continue
+            variable = missing_api_key_env(config)
+            if variable:
+                messages.append(
+                    Warning(
+                        f"{name} reads its API key from the environment variable {variable}, "
+                        "which is not set.",
+                        hint=f"Export {variable} in the environment of every process that "
+                        "serves requests (keys never go in settings), or point 'api_key_env' "
+                        "at the variable that holds the key.",
+                        id="advisors_app.W010",
+                    )
+                )
+        default = value.get(default_key, DEFAULTS[default_key])
+        known = {**builtins, **configs}
+        if isinstance(default, str) and default not in known:
+            messages.append(
+                Error(
+                    f"settings.ADVISORS[{default_key!r}] is {default!r}, which is not an alias "
+                    f"in ADVISORS[{setting!r}].",
+                    hint=f"Known aliases: {', '.join(sorted(known))}.",
+                    id="advisors_app.E011",
+                )
+            )
+    return messages
+
+
 def check_chains(
     app_configs: Any, databases: Iterable[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
@@ -119,7 +191,7 @@ def check_chains(
             continue
         for chain in AdvisorChain.objects.using(alias).prefetch_related("advisors"):
             for found in lint_chain(chain.advisors.all()):
-                level = Error if found.is_error else CheckWarning
+                level = Error if found.is_error else Warning
                 messages.append(
                     level(
                         f"Chain {chain.slug!r}: {found.message}",

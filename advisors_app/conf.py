@@ -23,6 +23,8 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_EMBEDDING_MODEL": "all-minilm-l6-v2",
     "EMBEDDING_DIMENSIONS": 384,
     "MAX_MESSAGE_CHARS": 8000,
+    "CHAT_MODELS": {},
+    "EMBEDDING_MODELS": {},
 }
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,6 +52,20 @@ class AdvisorsSettings:
     def EMBEDDING_DIMENSIONS(self) -> int:
         """Length of every stored embedding vector (384 for all-MiniLM-L6-v2)."""
         return int(self._get("EMBEDDING_DIMENSIONS"))
+
+    @property
+    def CHAT_MODELS(self) -> dict[str, Any]:
+        """Chat-model configurations by alias (see ``advisors_app.core.providers.registry``).
+
+        The built-in alias ``"smollm2-135m-instruct"`` (the embedded model) exists even when
+        this dict does not name it; an entry with that name replaces it.
+        """
+        return dict(self._get("CHAT_MODELS"))
+
+    @property
+    def EMBEDDING_MODELS(self) -> dict[str, Any]:
+        """Embedding-model configurations by alias; ``"all-minilm-l6-v2"`` is built in."""
+        return dict(self._get("EMBEDDING_MODELS"))
 
     @property
     def MAX_MESSAGE_CHARS(self) -> int:

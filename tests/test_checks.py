@@ -9,7 +9,7 @@ from django.db import connection
 from django.db.utils import ConnectionHandler
 from django.test import override_settings
 
-from advisors_app.checks import check_settings, database_errors
+from advisors_app.checks import check_model_configs, check_settings, database_errors
 
 
 def ids(messages: list) -> list[str]:
@@ -59,3 +59,44 @@ def test_e003_advisors_setting_is_invalid(advisors: object, fragment: str) -> No
 def test_valid_advisors_setting_passes() -> None:
     with override_settings(ADVISORS={"EMBEDDING_DIMENSIONS": 768, "DEFAULT_CHAT_MODEL": "gpt"}):
         assert check_settings(None) == []
+
+
+def test_e010_model_config_is_invalid() -> None:
+    advisors = {"CHAT_MODELS": {"fast": {"provider": "openai", "model": "m", "api_key": "sk-x"}}}
+    with override_settings(ADVISORS=advisors):
+        errors = check_model_configs(None)
+    assert ids(errors) == ["advisors_app.E010"]
+    assert "settings.ADVISORS['CHAT_MODELS']['fast'] is invalid" in errors[0].msg
+    assert "unknown key(s) api_key" in errors[0].msg
+    assert "sk-x" not in errors[0].msg
+
+
+def test_e011_default_alias_is_unknown() -> None:
+    with override_settings(ADVISORS={"DEFAULT_EMBEDDING_MODEL": "bge"}):
+        errors = check_model_configs(None)
+    assert ids(errors) == ["advisors_app.E011"]
+    assert "'bge'" in errors[0].msg and "all-minilm-l6-v2" in errors[0].hint
+
+
+def test_w010_api_key_variable_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ADVISORS_CHECK_KEY", raising=False)
+    advisors = {
+        "CHAT_MODELS": {
+            "hosted": {"provider": "openai", "model": "m", "api_key_env": "ADVISORS_CHECK_KEY"},
+            "local": {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:1/v1"},
+        },
+        "DEFAULT_CHAT_MODEL": "hosted",
+    }
+    with override_settings(ADVISORS=advisors):
+        warnings = check_model_configs(None)
+        assert ids(warnings) == ["advisors_app.W010"]
+        assert "ADVISORS_CHECK_KEY" in warnings[0].msg and "'hosted'" in warnings[0].msg
+        assert "advisors_app.W010" in ids(run_checks())
+        monkeypatch.setenv("ADVISORS_CHECK_KEY", "sk-set")
+        assert check_model_configs(None) == []
+        assert "advisors_app.W010" not in ids(run_checks())
+
+
+def test_model_checks_pass_with_the_builtin_defaults() -> None:
+    with override_settings(ADVISORS={}):
+        assert check_model_configs(None) == []

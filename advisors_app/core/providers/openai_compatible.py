@@ -1,0 +1,404 @@
+"""Chat and embedding models for any OpenAI-compatible HTTP API, on the official ``openai`` SDK.
+
+Works with OpenAI itself and with servers that speak its API: DeepSeek, Groq, Azure-style
+gateways, vLLM, Ollama's ``/v1``, LM Studio, llama.cpp's server (the embedded default model runs
+through this very class). Follows Spring AI's ``OpenAiChatModel`` / ``OpenAiEmbeddingModel``:
+finish reasons are upper-case names (``STOP``, ``LENGTH``, ``TOOL_CALLS``, ``CONTENT_FILTER``),
+usage is mapped to :class:`~advisors_app.core.response.Usage` with cached prompt tokens and the
+provider's own usage dict, tool definitions come from ``ToolCallingChatOptions.tool_callbacks``.
+
+Divergences from Spring AI, each a fix:
+
+* streams ask for usage by default (``stream_options.include_usage``; B11: Spring reported 0);
+* provider faults raise the same typed errors with status and body in calls and streams
+  (B32), listed in :func:`~._openai_client.map_openai_error`;
+* a stream that ends without a finish reason (connection closed early) raises
+  :class:`~advisors_app.core.exceptions.MalformedResponseError` instead of passing for a
+  complete answer;
+* streamed tool-call deltas are emitted as fragments keyed by ``index`` and merged by
+  :class:`~advisors_app.core.aggregation.ChatResponseAccumulator` (Spring concatenated them
+  into separate calls, defect 5.4.33);
+* optional tool-call emulation for models without tool support (:mod:`.tool_emulation`).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, NoReturn
+
+from ..exceptions import MalformedResponseError
+from ..messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResponseMessage,
+    UserMessage,
+)
+from ..prompt import ChatOptions, Prompt, ToolCallingChatOptions, merge_options
+from ..response import ChatGenerationMetadata, ChatResponse, ChatResponseMetadata, Generation, Usage
+from ._openai_client import ClientSettings, map_openai_error
+from .openai_embedding import OpenAiCompatibleEmbeddingModel
+from .tool_emulation import EmulatedOutput, ToolCallEmulation, plain_json, tool_spec
+
+__all__ = ["OpenAiCompatibleChatModel", "OpenAiCompatibleEmbeddingModel", "usage_from_openai"]
+
+_SCALAR_OPTIONS = (
+    "temperature",
+    "max_tokens",
+    "top_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+)
+
+
+def usage_from_openai(usage: Any) -> Usage | None:
+    """Core :class:`Usage` from an SDK usage object: counts, cached prompt tokens, native dict."""
+    if usage is None:
+        return None
+    native = usage.model_dump(exclude_none=True) if hasattr(usage, "model_dump") else dict(usage)
+    details = native.get("prompt_tokens_details") or {}
+    return Usage(
+        int(native.get("prompt_tokens") or 0),
+        int(native.get("completion_tokens") or 0),
+        native.get("total_tokens"),
+        details.get("cached_tokens"),
+        native,
+    )
+
+
+def _finish_reason(reason: str | None) -> str | None:
+    # Spring AI reports OpenAI's enum names: stop -> STOP, tool_calls -> TOOL_CALLS, ...
+    return reason.upper() if reason else None
+
+
+def _user_content(message: UserMessage) -> Any:
+    if not message.media:
+        return message.text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text else []
+    for media in message.media:
+        data = media.data
+        if isinstance(data, bytes):
+            data = f"data:{media.mime_type};base64,{base64.b64encode(data).decode()}"
+        parts.append({"type": "image_url", "image_url": {"url": data}})
+    return parts
+
+
+def _openai_messages(
+    messages: Sequence[Message], emulation: ToolCallEmulation | None
+) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            result.append({"role": "system", "content": message.text})
+        elif isinstance(message, UserMessage):
+            result.append({"role": "user", "content": _user_content(message)})
+        elif isinstance(message, ToolResponseMessage):
+            if emulation is not None:
+                result.extend(emulation.history_messages(message))
+                continue
+            result.extend(
+                {"role": "tool", "tool_call_id": r.id, "content": r.response_data}
+                for r in message.responses
+            )
+        elif message.tool_calls and emulation is not None:
+            result.extend(emulation.history_messages(message))
+        else:
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in message.tool_calls
+                ]
+            result.append(entry)
+    if emulation is not None:
+        instructions = emulation.instructions()
+        if result and result[0]["role"] == "system":
+            result[0] = {"role": "system", "content": f"{result[0]['content']}\n\n{instructions}"}
+        else:
+            result.insert(0, {"role": "system", "content": instructions})
+    return result
+
+
+def _tool_rounds(messages: Sequence[Message]) -> int:
+    """Tool results since the last user message: the tool rounds of the current turn."""
+    rounds = 0
+    for message in reversed(messages):
+        if isinstance(message, UserMessage):
+            break
+        rounds += isinstance(message, ToolResponseMessage)
+    return rounds
+
+
+class _StreamState:
+    """Per-stream bookkeeping: emulation decoders per choice and whether the model finished."""
+
+    __slots__ = ("decoders", "finished")
+
+    def __init__(self) -> None:
+        self.decoders: dict[int, EmulatedOutput] = {}
+        self.finished = False
+
+
+class OpenAiCompatibleChatModel:
+    """``ChatModel`` over an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    ``model`` is sent unless the prompt's options name another; ``base_url`` is the API root
+    (``.../v1``; ``None`` = OpenAI); ``api_key`` or ``api_key_env`` (the name of an environment
+    variable read at each call; never stored or logged) gives the key — with neither, servers
+    that need none get a placeholder. ``default_options`` are merged under each prompt's
+    options. ``timeout`` (seconds) bounds connecting and each read, so a stream may run longer
+    while chunks keep coming; ``max_retries`` is the SDK's retry count for connection errors,
+    408, 409, 429 and 5xx (honouring ``Retry-After``). ``include_usage`` asks streams for a
+    final usage chunk. ``tool_call_emulation=True`` replaces the ``tools`` parameter with
+    constrained decoding (:mod:`.tool_emulation`) for models that cannot call tools;
+    ``emulated_tool_rounds`` then caps the tool rounds of a turn (``None``: no cap), after which
+    the model may only answer.
+
+    ``ChatOptions.extra`` entries are sent in the request body as given (``top_k`` too, as
+    llama.cpp and vLLM read it). Errors: the provider errors of
+    :mod:`advisors_app.core.exceptions`, raised alike by ``call`` and while iterating
+    ``stream``. Closing a stream early closes its HTTP response (the server stops generating).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        default_options: ChatOptions | None = None,
+        timeout: float | None = 60.0,
+        max_retries: int = 2,
+        include_usage: bool = True,
+        tool_call_emulation: bool = False,
+        emulated_tool_rounds: int | None = None,
+        provider: str = "openai",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if not model:
+            raise ValueError("model cannot be null or empty")
+        self.model = model
+        self.include_usage = include_usage
+        self.tool_call_emulation = tool_call_emulation
+        if emulated_tool_rounds is not None and emulated_tool_rounds < 0:
+            raise ValueError(f"emulated_tool_rounds must be >= 0, got {emulated_tool_rounds!r}")
+        self.emulated_tool_rounds = emulated_tool_rounds
+        self._default_options = default_options
+        self._settings = ClientSettings(
+            base_url=base_url,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            timeout=timeout,
+            max_retries=max_retries,
+            provider=provider,
+            headers=headers,
+        )
+
+    @property
+    def default_options(self) -> ChatOptions | None:
+        return self._default_options
+
+    @property
+    def provider(self) -> str:
+        return self._settings.provider
+
+    @property
+    def base_url(self) -> str | None:
+        return self._settings.base_url
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, "
+            f"provider={self.provider!r})"
+        )
+
+    async def _endpoint(self) -> tuple[str | None, str | None]:
+        """``(base_url, api_key)`` overrides for this call; subclasses start servers here."""
+        return None, None
+
+    async def _client(self) -> Any:
+        base_url, api_key = await self._endpoint()
+        return await self._settings.client(base_url, api_key)
+
+    def _request(
+        self, prompt: Prompt, stream: bool
+    ) -> tuple[dict[str, Any], ToolCallEmulation | None]:
+        options = merge_options(self._default_options, prompt.options) or ChatOptions()
+        tools: list[dict[str, Any]] = []
+        if isinstance(options, ToolCallingChatOptions):
+            tools = [tool_spec(c) for c in options.tool_callbacks]
+            unresolved = sorted(set(options.tool_names) - {t["name"] for t in tools})
+            if unresolved:
+                # Spring's model resolves names itself; here ToolCallingAdvisor does it first.
+                raise ValueError(
+                    f"tool name(s) {', '.join(unresolved)} reached the model unresolved; "
+                    "pass ToolCallbacks, or let ToolCallingAdvisor resolve names"
+                )
+        emulation = None
+        if tools and self.tool_call_emulation:
+            limit = self.emulated_tool_rounds
+            allow_calls = limit is None or _tool_rounds(prompt.instructions) < limit
+            emulation = ToolCallEmulation(tools, options.response_format, allow_calls=allow_calls)
+        request: dict[str, Any] = {
+            "model": options.model or self.model,
+            "messages": _openai_messages(prompt.instructions, emulation),
+        }
+        for name in _SCALAR_OPTIONS:
+            value = getattr(options, name)
+            if value is not None:
+                request[name] = value
+        if options.stop:
+            request["stop"] = list(options.stop)
+        if emulation is not None:
+            request["response_format"] = emulation.response_format()
+        elif options.response_format:
+            request["response_format"] = plain_json(options.response_format)
+        if tools and emulation is None:
+            request["tools"] = [{"type": "function", "function": tool} for tool in tools]
+        extra: dict[str, Any] = plain_json(options.extra)
+        if options.top_k is not None:
+            extra.setdefault("top_k", options.top_k)
+        if extra:
+            request["extra_body"] = extra
+        if stream:
+            request["stream"] = True
+            if self.include_usage:
+                request["stream_options"] = {"include_usage": True}
+        return request, emulation
+
+    def _raise(self, exc: BaseException, *, streaming: bool = False) -> NoReturn:
+        mapped = map_openai_error(exc, self.provider, streaming=streaming)
+        if mapped is exc:
+            raise exc
+        raise mapped from exc
+
+    async def call(self, prompt: Prompt) -> ChatResponse:
+        """One completion; raises the provider errors described on the class."""
+        request, emulation = self._request(prompt, stream=False)
+        try:
+            client = await self._client()
+            completion = await client.chat.completions.create(**request)
+        except Exception as exc:
+            self._raise(exc)
+        choices = getattr(completion, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise MalformedResponseError(
+                "the provider's answer has no choices",
+                body=str(completion)[:2000],
+                provider=self.provider,
+            )
+        generations = []
+        for choice in sorted(choices, key=lambda c: c.index or 0):
+            message = choice.message
+            text = message.content or ""
+            calls = tuple(
+                ToolCall(tc.id, tc.function.name, tc.function.arguments or "{}")
+                for tc in message.tool_calls or ()
+                if getattr(tc, "function", None) is not None
+            )
+            finish = _finish_reason(choice.finish_reason)
+            if emulation is not None:
+                output = emulation.output()
+                head = output.feed(text)
+                rest, calls, finish = output.finish(finish)
+                text = head + rest
+            refusal = getattr(message, "refusal", None)
+            metadata = {"refusal": refusal} if refusal else {}
+            generations.append(
+                Generation(AssistantMessage(text, metadata, calls), ChatGenerationMetadata(finish))
+            )
+        return ChatResponse(
+            tuple(generations),
+            self._response_metadata(completion, usage_from_openai(completion.usage)),
+        )
+
+    def _response_metadata(self, payload: Any, usage: Usage | None) -> ChatResponseMetadata:
+        extra = {}
+        if getattr(payload, "system_fingerprint", None):
+            extra["system_fingerprint"] = payload.system_fingerprint
+        if getattr(payload, "created", None):
+            extra["created"] = payload.created
+        return ChatResponseMetadata(payload.id or "", payload.model or "", usage, None, extra)
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        """Chunks as they arrive: text deltas, tool-call fragments, a finish reason, usage.
+
+        The last chunk carries the usage (no generations) when the server sends it.
+        """
+        request, emulation = self._request(prompt, stream=True)
+        try:
+            client = await self._client()
+            sdk_stream = await client.chat.completions.create(**request)
+        except Exception as exc:
+            self._raise(exc)
+        state = _StreamState()
+        try:
+            chunks = sdk_stream.__aiter__()
+            while True:
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    self._raise(exc, streaming=True)
+                response = self._chunk_response(chunk, emulation, state)
+                if response is not None:
+                    yield response
+        finally:
+            await sdk_stream.close()
+        if not state.finished:
+            raise MalformedResponseError(
+                "the stream ended before the model finished (no finish reason was sent)",
+                provider=self.provider,
+            )
+
+    def _chunk_response(
+        self, chunk: Any, emulation: ToolCallEmulation | None, state: _StreamState
+    ) -> ChatResponse | None:
+        choices = chunk.choices or []
+        size = max((c.index or 0 for c in choices), default=-1) + 1
+        # Generations are positioned by choice index so the accumulator merges them right.
+        generations = [Generation(AssistantMessage(""))] * size
+        meaningful = False
+        for choice in choices:
+            delta = choice.delta
+            text = (delta.content or "") if delta is not None else ""
+            calls = tuple(
+                ToolCall(
+                    tc.id or "",
+                    (tc.function.name if tc.function else None) or "",
+                    (tc.function.arguments if tc.function else None) or "",
+                    index=tc.index,
+                )
+                for tc in (delta.tool_calls if delta is not None else None) or ()
+            )
+            finish = _finish_reason(choice.finish_reason)
+            if emulation is not None:
+                output = state.decoders.get(choice.index or 0)
+                if output is None:
+                    output = state.decoders[choice.index or 0] = emulation.output()
+                text = output.feed(text)
+                if finish is not None:
+                    rest, calls, finish = output.finish(finish)
+                    text += rest
+            if finish is not None:
+                state.finished = True
+            if text or calls or finish:
+                meaningful = True
+                generations[choice.index or 0] = Generation(
+                    AssistantMessage(text, tool_calls=calls), ChatGenerationMetadata(finish)
+                )
+        usage = usage_from_openai(getattr(chunk, "usage", None))
+        if not meaningful and usage is None:
+            return None
+        return ChatResponse(
+            tuple(generations) if meaningful else (), self._response_metadata(chunk, usage)
+        )
