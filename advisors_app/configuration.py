@@ -21,6 +21,7 @@ from django.apps import apps
 
 from advisors_app.conf import app_settings
 from advisors_app.models import AdvisorChain
+from advisors_app.providers import chat_model_configs
 from advisors_app.registry import ReferenceKind, advisor_types, reference_kinds, references_in
 
 __all__ = [
@@ -75,19 +76,6 @@ reference_kinds.register(
 )
 
 
-def _default_chat_model(slug: str) -> dict[str, Any]:
-    """The configuration used when no ``ChatModelConfig`` has the default model's slug."""
-    return {
-        "provider": "embedded",
-        "model": slug,
-        "base_url": None,
-        "api_key_env": None,
-        "options": {},
-        "timeout": 60.0,
-        "max_retries": 2,
-    }
-
-
 class _Resolver:
     """Loads referenced rows by ``(kind, slug)``, each once, following nested references."""
 
@@ -119,10 +107,11 @@ def resolve_configuration(chain: AdvisorChain) -> dict[str, Any]:
     """
     resolver = _Resolver()
     model_slug = chain.chat_model.slug if chain.chat_model_id else app_settings.DEFAULT_CHAT_MODEL
+    # No chain model: a row with the default alias's slug, else the settings alias itself.
     resolver.add(
         "chat_model",
         model_slug,
-        default=None if chain.chat_model_id else _default_chat_model(model_slug),
+        default=None if chain.chat_model_id else chat_model_configs().get(model_slug),
     )
     template_slug = chain.system_template.slug if chain.system_template_id else None
     if template_slug:

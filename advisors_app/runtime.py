@@ -27,7 +27,11 @@ from advisors_app.core.client import ChatClient
 from advisors_app.core.memory import DEFAULT_MAX_MESSAGES, ChatMemory, MessageWindowChatMemory
 from advisors_app.core.model import ChatModel, EmbeddingModel
 from advisors_app.core.prompt import ChatOptions
-from advisors_app.core.providers.scripted import ScriptedChatModel
+from advisors_app.core.providers.registry import (
+    create_chat_model,
+    create_embedding_model,
+    default_embedding_model,
+)
 from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
 from advisors_app.core.tools import ToolCallingManager
 from advisors_app.core.vectorstore import VectorStore
@@ -35,7 +39,7 @@ from advisors_app.models import AdvisorChain, Collection
 from advisors_app.registry import advisor_types, reference_kinds, references_in
 from advisors_app.scoping import UserScopedVectorStore
 from advisors_app.stores.memory import DjangoChatMemoryRepository
-from advisors_app.stores.vectors import PgVectorStore, default_embedding_model
+from advisors_app.stores.vectors import PgVectorStore
 from advisors_app.tools import tool_registry
 from advisors_app.validation import CHAT_OPTIONS_SCHEMA, REQUEST_OPTIONS
 
@@ -64,36 +68,15 @@ class ChainConfigurationError(RuntimeError):
 
 
 def build_chat_model(config: Mapping[str, Any]) -> ChatModel:
-    """The chat model a configuration mapping describes (``ModelConfig.to_config()``).
-
-    ``scripted`` takes ``options``: ``responses`` (a list of answers; a list item is a chunk
-    sequence), ``repeat`` (cycle forever) and ``chunk_delay`` (seconds before each chunk).
-    """
-    provider = config.get("provider")
-    options = config.get("options") or {}
-    if provider == "scripted":
-        return ScriptedChatModel(
-            list(options.get("responses", ())),
-            repeat=bool(options.get("repeat", False)),
-            chunk_delay=float(options.get("chunk_delay", 0.0)),
-        )
-    raise ChainConfigurationError(
-        f"chat model provider {provider!r} is not available in this installation"
-    )
+    """The chat model a configuration mapping describes (``ModelConfig.to_config()``)."""
+    try:
+        return create_chat_model(config)
+    except ValueError as exc:
+        raise ChainConfigurationError(str(exc)) from exc
 
 
 #: Stateless, so one repository serves every chain, request and thread.
 _repository = DjangoChatMemoryRepository()
-_embeddings: list[EmbeddingModel] = []
-_embeddings_lock = threading.Lock()
-
-
-def default_embeddings() -> EmbeddingModel:
-    """The default embedding model (all-MiniLM-L6-v2), loaded once per process."""
-    with _embeddings_lock:
-        if not _embeddings:
-            _embeddings.append(default_embedding_model())
-        return _embeddings[0]
 
 
 class BuildServices:
@@ -115,8 +98,11 @@ class BuildServices:
     def embedding_model(self, slug: str | None) -> EmbeddingModel:
         """The embedding model ``slug`` names; ``None``: the process-wide default (MiniLM)."""
         if slug is None:
-            return default_embeddings()
-        raise ChainConfigurationError(f"embedding model {slug!r}: no embedding provider installed")
+            return default_embedding_model()
+        try:
+            return create_embedding_model(self.reference("embedding_model", slug), name=slug)
+        except ValueError as exc:
+            raise ChainConfigurationError(str(exc)) from exc
 
     def vector_store(self, collection: str, embedding_model: str | None = None) -> VectorStore:
         """The collection as each turn's user may see it (:class:`UserScopedVectorStore`).
@@ -128,7 +114,7 @@ class BuildServices:
         row = Collection(
             id=data["id"], slug=collection, owner_id=data["owner_id"], tenant=data["tenant"]
         )
-        model = self.embedding_model(embedding_model) if embedding_model else default_embeddings()
+        model = self.embedding_model(embedding_model)
         PgVectorStore(row, model)  # checks the dimensions without a query
         return UserScopedVectorStore(row, model)
 

@@ -8,11 +8,11 @@ from advisors_app.models import AdvisorChain, AdvisorConfig, ChatModelConfig
 
 
 def scripted_model(
-    slug: str = "scripted", responses: Any = ("Hello!",), **options: Any
+    slug: str = "scripted", responses: Any = ("Hello!",), repeat: bool = True
 ) -> ChatModelConfig:
     """A ``scripted`` chat-model configuration answering ``responses`` (repeating by default)."""
-    options = {"responses": list(responses), "repeat": True, **options}
-    return ChatModelConfig.objects.create(slug=slug, provider="scripted", options=options)
+    settings = {"responses": list(responses), "repeat": repeat}
+    return ChatModelConfig.objects.create(slug=slug, provider="scripted", settings=settings)
 
 
 def make_chain(

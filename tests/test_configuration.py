@@ -110,7 +110,7 @@ def test_referenced_rows_change_the_hash_of_the_chains_that_use_them() -> None:
     assert after_template != after_words
 
     model = chain.chat_model
-    model.options = {"responses": ["changed"]}
+    model.settings = {"responses": ["changed"]}
     model.save()
     assert stored_hash(chain) != after_template
     assert stored_hash(bystander) == bystander_before

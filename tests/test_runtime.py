@@ -10,9 +10,19 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.test import override_settings
 
+from advisors_app.configuration import refresh_chain
 from advisors_app.core import UserMessage
-from advisors_app.models import AdvisorConfig, PromptTemplate, SensitiveWordList
+from advisors_app.models import (
+    AdvisorChain,
+    AdvisorConfig,
+    ChatModelConfig,
+    Collection,
+    EmbeddingModelConfig,
+    PromptTemplate,
+    SensitiveWordList,
+)
 from advisors_app.runtime import (
     ChainConfigurationError,
     ChainNotFound,
@@ -181,3 +191,37 @@ def test_a_change_made_in_one_process_is_used_by_another_on_its_next_request() -
     finally:
         reader.close()
         writer.close()
+
+
+@pytest.mark.django_db
+def test_without_a_chat_model_the_default_alias_from_settings_is_used() -> None:
+    chain = AdvisorChain.objects.create(slug="plain", name="Plain")
+    assert type(load_chain("plain").client.chat_model).__name__ == "SmolLm2ChatModel"
+    scripted = {"provider": "scripted", "responses": ["From settings."]}
+    with override_settings(
+        ADVISORS={"CHAT_MODELS": {"fake": scripted}, "DEFAULT_CHAT_MODEL": "fake"}
+    ):
+        refresh_chain(chain)
+        assert ask(load_chain("plain")) == "From settings."
+        # A model-config row with the alias's slug wins over the settings.
+        ChatModelConfig.objects.create(
+            slug="fake", provider="scripted", settings={"responses": ["From the row."]}
+        )
+        assert ask(load_chain("plain")) == "From the row."
+
+
+@pytest.mark.django_db
+def test_embedding_models_must_match_the_stored_dimensions() -> None:
+    Collection.objects.create(slug="kb", name="KB")
+    EmbeddingModelConfig.objects.create(slug="mini")
+    EmbeddingModelConfig.objects.create(
+        slug="big", provider="openai", model="text-embedding-3-small", dimensions=1536
+    )
+    row = ("question_answer", {"collection": "kb", "embedding_model": "mini"})
+    chain = make_chain(advisors=(row,))
+    assert ask(load_chain(chain.slug)) == "Hello!"
+    advisor = chain.advisors.get()
+    advisor.params = {"collection": "kb", "embedding_model": "big"}
+    advisor.save()
+    with pytest.raises(ChainConfigurationError, match="1536"):
+        load_chain(chain.slug)

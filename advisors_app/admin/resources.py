@@ -52,16 +52,29 @@ class ChatModelConfigAdmin(ModelConfigAdmin):
         "base_url",
         "api_key_env",
         "key_status",
-        "options",
         "timeout",
         "max_retries",
+        "options",
+        "settings",
     )
 
 
 @admin.register(EmbeddingModelConfig)
 class EmbeddingModelConfigAdmin(ModelConfigAdmin):
     list_display = (*ModelConfigAdmin.list_display[:4], "dimensions", "key_status", "updated_at")
-    fields = (*ChatModelConfigAdmin.fields, "dimensions")
+    fields = (
+        "slug",
+        "name",
+        "provider",
+        "model",
+        "dimensions",
+        "base_url",
+        "api_key_env",
+        "key_status",
+        "timeout",
+        "max_retries",
+        "settings",
+    )
 
 
 @admin.register(SensitiveWordList)

@@ -117,7 +117,9 @@ class Migration(migrations.Migration):
                     models.CharField(
                         blank=True,
                         help_text=(
-                            "Name of the environment variable that holds the API key (not the key)."
+                            "Name of the environment variable that holds the "
+                            "API key (not the key). Blank: OPENAI_API_KEY for "
+                            "OpenAI itself, no key for a server at a base URL."
                         ),
                         max_length=100,
                         validators=[
@@ -130,12 +132,6 @@ class Migration(migrations.Migration):
                             )
                         ],
                         verbose_name="API key variable",
-                    ),
-                ),
-                (
-                    "options",
-                    models.JSONField(
-                        blank=True, default=dict, help_text="Provider options as a JSON object."
                     ),
                 ),
                 (
@@ -153,7 +149,27 @@ class Migration(migrations.Migration):
                         help_text="Retries of a failed provider request (timeouts, 429, 5xx).",
                     ),
                 ),
+                (
+                    "settings",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text=(
+                            "Other provider settings as a JSON object, e.g. "
+                            'scripted: {"responses": ["Hi!"], "repeat": true}; '
+                            'openai: {"include_usage": true}.'
+                        ),
+                    ),
+                ),
                 ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "options",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text='Default chat options as JSON, e.g. {"temperature": 0.2}.',
+                    ),
+                ),
             ],
             options={
                 "verbose_name": "chat model",
@@ -206,7 +222,9 @@ class Migration(migrations.Migration):
                     models.CharField(
                         blank=True,
                         help_text=(
-                            "Name of the environment variable that holds the API key (not the key)."
+                            "Name of the environment variable that holds the "
+                            "API key (not the key). Blank: OPENAI_API_KEY for "
+                            "OpenAI itself, no key for a server at a base URL."
                         ),
                         max_length=100,
                         validators=[
@@ -219,12 +237,6 @@ class Migration(migrations.Migration):
                             )
                         ],
                         verbose_name="API key variable",
-                    ),
-                ),
-                (
-                    "options",
-                    models.JSONField(
-                        blank=True, default=dict, help_text="Provider options as a JSON object."
                     ),
                 ),
                 (
@@ -242,11 +254,24 @@ class Migration(migrations.Migration):
                         help_text="Retries of a failed provider request (timeouts, 429, 5xx).",
                     ),
                 ),
+                (
+                    "settings",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text=(
+                            "Other provider settings as a JSON object, e.g. "
+                            'scripted: {"responses": ["Hi!"], "repeat": true}; '
+                            'openai: {"include_usage": true}.'
+                        ),
+                    ),
+                ),
                 ("updated_at", models.DateTimeField(auto_now=True)),
                 (
                     "dimensions",
                     models.PositiveIntegerField(
-                        default=384, help_text="Length of the vectors the model returns."
+                        default=384,
+                        help_text="Length of the vectors the model returns (MiniLM: 384).",
                     ),
                 ),
             ],

@@ -42,7 +42,7 @@ def build_in_the_admin(admin: Client) -> AdvisorChain:
             {
                 "slug": "script",
                 "provider": "scripted",
-                "options": json.dumps({"responses": ["Refunds take 5 days."], "repeat": True}),
+                "settings": json.dumps({"responses": ["Refunds take 5 days."], "repeat": True}),
                 "timeout": "60",
                 "max_retries": "2",
             },
