@@ -12,10 +12,19 @@ class AdvisorsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from advisors_app.checks import check_databases, check_model_configs, check_settings
+        from advisors_app import advisor_types, signals
+        from advisors_app.checks import (
+            check_chains,
+            check_databases,
+            check_model_configs,
+            check_settings,
+        )
 
-        # Tagged "database" so `check --database default` and `migrate` run it, and
+        # Tagged "database" so `check --database default` and `migrate` run them, and
         # plain `check` (which must not need a live server) does not.
         checks.register(check_databases, checks.Tags.database)
+        checks.register(check_chains, checks.Tags.database)
         checks.register(check_settings)
         checks.register(check_model_configs)
+        advisor_types.register_builtins()
+        signals.connect()

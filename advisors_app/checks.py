@@ -12,6 +12,8 @@ a hint that says how to fix it, rather than as a SQL error in the middle of a re
 - ``advisors_app.E011``: ``DEFAULT_CHAT_MODEL`` / ``DEFAULT_EMBEDDING_MODEL`` names no alias.
 - ``advisors_app.W010``: a model configuration reads its API key from an environment variable
   that is not set in this process (requests to that model would fail with a 401).
+- ``advisors_app.E101``–``E110``, ``W103``, ``W104``: the chain lint of every stored chain
+  (:mod:`advisors_app.lint`), with ``--database``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,13 @@ from advisors_app.core.providers.registry import (
     validate_model_config,
 )
 
-__all__ = ["check_databases", "check_model_configs", "check_settings", "database_errors"]
+__all__ = [
+    "check_chains",
+    "check_databases",
+    "check_model_configs",
+    "check_settings",
+    "database_errors",
+]
 
 PGVECTOR_EXTENSION = "vector"
 
@@ -163,4 +171,33 @@ def check_model_configs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                     id="advisors_app.E011",
                 )
             )
+    return messages
+
+
+def check_chains(
+    app_configs: Any, databases: Iterable[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """The chain lint of every stored chain, on each database the check command was given.
+
+    Skipped on a database whose tables do not exist yet (``migrate`` runs checks first).
+    """
+    from advisors_app.lint import lint_chain
+    from advisors_app.models import AdvisorChain
+
+    messages: list[CheckMessage] = []
+    for alias in databases or ():
+        connection = connections[alias]
+        if AdvisorChain._meta.db_table not in connection.introspection.table_names():
+            continue
+        for chain in AdvisorChain.objects.using(alias).prefetch_related("advisors"):
+            for found in lint_chain(chain.advisors.all()):
+                level = Error if found.is_error else Warning
+                messages.append(
+                    level(
+                        f"Chain {chain.slug!r}: {found.message}",
+                        hint=found.hint or None,
+                        obj=chain,
+                        id=found.id,
+                    )
+                )
     return messages

@@ -18,7 +18,12 @@ from advisorsite.settings import INSTALLED_APPS
 
 # django.contrib.postgres registers OpClass for index expressions (the halfvec index of
 # tests.testapp.WideItem, bug case B24).
-INSTALLED_APPS = [*INSTALLED_APPS, "django.contrib.postgres", "tests.testapp"]
+INSTALLED_APPS = [
+    *INSTALLED_APPS,
+    "django.contrib.postgres",
+    "tests.testapp",
+    "tests.advisor_plugin",
+]
 
 # Hashing cost is not under test; this keeps user creation fast.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,30 @@
+"""The app's admin: chains (with the playground), what they refer to, logs, conversations and
+documents (with upload).
+
+Importing this package registers every ``ModelAdmin`` with the default admin site.
+"""
+
+from __future__ import annotations
+
+from advisors_app.admin.chains import AdvisorChainAdmin, AdvisorConfigInline
+from advisors_app.admin.documents import CollectionAdmin, DocumentAdmin
+from advisors_app.admin.logs import CallLogAdmin, ConversationAdmin
+from advisors_app.admin.resources import (
+    ChatModelConfigAdmin,
+    EmbeddingModelConfigAdmin,
+    PromptTemplateAdmin,
+    SensitiveWordListAdmin,
+)
+
+__all__ = [
+    "AdvisorChainAdmin",
+    "AdvisorConfigInline",
+    "CallLogAdmin",
+    "ChatModelConfigAdmin",
+    "CollectionAdmin",
+    "ConversationAdmin",
+    "DocumentAdmin",
+    "EmbeddingModelConfigAdmin",
+    "PromptTemplateAdmin",
+    "SensitiveWordListAdmin",
+]

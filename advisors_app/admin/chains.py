@@ -1,0 +1,188 @@
+"""Admin of chains: advisor rows inline, the chain lint, the type reference and the playground."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+
+from advisors_app.admin.forms import (
+    AdvisorChainForm,
+    AdvisorConfigForm,
+    AdvisorConfigFormSet,
+    PlaygroundForm,
+    lint_list,
+    params_help,
+    pretty_json,
+)
+from advisors_app.admin.traces import trace_rows
+from advisors_app.core.serialization import to_jsonable
+from advisors_app.events import TurnError, error_event
+from advisors_app.lint import format_order, lint_chain
+from advisors_app.models import AdvisorChain, AdvisorConfig, CallLog
+from advisors_app.registry import advisor_types
+from advisors_app.services import call_turn
+
+__all__ = ["AdvisorChainAdmin", "AdvisorConfigInline"]
+
+
+class AdvisorConfigInline(admin.TabularInline):
+    model = AdvisorConfig
+    form = AdvisorConfigForm
+    formset = AdvisorConfigFormSet
+    extra = 1
+    fields = ("advisor_type", "order", "effective", "enabled", "params", "params_reference")
+    readonly_fields = ("effective", "params_reference")
+
+    @admin.display(description="Runs at")
+    def effective(self, obj: AdvisorConfig) -> str:
+        return format_order(obj.effective_order) if obj.pk else "-"
+
+    @admin.display(description="Params help")
+    def params_reference(self, obj: AdvisorConfig) -> str:
+        if not obj.pk:
+            return "See the advisor types below."
+        return format_html(
+            "<details><summary>{}</summary>{}</details>",
+            obj.advisor_type,
+            params_help(obj.advisor_type),
+        )
+
+
+def type_reference() -> list[dict[str, Any]]:
+    """Every registered advisor type, for the reference table on the chain page."""
+    return [
+        {
+            "key": t.key,
+            "label": t.label,
+            "order": format_order(t.default_order),
+            "roles": ", ".join(sorted(t.roles)),
+            "description": t.description,
+            "params": params_help(t.key),
+        }
+        for t in advisor_types
+    ]
+
+
+@admin.register(AdvisorChain)
+class AdvisorChainAdmin(admin.ModelAdmin):
+    form = AdvisorChainForm
+    inlines = [AdvisorConfigInline]
+    change_form_template = "admin/advisors_app/advisorchain/change_form.html"
+    list_display = ("slug", "name", "chat_model", "enabled", "advisor_count", "updated_at")
+    list_filter = ("enabled", "chat_model")
+    search_fields = ("slug", "name", "description")
+    prepopulated_fields = {"slug": ("name",)}
+    readonly_fields = ("lint", "config_hash")
+    fieldsets = (
+        (None, {"fields": ("slug", "name", "description", "enabled")}),
+        ("Model and prompt", {"fields": ("chat_model", "system_prompt", "system_template")}),
+        ("Options and tools", {"fields": ("default_options", "tools")}),
+        ("Checks", {"fields": ("lint", "config_hash")}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AdvisorChain]:
+        return super().get_queryset(request).annotate(advisor_total=Count("advisors"))
+
+    @admin.display(description="Advisors", ordering="advisor_total")
+    def advisor_count(self, obj: AdvisorChain) -> int:
+        return obj.advisor_total  # type: ignore[attr-defined, no-any-return]
+
+    @admin.display(description="Chain lint")
+    def lint(self, obj: AdvisorChain) -> str:
+        if obj.pk is None:
+            return "Runs when the chain is saved."
+        return lint_list(lint_chain(obj.advisors.all()))
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        for formset in formsets:
+            for found in getattr(formset, "lint_messages", ()):
+                if not found.is_error:
+                    messages.warning(request, f"{found.id}: {found}")
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        context["advisor_types"] = type_reference()
+        context["playground_form"] = PlaygroundForm()
+        return super().render_change_form(request, context, *args, **kwargs)
+
+    def get_urls(self) -> list[URLPattern]:
+        playground = path(
+            "<path:object_id>/playground/",
+            self.admin_site.admin_view(self.playground_view),
+            name="advisors_app_advisorchain_playground",
+        )
+        return [playground, *super().get_urls()]
+
+    def playground_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Send a message through the stored chain; show the reply, final prompt and trace."""
+        chain = self.get_object(request, object_id)
+        if chain is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        # Running a chain spends model time (and money): editors only.
+        if not self.has_change_permission(request, chain):
+            raise PermissionDenied
+        form = PlaygroundForm(request.POST or None)
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": chain,
+            "title": f"Playground: {chain}",
+            "form": form,
+            "change_url": reverse("admin:advisors_app_advisorchain_change", args=[chain.pk]),
+        }
+        if request.method == "POST" and form.is_valid():
+            outcome = self._run(request, chain, form.cleaned_data)
+            context.update(outcome)
+            if "result" in outcome:  # the next message continues this conversation
+                context["form"] = PlaygroundForm(
+                    initial={
+                        "conversation_id": outcome["result"].conversation_id,
+                        "params": form.cleaned_data["params"] or None,
+                    }
+                )
+        return TemplateResponse(request, "admin/advisors_app/advisorchain/playground.html", context)
+
+    def _run(
+        self, request: HttpRequest, chain: AdvisorChain, data: dict[str, Any]
+    ) -> dict[str, Any]:
+        try:
+            result = async_to_sync(call_turn)(
+                chain.slug,
+                request.user,
+                data["message"],
+                conversation_id=data["conversation_id"] or None,
+                params=data["params"],
+            )
+        except TurnError as exc:
+            return {"refused": exc}
+        except Exception as exc:  # shown to the operator; the call log has it too
+            event = error_event(exc)
+            return {"failure": {"type": type(exc).__name__, "detail": str(exc), "code": event.code}}
+        log = CallLog.objects.filter(trace_id=result.trace_id).first()
+        return {
+            "result": result,
+            "metadata": pretty_json(result.metadata),
+            "prompt_messages": (result.prompt or {}).get("messages", []),
+            "prompt_options": pretty_json((result.prompt or {}).get("options")),
+            "trace_rows": trace_rows(result.trace),
+            "log_url": reverse("admin:advisors_app_calllog_change", args=[log.pk]) if log else "",
+            "usage": to_jsonable(result.usage),
+        }
+
+
+def chain_link(chain: AdvisorChain | None, fallback: str = "") -> str:
+    """A link to the chain's admin page (``fallback`` text when it was deleted)."""
+    if chain is None:
+        return fallback
+    url = reverse("admin:advisors_app_advisorchain_change", args=[chain.pk])
+    return format_html('<a href="{}">{}</a>', url, chain.slug)

@@ -1,0 +1,113 @@
+"""Admin of collections and their documents, with file upload through the ingestion service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+
+from advisors_app.ingestion import ingest_bytes
+from advisors_app.models import Collection, Document
+
+__all__ = ["CollectionAdmin", "DocumentAdmin", "UploadForm"]
+
+
+class UploadForm(forms.Form):
+    """Files to ingest into one collection; each file is one source (re-uploading updates it)."""
+
+    file = forms.FileField(help_text=".txt, .md, .html or .pdf")
+    name = forms.CharField(
+        required=False, max_length=500, help_text="Source name (default: the file name)."
+    )
+    owner = forms.ModelChoiceField(
+        queryset=get_user_model()._default_manager.all(),
+        required=False,
+        help_text="Only this user may retrieve the documents; empty: shared.",
+    )
+
+
+@admin.register(Collection)
+class CollectionAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "owner", "tenant", "document_total", "updated_at")
+    search_fields = ("slug", "name", "description")
+    list_filter = ("tenant",)
+    prepopulated_fields = {"slug": ("name",)}
+    change_form_template = "admin/advisors_app/collection/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
+        return super().get_queryset(request).annotate(document_total=Count("documents"))
+
+    @admin.display(description="Documents", ordering="document_total")
+    def document_total(self, obj: Collection) -> int:
+        return obj.document_total  # type: ignore[attr-defined, no-any-return]
+
+    def get_urls(self) -> list[URLPattern]:
+        upload = path(
+            "<path:object_id>/upload/",
+            self.admin_site.admin_view(self.upload_view),
+            name="advisors_app_collection_upload",
+        )
+        return [upload, *super().get_urls()]
+
+    def upload_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Ingest an uploaded file (read, split, embed, store) and report what changed."""
+        collection = self.get_object(request, object_id)
+        if collection is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self.has_change_permission(request, collection):
+            raise PermissionDenied
+        form = UploadForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            try:
+                result = ingest_bytes(
+                    collection,
+                    form.cleaned_data["name"] or upload.name,
+                    upload.read(),
+                    content_type=upload.content_type,
+                    owner=form.cleaned_data["owner"],
+                )
+            except ValueError as exc:  # unsupported type, unreadable file, wrong dimensions
+                form.add_error("file", str(exc))
+            else:
+                messages.success(request, f"Ingested {result}.")
+                url = reverse("admin:advisors_app_collection_change", args=[collection.pk])
+                return HttpResponseRedirect(url)
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": collection,
+            "title": f"Upload documents to {collection}",
+            "form": form,
+            "change_url": reverse("admin:advisors_app_collection_change", args=[collection.pk]),
+        }
+        return TemplateResponse(request, "admin/advisors_app/collection/upload.html", context)
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    """Chunks are written by ingestion (upload on the collection page); here: view and delete."""
+
+    list_display = ("source", "collection", "owner", "snippet", "created_at")
+    list_filter = ("collection", "source")
+    search_fields = ("source", "content")
+    list_select_related = ("collection", "owner")
+    fields = ("id", "collection", "owner", "tenant", "source", "content", "metadata", "created_at")
+    readonly_fields = fields
+
+    @admin.display(description="Text")
+    def snippet(self, obj: Document) -> str:
+        return obj.content[:80]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

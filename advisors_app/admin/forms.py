@@ -1,0 +1,259 @@
+"""Admin forms: advisor rows with registry-driven choices, schema help and the chain lint."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django import forms
+from django.contrib.postgres.forms import SimpleArrayField
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
+from django.utils.html import format_html, format_html_join
+
+from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
+from advisors_app.lint import LintMessage, format_order, lint_chain
+from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
+from advisors_app.registry import advisor_types, schema_help
+from advisors_app.tools import tool_registry
+
+__all__ = [
+    "AdvisorChainForm",
+    "AdvisorConfigForm",
+    "AdvisorConfigFormSet",
+    "OrderField",
+    "PlaygroundForm",
+    "PromptTemplateForm",
+    "SensitiveWordListForm",
+    "params_help",
+]
+
+_RELATIVE = re.compile(r"^(HIGHEST|LOWEST)(?:_PRECEDENCE)?\s*(?:([+-])\s*(\d+))?$", re.IGNORECASE)
+
+
+class BlankJSONField(forms.JSONField):
+    """A JSON field that shows nothing (not ``null``) when it has no value."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
+
+
+class OrderField(forms.CharField):
+    """An advisor order: an integer, ``HIGHEST+N`` or ``LOWEST-N``; blank = type default."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, int):
+            return format_order(value)
+        return value
+
+    def to_python(self, value: Any) -> int | None:
+        text = str(value or "").strip().replace(" ", "")
+        if not text:
+            return None
+        match = _RELATIVE.match(text)
+        if match:
+            base = HIGHEST_PRECEDENCE if match.group(1).upper() == "HIGHEST" else LOWEST_PRECEDENCE
+            offset = int(match.group(3) or 0)
+            return base + offset if match.group(2) == "+" else base - offset
+        try:
+            return int(text)
+        except ValueError:
+            raise ValidationError(
+                "Enter a whole number, HIGHEST+N or LOWEST-N.", code="invalid"
+            ) from None
+
+    def validate(self, value: Any) -> None:
+        if value is not None and not HIGHEST_PRECEDENCE <= value <= LOWEST_PRECEDENCE:
+            raise ValidationError(
+                f"Use {HIGHEST_PRECEDENCE} (HIGHEST) to {LOWEST_PRECEDENCE} (LOWEST).",
+                code="out_of_range",
+            )
+
+
+def params_help(key: str) -> str:
+    """HTML help for an advisor type's params, generated from its JSON Schema."""
+    advisor_type = advisor_types.get(key)
+    if advisor_type is None:
+        return ""
+    rows = schema_help(advisor_type.params_schema)
+    if not rows:
+        return "No params."
+    return format_html_join(
+        "; ",
+        "<code>{}</code> ({}{}{}){}",
+        (
+            (
+                row["name"],
+                row["reference"] or row["type"],
+                ", required" if row["required"] else "",
+                f", default {row['default']}" if row["default"] else "",
+                f": {row['description']}" if row["description"] else "",
+            )
+            for row in rows
+        ),
+    )
+
+
+class AdvisorConfigForm(forms.ModelForm):
+    """One advisor row: a registered type, an order, an enable toggle and JSON params.
+
+    Params are checked against the type's JSON Schema by ``AdvisorConfig.clean()``; each error
+    names the param (``"top_k: -1 is less than the minimum of 1"``).
+    """
+
+    advisor_type = forms.ChoiceField(choices=())
+    order = OrderField(required=False, help_text="Blank: the type's default. HIGHEST+N, LOWEST-N.")
+    params = BlankJSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 48, "class": "vLargeTextField"}),
+    )
+
+    class Meta:
+        model = AdvisorConfig
+        fields = ["advisor_type", "order", "enabled", "params"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [("", "---------"), *advisor_types.choices()]
+        current = self.instance.advisor_type
+        if current and current not in advisor_types:
+            choices.append((current, f"{current} (not registered)"))
+        self.fields["advisor_type"].choices = choices
+        if current:
+            self.fields["params"].help_text = params_help(current)
+            default = advisor_types.get(current)
+            if default is not None:
+                self.fields["order"].widget.attrs["placeholder"] = format_order(
+                    default.default_order
+                )
+
+    def clean_params(self) -> Any:
+        value = self.cleaned_data.get("params")
+        return {} if value is None else value
+
+
+class AdvisorConfigFormSet(BaseInlineFormSet):
+    """The chain's advisor rows; runs the chain lint over the rows as they would be saved."""
+
+    lint_messages: list[LintMessage]
+
+    def clean(self) -> None:
+        super().clean()
+        self.lint_messages = []
+        if any(form.errors for form in self.forms):
+            return  # row errors first: the lint needs valid rows
+        rows = []
+        for form in self.forms:
+            if not form.has_changed() and form.instance.pk is None:
+                continue
+            if self.can_delete and self._should_delete_form(form):
+                continue
+            rows.append(form.instance)
+        self.lint_messages = lint_chain(rows)
+        errors = [str(m) for m in self.lint_messages if m.is_error]
+        if errors:
+            raise ValidationError(errors)
+
+
+class AdvisorChainForm(forms.ModelForm):
+    """A chain's own fields; ``tools`` offers the names of ``advisors_app.tools.tool_registry``."""
+
+    tools = forms.MultipleChoiceField(
+        choices=(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Tools the model may call (registered in code with advisors_app.tools).",
+    )
+    default_options = BlankJSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "class": "vLargeTextField"}),
+        help_text='Chat options, e.g. {"temperature": 0.2, "max_tokens": 512}.',
+    )
+
+    class Meta:
+        model = AdvisorChain
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "enabled",
+            "chat_model",
+            "system_prompt",
+            "system_template",
+            "default_options",
+            "tools",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = [(name, name) for name in tool_registry.names]
+        names += [
+            (n, f"{n} (not registered)")
+            for n in self.instance.tools or ()
+            if n not in tool_registry
+        ]
+        self.fields["tools"].choices = names
+
+    def clean_default_options(self) -> Any:
+        value = self.cleaned_data.get("default_options")
+        return {} if value is None else value
+
+
+class SensitiveWordListForm(forms.ModelForm):
+    words = SimpleArrayField(
+        forms.CharField(max_length=200, required=False),
+        delimiter="\n",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 12}),
+        help_text="One word or phrase per line.",
+    )
+
+    class Meta:
+        model = SensitiveWordList
+        fields = ["slug", "name", "words"]
+
+    def clean_words(self) -> list[str]:
+        return [w.strip() for w in self.cleaned_data.get("words") or () if w.strip()]
+
+
+class PromptTemplateForm(forms.ModelForm):
+    class Meta:
+        model = PromptTemplate
+        fields = ["slug", "name", "text", "placeholders"]
+        widgets = {"text": forms.Textarea(attrs={"rows": 14, "class": "vLargeTextField"})}
+
+
+class PlaygroundForm(forms.Form):
+    """A message sent through the stored chain from its admin page."""
+
+    message = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), strip=False)
+    conversation_id = forms.CharField(
+        required=False, help_text="Blank: a new conversation. Reuse the id to continue one."
+    )
+    params = BlankJSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
+        help_text='Request params, e.g. {"options": {"temperature": 0.2}}.',
+    )
+
+    def clean_params(self) -> Any:
+        value = self.cleaned_data.get("params")
+        return {} if value is None else value
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON, for read-only admin displays."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def lint_list(messages: list[LintMessage]) -> str:
+    """HTML list of lint findings (used on the chain page)."""
+    if not messages:
+        return "No findings."
+    return format_html(
+        "<ul>{}</ul>",
+        format_html_join(
+            "", "<li><strong>{}</strong> {} {}</li>", ((m.id, m.message, m.hint) for m in messages)
+        ),
+    )

@@ -1,0 +1,99 @@
+"""Admin of what chains refer to: model configurations, sensitive-word lists, templates."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db import models
+from django.utils.html import format_html
+
+from advisors_app.admin.forms import PromptTemplateForm, SensitiveWordListForm
+from advisors_app.models import (
+    ChatModelConfig,
+    EmbeddingModelConfig,
+    PromptTemplate,
+    SensitiveWordList,
+)
+from advisors_app.models.model_configs import ModelConfig
+
+__all__ = [
+    "ChatModelConfigAdmin",
+    "EmbeddingModelConfigAdmin",
+    "PromptTemplateAdmin",
+    "SensitiveWordListAdmin",
+]
+
+
+class ModelConfigAdmin(admin.ModelAdmin):
+    """Shows whether the key's environment variable is set in this process — never its value."""
+
+    list_display = ("slug", "name", "provider", "model", "api_key_env", "key_status", "updated_at")
+    list_filter = ("provider",)
+    search_fields = ("slug", "name", "model")
+    readonly_fields = ("key_status",)
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    @admin.display(description="API key")
+    def key_status(self, obj: ModelConfig) -> str:
+        present = obj.key_present
+        if present is None:
+            return "not needed" if obj.provider != "openai" else "no variable named"
+        if present:
+            return format_html('<span style="color:#2a7d2a">{} is set</span>', obj.api_key_env)
+        return format_html('<span style="color:#ba2121">{} is NOT set</span>', obj.api_key_env)
+
+
+@admin.register(ChatModelConfig)
+class ChatModelConfigAdmin(ModelConfigAdmin):
+    fields = (
+        "slug",
+        "name",
+        "provider",
+        "model",
+        "base_url",
+        "api_key_env",
+        "key_status",
+        "timeout",
+        "max_retries",
+        "options",
+        "settings",
+    )
+
+
+@admin.register(EmbeddingModelConfig)
+class EmbeddingModelConfigAdmin(ModelConfigAdmin):
+    list_display = (*ModelConfigAdmin.list_display[:4], "dimensions", "key_status", "updated_at")
+    fields = (
+        "slug",
+        "name",
+        "provider",
+        "model",
+        "dimensions",
+        "base_url",
+        "api_key_env",
+        "key_status",
+        "timeout",
+        "max_retries",
+        "settings",
+    )
+
+
+@admin.register(SensitiveWordList)
+class SensitiveWordListAdmin(admin.ModelAdmin):
+    form = SensitiveWordListForm
+    list_display = ("slug", "name", "word_count", "updated_at")
+    search_fields = ("slug", "name", "words")
+
+    @admin.display(description="Words")
+    def word_count(self, obj: SensitiveWordList) -> int:
+        return len(obj.words)
+
+
+@admin.register(PromptTemplate)
+class PromptTemplateAdmin(admin.ModelAdmin):
+    form = PromptTemplateForm
+    list_display = ("slug", "name", "placeholder_list", "updated_at")
+    search_fields = ("slug", "name", "text")
+
+    @admin.display(description="Placeholders")
+    def placeholder_list(self, obj: PromptTemplate) -> str:
+        return ", ".join(f"{{{p}}}" for p in obj.placeholders)

@@ -1,0 +1,223 @@
+"""Built-in retrieval types: QuestionAnswer, RetrievalAugmentation, vector-store chat memory.
+
+Each searches a collection through a user-scoped store (``advisors_app.scoping``): a turn sees
+the collection's shared documents and its user's own, never another user's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisors_app.core.advisor import DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER
+from advisors_app.registry import AdvisorSpec, AdvisorType
+
+from ._schema import BuiltinTypes, advisor, object_schema
+
+__all__ = ["TYPES"]
+
+
+def _store(spec: AdvisorSpec) -> Any:
+    return spec.vector_store(spec.params["collection"], spec.params.get("embedding_model"))
+
+
+def _template(spec: AdvisorSpec, param: str) -> str | None:
+    slug = spec.params.get(param)
+    return spec.template(slug) if slug else None
+
+
+def _question_answer(spec: AdvisorSpec) -> Any:
+    from advisors_app.core.vectorstore import SearchRequest
+
+    params = spec.params
+    search = SearchRequest(
+        top_k=params["top_k"],
+        similarity_threshold=params["similarity_threshold"],
+        filter_expression=params.get("filter_expression") or None,
+    )
+    return advisor("question_answer", "QuestionAnswerAdvisor")(
+        _store(spec), search, _template(spec, "prompt_template"), order=spec.order
+    )
+
+
+def _retrieval_augmentation(spec: AdvisorSpec) -> Any:
+    from advisors_app.core import rag
+
+    params = spec.params
+    transformers = []
+    if params.get("compress_query_with"):
+        model = spec.chat_model(params["compress_query_with"])
+        transformers.append(rag.CompressionQueryTransformer(model))
+    if params.get("rewrite_query_with"):
+        transformers.append(
+            rag.RewriteQueryTransformer(spec.chat_model(params["rewrite_query_with"]))
+        )
+    expander = None
+    if params.get("multi_query_with"):
+        expander = rag.MultiQueryExpander(
+            spec.chat_model(params["multi_query_with"]),
+            number_of_queries=params["number_of_queries"],
+        )
+    return rag.RetrievalAugmentationAdvisor(
+        rag.VectorStoreDocumentRetriever(
+            _store(spec),
+            similarity_threshold=params["similarity_threshold"],
+            top_k=params["top_k"],
+            filter_expression=params.get("filter_expression") or None,
+        ),
+        query_transformers=transformers,
+        query_expander=expander,
+        query_augmenter=rag.ContextualQueryAugmenter(
+            prompt_template=_template(spec, "prompt_template"),
+            empty_context_prompt_template=_template(spec, "empty_context_prompt_template"),
+            allow_empty_context=params["allow_empty_context"],
+        ),
+        order=spec.order,
+    )
+
+
+def _vector_store_chat_memory(spec: AdvisorSpec) -> Any:
+    return advisor("vector_store_chat_memory", "VectorStoreChatMemoryAdvisor")(
+        _store(spec),
+        top_k=spec.params["top_k"],
+        system_prompt_template=_template(spec, "system_prompt_template"),
+        order=spec.order,
+    )
+
+
+_COLLECTION = {
+    "collection": {
+        "type": "string",
+        "x-reference": "collection",
+        "description": "Slug of the collection to search.",
+    },
+    "embedding_model": {
+        "type": "string",
+        "x-reference": "embedding_model",
+        "description": "The model the collection was embedded with (default: MiniLM, 384).",
+    },
+}
+_SEARCH = {
+    **_COLLECTION,
+    "top_k": {"type": "integer", "minimum": 1, "maximum": 100, "default": 4},
+    "similarity_threshold": {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 1,
+        "default": 0.0,
+        "description": "Lowest cosine similarity kept (0 keeps everything).",
+    },
+    "filter_expression": {
+        "type": "string",
+        "description": "Metadata filter, e.g. source == 'faq.md' && year >= 2024.",
+    },
+}
+_CHAT_MODEL = {"type": "string", "x-reference": "chat_model"}
+
+TYPES: BuiltinTypes = (
+    (
+        "question_answer",
+        lambda: AdvisorType(
+            key="question_answer",
+            label="Question answering (RAG)",
+            factory=_question_answer,
+            default_order=0,
+            roles=frozenset({"rag"}),
+            description="Searches a collection with the user's question and adds the "
+            "documents to the prompt (QuestionAnswerAdvisor).",
+            params_schema=object_schema(
+                {
+                    **_SEARCH,
+                    "prompt_template": {
+                        "type": "string",
+                        "x-reference": "prompt_template",
+                        "x-required-placeholders": ["query", "question_answer_context"],
+                    },
+                },
+                required=("collection",),
+            ),
+            request_params={
+                "qa_filter_expression": {
+                    "type": "string",
+                    "description": "A filter for this request's search.",
+                }
+            },
+        ),
+    ),
+    (
+        "retrieval_augmentation",
+        lambda: AdvisorType(
+            key="retrieval_augmentation",
+            label="Retrieval augmentation (modular RAG)",
+            factory=_retrieval_augmentation,
+            default_order=0,
+            roles=frozenset({"rag"}),
+            description="Rewrites or compresses the question (optional), retrieves, joins and "
+            "augments the prompt (RetrievalAugmentationAdvisor).",
+            params_schema=object_schema(
+                {
+                    **_SEARCH,
+                    "allow_empty_context": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "Without documents, send the question as it is "
+                        "(false: ask the model to say it cannot answer).",
+                    },
+                    "prompt_template": {
+                        "type": "string",
+                        "x-reference": "prompt_template",
+                        "x-required-placeholders": ["query", "context"],
+                    },
+                    "empty_context_prompt_template": {
+                        "type": "string",
+                        "x-reference": "prompt_template",
+                    },
+                    "compress_query_with": {
+                        **_CHAT_MODEL,
+                        "description": "Chat model that turns a follow-up and the history "
+                        "into a standalone question.",
+                    },
+                    "rewrite_query_with": {
+                        **_CHAT_MODEL,
+                        "description": "Chat model that rewrites the question for search.",
+                    },
+                    "multi_query_with": {
+                        **_CHAT_MODEL,
+                        "description": "Chat model that writes variants of the question.",
+                    },
+                    "number_of_queries": {"type": "integer", "minimum": 1, "default": 3},
+                },
+                required=("collection",),
+            ),
+            request_params={
+                "vector_store_filter_expression": {
+                    "type": "string",
+                    "description": "A filter for this request's search.",
+                }
+            },
+        ),
+    ),
+    (
+        "vector_store_chat_memory",
+        lambda: AdvisorType(
+            key="vector_store_chat_memory",
+            label="Long-term memory (vector store)",
+            factory=_vector_store_chat_memory,
+            default_order=DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
+            roles=frozenset({"memory"}),
+            description="Stores each turn in a collection and adds the most similar past "
+            "messages of the conversation to the system text (VectorStoreChatMemoryAdvisor).",
+            params_schema=object_schema(
+                {
+                    **_COLLECTION,
+                    "top_k": {"type": "integer", "minimum": 1, "default": 20},
+                    "system_prompt_template": {
+                        "type": "string",
+                        "x-reference": "prompt_template",
+                        "x-required-placeholders": ["instructions", "long_term_memory"],
+                    },
+                },
+                required=("collection",),
+            ),
+        ),
+    ),
+)

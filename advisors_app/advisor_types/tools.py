@@ -1,0 +1,103 @@
+"""Built-in tool-loop types: the tool-calling loop and the tool-search loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisors_app.core.advisor import (
+    DEFAULT_TOOL_CALLING_ORDER,
+)
+from advisors_app.registry import AdvisorSpec, AdvisorType
+
+from ._schema import BuiltinTypes, advisor, object_schema
+
+__all__ = ["TYPES"]
+
+
+def _tool_manager(params: Any) -> Any:
+    from advisors_app.core.tools import ToolCallingManager
+    from advisors_app.tools import tool_registry
+
+    return ToolCallingManager(
+        params["max_calls_per_tool"],
+        params["max_total_tool_calls"],
+        max_identical_calls=params["max_identical_calls"],
+        tool_registry=tool_registry,
+    )
+
+
+def _tool_calling(spec: AdvisorSpec) -> Any:
+    return advisor("tool_calling", "ToolCallingAdvisor")(
+        _tool_manager(spec.params),
+        conversation_history_enabled=spec.params["conversation_history_enabled"],
+        order=spec.order,
+        stream_text_eagerly=spec.params["stream_text_eagerly"],
+    )
+
+
+def _tool_search(spec: AdvisorSpec) -> Any:
+    from advisors_app.core.tools.search import KeywordToolIndex, RegexToolIndex
+
+    params = spec.params
+    index_class = KeywordToolIndex if params["index"] == "keyword" else RegexToolIndex
+    return advisor("tool_search", "ToolSearchToolCallingAdvisor")(
+        index_class(max_results=params["max_results"]),
+        tool_calling_manager=_tool_manager(params),
+        conversation_history_enabled=params["conversation_history_enabled"],
+        order=spec.order,
+        stream_text_eagerly=params["stream_text_eagerly"],
+    )
+
+
+_TOOL_LOOP = {
+    "max_calls_per_tool": {"type": "integer", "minimum": 1, "default": 40},
+    "max_total_tool_calls": {"type": "integer", "minimum": 1, "default": 150},
+    "max_identical_calls": {
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "default": 3,
+        "description": "Same tool with the same arguments, per turn (null: no limit).",
+    },
+    "conversation_history_enabled": {"type": "boolean", "default": True},
+    "stream_text_eagerly": {
+        "type": "boolean",
+        "default": False,
+        "description": "Stream text written before a tool call (lower latency).",
+    },
+}
+
+
+TYPES: BuiltinTypes = (
+    (
+        "tool_calling",
+        lambda: AdvisorType(
+            key="tool_calling",
+            label="Tool calling loop",
+            factory=_tool_calling,
+            default_order=DEFAULT_TOOL_CALLING_ORDER,
+            roles=frozenset({"tool"}),
+            description="Runs the tools the model calls and sends their results back until "
+            "it answers (ToolCallingAdvisor). Added automatically to chains with tools.",
+            params_schema=object_schema(dict(_TOOL_LOOP)),
+        ),
+    ),
+    (
+        "tool_search",
+        lambda: AdvisorType(
+            key="tool_search",
+            label="Tool search loop",
+            factory=_tool_search,
+            default_order=DEFAULT_TOOL_CALLING_ORDER,
+            roles=frozenset({"tool"}),
+            description="Offers one search tool instead of every tool; the tools it finds "
+            "are offered next (ToolSearchToolCallingAdvisor).",
+            params_schema=object_schema(
+                {
+                    "index": {"enum": ["keyword", "regex"], "default": "keyword"},
+                    "max_results": {"type": "integer", "minimum": 1, "default": 10},
+                    **_TOOL_LOOP,
+                }
+            ),
+        ),
+    ),
+)

@@ -1,0 +1,113 @@
+"""Conversations belong to users: public ids, stored keys and ownership.
+
+Clients see a **public** conversation id: one the server generated (32 hex digits) or one the
+client chose (letters, digits, ``._:-``, at most 128 characters). The conversation is stored
+under a **key** namespaced by its owner — ``"<user pk>:<public id>"`` — which is also the
+``CONVERSATION_ID`` the memory advisors read and write. So two users choosing the same id get
+two conversations, and a user who sends another user's id reaches nothing of theirs: the id
+behaves exactly as one never used (a new, empty conversation of the caller's own). The REST
+and websocket layers list and show conversations through :func:`user_conversations` and
+:func:`find_conversation`, and show ids with :func:`public_conversation_id`.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from django.db.models import QuerySet
+
+from advisors_app.events import TurnError
+from advisors_app.models import Conversation
+from advisors_app.validation import FieldErrors
+
+__all__ = [
+    "MAX_PUBLIC_ID_LENGTH",
+    "afind_conversation",
+    "conversation_id_errors",
+    "conversation_key",
+    "find_conversation",
+    "public_conversation_id",
+    "resolve_conversation",
+    "user_conversations",
+]
+
+MAX_PUBLIC_ID_LENGTH = 128
+_PUBLIC_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+_TITLE_LENGTH = 80
+
+
+def conversation_key(user: Any, public_id: str) -> str:
+    """The stored id (``CONVERSATION_ID``) of ``user``'s conversation ``public_id``."""
+    return f"{user.pk}:{public_id}"
+
+
+def public_conversation_id(key: str) -> str:
+    """The id clients see for the stored ``key`` (the part after the owner's pk)."""
+    return key.partition(":")[2] or key
+
+
+def conversation_id_errors(value: Any) -> FieldErrors:
+    """Errors of a client-sent conversation id (``None`` means "start a new one")."""
+    if value is None:
+        return {}
+    if not isinstance(value, str) or not value:
+        return {"conversation_id": ["Enter a conversation id (a non-empty string) or omit it."]}
+    if len(value) > MAX_PUBLIC_ID_LENGTH or not _PUBLIC_ID.match(value):
+        return {
+            "conversation_id": [
+                f"Use at most {MAX_PUBLIC_ID_LENGTH} letters, digits and ._:- "
+                "(starting with a letter or digit)."
+            ]
+        }
+    return {}
+
+
+def _title(message: str) -> str:
+    line = " ".join(message.split())
+    return line if len(line) <= _TITLE_LENGTH else line[: _TITLE_LENGTH - 1] + "…"
+
+
+async def resolve_conversation(
+    user: Any, public_id: str | None, *, title: str = ""
+) -> tuple[str, str]:
+    """``(key, public id)`` of ``user``'s conversation, created (titled ``title``) if new.
+
+    ``public_id=None`` starts a conversation with a server-generated id. Raises
+    :class:`TurnError` (``invalid``, field ``conversation_id``) if the key is held by another
+    owner, which only rows written outside this module can cause.
+    """
+    public = public_id if public_id is not None else uuid.uuid4().hex
+    key = conversation_key(user, public)
+    conversation, _ = await Conversation.objects.aget_or_create(
+        conversation_id=key, defaults={"owner_id": user.pk, "title": _title(title)}
+    )
+    if conversation.owner_id != user.pk:
+        raise TurnError(
+            "invalid", "The request is invalid.", errors={"conversation_id": ["Not found."]}
+        )
+    return key, public
+
+
+def user_conversations(user: Any) -> QuerySet[Conversation]:
+    """The conversations ``user`` owns (newest first)."""
+    return Conversation.objects.filter(owner_id=user.pk)
+
+
+def find_conversation(user: Any, public_id: str) -> Conversation | None:
+    """``user``'s conversation ``public_id``, or ``None`` (also for anyone else's)."""
+    if conversation_id_errors(public_id):
+        return None
+    return (
+        user_conversations(user).filter(conversation_id=conversation_key(user, public_id)).first()
+    )
+
+
+async def afind_conversation(user: Any, public_id: str) -> Conversation | None:
+    """Async twin of :func:`find_conversation`."""
+    if conversation_id_errors(public_id):
+        return None
+    return await (
+        user_conversations(user).filter(conversation_id=conversation_key(user, public_id)).afirst()
+    )

@@ -1,0 +1,72 @@
+"""Call logs: one row per chain execution (completed, failed or cancelled), with its trace.
+
+Rows hold no message text: the transcript lives in the conversation, and logs are kept longer
+and read by more people (seed 003 §3.1: do not log raw prompts and answers).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+__all__ = ["CallLog"]
+
+
+class CallLog(models.Model):
+    """What one turn did: chain, user, conversation, outcome, timings, usage and trace."""
+
+    class Status(models.TextChoices):
+        OK = "ok", "Completed"
+        ERROR = "error", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class Mode(models.TextChoices):
+        CALL = "call", "Call"
+        STREAM = "stream", "Stream"
+
+    chain = models.ForeignKey(
+        "advisors_app.AdvisorChain",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="call_logs",
+    )
+    #: Kept when the chain is deleted.
+    chain_slug = models.SlugField(max_length=100)
+    config_hash = models.CharField(max_length=64, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="advisor_call_logs",
+    )
+    #: The stored conversation id (``CONVERSATION_ID``), kept when the conversation is deleted.
+    conversation_id = models.CharField(max_length=255, blank=True, db_index=True)
+    trace_id = models.CharField(max_length=32, unique=True)
+    mode = models.CharField(max_length=8, choices=Mode.choices)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    latency = models.FloatField(help_text="Seconds from the start of the chain to its end.")
+    time_to_first_token = models.FloatField(
+        null=True, blank=True, help_text="Seconds to the first streamed text (streams only)."
+    )
+    usage = models.JSONField(default=dict, blank=True)
+    finish_reason = models.CharField(max_length=64, blank=True)
+    error_type = models.CharField(max_length=200, blank=True)
+    error_message = models.TextField(blank=True)
+    #: HTTP status the model provider answered with, for provider errors.
+    provider_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    #: One entry per advisor invocation, in the order they started (see ``advisors_app.trace``).
+    trace = models.JSONField(default=list, blank=True)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created"]
+        verbose_name = "call log"
+
+    def __str__(self) -> str:
+        return f"{self.chain_slug} {self.status} {self.created:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def total_tokens(self) -> int | None:
+        return (self.usage or {}).get("total_tokens")

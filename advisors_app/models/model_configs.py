@@ -1,0 +1,189 @@
+"""Chat-model and embedding-model configurations, editable in the admin.
+
+A configuration names its provider, model, endpoint and the **name** of the environment
+variable that holds the API key; the key itself is never stored (nor shown: the admin only
+says whether the variable is set). :meth:`ModelConfig.to_config` is the mapping the provider
+registry (``advisors_app.core.providers.registry``) builds a model from: the fields that apply
+to the provider, plus ``settings`` — the provider's other keys (scripted: ``responses``,
+``repeat``; openai: ``include_usage``, ``headers``, ``tool_call_emulation``; ...).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+__all__ = ["PROVIDERS", "ChatModelConfig", "EmbeddingModelConfig", "ModelConfig"]
+
+#: Providers a configuration may name: the embedded models (SmolLM2 chat, MiniLM embeddings;
+#: no key), any OpenAI-compatible server, and the scripted fake (chat only).
+PROVIDERS = [
+    ("embedded", "Embedded (in-process, no key)"),
+    ("openai", "OpenAI-compatible HTTP API"),
+    ("scripted", "Scripted (fake, for tests and demos)"),
+]
+
+env_var_name = RegexValidator(
+    r"^[A-Za-z_][A-Za-z0-9_]*$",
+    "Enter the NAME of an environment variable (for example OPENAI_API_KEY), never the key.",
+)
+
+
+_FIELDS = ("model", "base_url", "api_key_env", "timeout", "max_retries", "options", "dimensions")
+
+
+def _field_of(message: str) -> str:
+    """The form field a provider-registry message is about (``__all__`` when unclear)."""
+    if "unknown key" in message or "'responses'" in message:
+        return "settings"
+    named = [f for f in _FIELDS if f"'{f}'" in message]
+    if "provider" in message and not named:
+        return "provider"
+    return named[0] if len(named) == 1 else "__all__"
+
+
+class ModelConfig(models.Model):
+    """Fields shared by chat and embedding model configurations."""
+
+    slug = models.SlugField(max_length=100, unique=True, help_text="Key chains refer to.")
+    name = models.CharField(max_length=200, blank=True)
+    provider = models.CharField(max_length=32, choices=PROVIDERS, default="embedded")
+    model = models.CharField(
+        max_length=200, blank=True, help_text="Model name sent to the provider."
+    )
+    base_url = models.URLField(
+        max_length=500, blank=True, help_text="Endpoint of an OpenAI-compatible server."
+    )
+    api_key_env = models.CharField(
+        "API key variable",
+        max_length=100,
+        blank=True,
+        validators=[env_var_name],
+        help_text="Name of the environment variable that holds the API key (not the key). "
+        "Blank: OPENAI_API_KEY for OpenAI itself, no key for a server at a base URL.",
+    )
+    timeout = models.FloatField(
+        default=60.0,
+        validators=[MinValueValidator(0.1)],
+        help_text="Seconds to wait for the provider before giving up.",
+    )
+    max_retries = models.PositiveSmallIntegerField(
+        default=2, help_text="Retries of a failed provider request (timeouts, 429, 5xx)."
+    )
+    settings = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Other provider settings as a JSON object, e.g. scripted: {"responses": '
+        '["Hi!"], "repeat": true}; openai: {"include_usage": true}.',
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    #: ``"chat"`` or ``"embedding"`` (the provider registry's kind).
+    kind = ""
+
+    class Meta:
+        abstract = True
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+    def clean(self) -> None:
+        from advisors_app.core.providers.registry import validate_model_config
+
+        if not isinstance(self.settings, dict):
+            raise ValidationError({"settings": "Enter a JSON object."})
+        try:
+            validate_model_config(self.to_config(), self.kind, self.slug)
+        except ValueError as exc:
+            raise ValidationError({_field_of(str(exc)): str(exc)}) from exc
+
+    @property
+    def key_present(self) -> bool | None:
+        """Whether the API key variable is set in this process (``None``: none is needed)."""
+        from advisors_app.core.providers.registry import api_key_env_of
+
+        name = api_key_env_of(self.to_config())
+        return None if name is None else bool(os.environ.get(name))
+
+    def _connection(self) -> dict[str, Any]:
+        config: dict[str, Any] = {}
+        if self.base_url:
+            config["base_url"] = self.base_url
+        if self.api_key_env:
+            config["api_key_env"] = self.api_key_env
+        config["timeout"] = self.timeout
+        config["max_retries"] = self.max_retries
+        return config
+
+    def to_config(self) -> dict[str, Any]:
+        """The provider registry's mapping for this row (JSON-compatible, holds no secret)."""
+        raise NotImplementedError
+
+
+class ChatModelConfig(ModelConfig):
+    """A chat model a chain (or an advisor needing its own model) can use."""
+
+    options = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Default chat options as JSON, e.g. {"temperature": 0.2}.',
+    )
+
+    kind = "chat"
+
+    class Meta(ModelConfig.Meta):
+        verbose_name = "chat model"
+
+    def clean(self) -> None:
+        from advisors_app.validation import chat_options_errors
+
+        errors = chat_options_errors(self.options, "")
+        if errors:
+            raise ValidationError(
+                {"options": [f"{f}: {m}" if f else m for f, ms in errors.items() for m in ms]}
+            )
+        super().clean()
+
+    def to_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"provider": self.provider}
+        if self.model:
+            config["model"] = self.model
+        if self.options:
+            config["options"] = self.options
+        if self.provider == "embedded":
+            config["timeout"] = self.timeout
+        elif self.provider == "openai":
+            config.update(self._connection())
+        return {**config, **(self.settings or {})}
+
+
+class EmbeddingModelConfig(ModelConfig):
+    """An embedding model for collections and the semantic cache; vectors of ``dimensions``."""
+
+    dimensions = models.PositiveIntegerField(
+        default=384, help_text="Length of the vectors the model returns (MiniLM: 384)."
+    )
+
+    kind = "embedding"
+
+    class Meta(ModelConfig.Meta):
+        verbose_name = "embedding model"
+
+    def clean(self) -> None:
+        super().clean()
+        if self.provider == "embedded" and self.dimensions != 384:
+            raise ValidationError({"dimensions": "The embedded model returns 384 dimensions."})
+
+    def to_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"provider": self.provider}
+        if self.model:
+            config["model"] = self.model
+        if self.provider == "openai":
+            config.update(self._connection())
+            config["dimensions"] = self.dimensions
+        return {**config, **(self.settings or {})}

@@ -1,0 +1,330 @@
+"""The advisor-type registry: which advisors a chain may use, their params, and how to build them.
+
+An advisor row in the database stores a type **key** (``"safe_guard"``), never an import path,
+so the admin cannot be used to import arbitrary code. Each :class:`AdvisorType` has a label, a
+default order, a JSON Schema for its params (checked with ``jsonschema`` by the admin form, the
+API and the runtime, with errors naming the field) and a factory that builds the core advisor.
+
+Params refer to other rows by slug; the schema says which with the ``x-reference`` keyword
+(``{"type": "string", "x-reference": "word_list"}``), and a template reference may require
+placeholders (``"x-required-placeholders": ["query"]``). The runtime resolves every reference
+into the chain's configuration snapshot before building, so factories never query the database.
+
+Built-in types are in :mod:`advisors_app.advisor_types`. A third-party app registers its own
+from its ``AppConfig.ready()``::
+
+    from advisors_app.registry import AdvisorType, advisor_types
+
+    class MyAppConfig(AppConfig):
+        def ready(self):
+            advisor_types.register(AdvisorType(
+                key="shout", label="Shout", factory=lambda spec: ShoutAdvisor(order=spec.order),
+                params_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            ))
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, Advisor
+from advisors_app.validation import FieldErrors, check_schema, schema_errors
+
+if TYPE_CHECKING:
+    from advisors_app.runtime import BuildServices
+
+__all__ = [
+    "EMPTY_PARAMS_SCHEMA",
+    "ROLES",
+    "AdvisorSpec",
+    "AdvisorType",
+    "AdvisorTypeRegistry",
+    "ReferenceKind",
+    "ReferenceKindRegistry",
+    "advisor_types",
+    "params_errors",
+    "reference_kinds",
+    "references_in",
+    "registered_tool_names",
+    "schema_help",
+    "with_defaults",
+]
+
+#: Roles the chain lint knows: ``memory`` (owns chat memory), ``tool`` (the tool loop),
+#: ``guard`` (blocks input), ``rag`` (retrieves context), ``cache``, ``logging``.
+ROLES = frozenset({"memory", "tool", "guard", "rag", "cache", "logging"})
+
+EMPTY_PARAMS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": False,
+}
+
+_KEY = re.compile(r"^[a-z][a-z0-9_]{0,99}$")
+
+
+@dataclass(frozen=True)
+class AdvisorSpec:
+    """What a factory builds an advisor from: the row's validated params and resolved refs.
+
+    ``params`` has the schema's defaults filled in; ``order`` is the row's order or the type's
+    default. ``word_list``, ``template``, ``chat_model``, ``embedding_model``, ``vector_store``
+    and ``chat_memory`` resolve slugs through the chain's configuration snapshot (no queries).
+    """
+
+    key: str
+    order: int
+    params: Mapping[str, Any]
+    chain_slug: str
+    services: BuildServices
+
+    def reference(self, kind: str, slug: str) -> Mapping[str, Any]:
+        """The snapshot of the ``kind`` row with ``slug``; ``LookupError`` when missing."""
+        return self.services.reference(kind, slug)
+
+    def word_list(self, slug: str) -> list[str]:
+        return list(self.reference("word_list", slug)["words"])
+
+    def template(self, slug: str) -> str:
+        return str(self.reference("prompt_template", slug)["text"])
+
+    def chat_model(self, slug: str) -> Any:
+        return self.services.chat_model(slug)
+
+    def embedding_model(self, slug: str | None = None) -> Any:
+        """The embedding model ``slug`` names, or the default one for ``None``."""
+        return self.services.embedding_model(slug)
+
+    def vector_store(self, collection: str, embedding_model: str | None = None) -> Any:
+        return self.services.vector_store(collection, embedding_model)
+
+    def chat_memory(self, **options: Any) -> Any:
+        return self.services.chat_memory(**options)
+
+
+@dataclass(frozen=True)
+class AdvisorType:
+    """A kind of advisor a chain may use.
+
+    ``roles`` (a subset of :data:`ROLES`) drive the chain lint. ``request_params`` are JSON
+    Schema properties of the per-request params this type reads from the advisor context (for
+    example a filter expression); callers may send only params some advisor of the chain
+    declares. ``after_side_effects`` marks an ``after`` that writes somewhere (audit, cache):
+    such a type must be ``stream_safe`` (its ``after`` runs once per stream, at completion).
+    """
+
+    key: str
+    label: str
+    factory: Callable[[AdvisorSpec], Advisor]
+    params_schema: Mapping[str, Any] = field(default_factory=lambda: dict(EMPTY_PARAMS_SCHEMA))
+    default_order: int = 0
+    description: str = ""
+    roles: frozenset[str] = frozenset()
+    request_params: Mapping[str, Any] = field(default_factory=dict)
+    after_side_effects: bool = False
+    stream_safe: bool = True
+
+    def __post_init__(self) -> None:
+        if not _KEY.match(self.key):
+            raise ValueError(
+                f"advisor type key {self.key!r} must be lower_snake_case letters, digits and "
+                "underscores (a key, never an import path)"
+            )
+        if not callable(self.factory):
+            raise ValueError(f"advisor type {self.key!r}: factory must be callable")
+        unknown = set(self.roles) - ROLES
+        if unknown:
+            raise ValueError(
+                f"advisor type {self.key!r}: unknown role(s) {sorted(unknown)}; "
+                f"known: {sorted(ROLES)}"
+            )
+        if not HIGHEST_PRECEDENCE <= self.default_order <= LOWEST_PRECEDENCE:
+            raise ValueError(f"advisor type {self.key!r}: default_order out of range")
+        check_schema(self.params_schema)
+        if self.params_schema.get("type") != "object":
+            raise ValueError(f"advisor type {self.key!r}: params_schema must describe an object")
+        check_schema({"type": "object", "properties": dict(self.request_params)})
+
+    def build(self, params: Mapping[str, Any], order: int, chain_slug: str, services: Any) -> Any:
+        """Validate ``params`` and call the factory; ``ValueError`` naming the field if invalid."""
+        errors = schema_errors(self.params_schema, params, "params")
+        if errors:
+            raise ValueError(_describe(self.key, errors))
+        spec = AdvisorSpec(self.key, order, with_defaults(self, params), chain_slug, services)
+        return self.factory(spec)
+
+
+def _describe(key: str, errors: FieldErrors) -> str:
+    details = "; ".join(f"{f}: {', '.join(m)}" for f, m in errors.items())
+    return f"invalid params for advisor type {key!r}: {details}"
+
+
+class AdvisorTypeRegistry:
+    """Advisor types by key; thread-safe; iteration in registration order."""
+
+    def __init__(self) -> None:
+        self._types: dict[str, AdvisorType] = {}
+        self._lock = threading.Lock()
+
+    def register(self, advisor_type: AdvisorType, *, replace: bool = False) -> AdvisorType:
+        """Add ``advisor_type``; ``ValueError`` if its key is taken (unless ``replace``)."""
+        with self._lock:
+            if advisor_type.key in self._types and not replace:
+                raise ValueError(
+                    f"advisor type {advisor_type.key!r} is already registered; "
+                    "pass replace=True to swap it"
+                )
+            self._types[advisor_type.key] = advisor_type
+        return advisor_type
+
+    def unregister(self, key: str) -> None:
+        with self._lock:
+            self._types.pop(key, None)
+
+    def get(self, key: str) -> AdvisorType | None:
+        return self._types.get(key)
+
+    def __getitem__(self, key: str) -> AdvisorType:
+        found = self._types.get(key)
+        if found is None:
+            raise KeyError(unknown_type_message(key, self))
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._types
+
+    def __iter__(self) -> Iterator[AdvisorType]:
+        return iter(tuple(self._types.values()))
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def choices(self) -> list[tuple[str, str]]:
+        """``(key, label)`` pairs for a form's select."""
+        return [(t.key, f"{t.label} ({t.key})") for t in self]
+
+
+def unknown_type_message(key: Any, registry: AdvisorTypeRegistry) -> str:
+    known = ", ".join(t.key for t in registry) or "none"
+    return f"Unknown advisor type {key!r}. Registered types: {known}."
+
+
+#: The process-wide registry the models, admin, API and runtime use.
+advisor_types = AdvisorTypeRegistry()
+
+
+def with_defaults(advisor_type: AdvisorType, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with each missing top-level property's schema ``default`` filled in."""
+    result = dict(params)
+    for name, prop in advisor_type.params_schema.get("properties", {}).items():
+        if name not in result and isinstance(prop, Mapping) and "default" in prop:
+            result[name] = prop["default"]
+    return result
+
+
+def params_errors(key: str, params: Any) -> FieldErrors:
+    """Errors of an advisor row: unknown type (``advisor_type``) or params against the schema.
+
+    ``params_errors("safe_guard", {"word_list": 3})`` →
+    ``{"params.word_list": ["3 is not of type 'string'"]}``.
+    """
+    advisor_type = advisor_types.get(key)
+    if advisor_type is None:
+        return {"advisor_type": [unknown_type_message(key, advisor_types)]}
+    if not isinstance(params, Mapping):
+        return {"params": ["Enter a JSON object."]}
+    return schema_errors(advisor_type.params_schema, params, "params")
+
+
+def references_in(
+    advisor_type: AdvisorType, params: Mapping[str, Any]
+) -> list[tuple[str, str, str]]:
+    """``(param, kind, slug)`` for each slug ``params`` refers to (defaults included)."""
+    found: list[tuple[str, str, str]] = []
+    values = with_defaults(advisor_type, params)
+    for name, prop in advisor_type.params_schema.get("properties", {}).items():
+        value = values.get(name)
+        if not isinstance(prop, Mapping) or value in (None, ""):
+            continue
+        kind = prop.get("x-reference")
+        items = prop.get("items")
+        if kind and isinstance(value, str):
+            found.append((name, kind, value))
+        elif isinstance(items, Mapping) and items.get("x-reference") and isinstance(value, list):
+            found.extend((name, items["x-reference"], v) for v in value if isinstance(v, str))
+    return found
+
+
+@dataclass(frozen=True)
+class ReferenceKind:
+    """A model advisor params may refer to by slug, and what of a row the snapshot keeps.
+
+    ``model`` is ``"app_label.ModelName"``; ``snapshot(row)`` returns the JSON-compatible
+    content that affects behaviour; ``nested(row)`` lists further ``(kind, slug)`` references
+    (a collection's embedding model).
+    """
+
+    key: str
+    label: str
+    model: str
+    snapshot: Callable[[Any], dict[str, Any]]
+    nested: Callable[[Any], list[tuple[str, str]]] = lambda row: []
+
+
+class ReferenceKindRegistry:
+    """Reference kinds by key (``word_list``, ``prompt_template``, ``chat_model``, ...)."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, ReferenceKind] = {}
+
+    def register(self, kind: ReferenceKind) -> ReferenceKind:
+        self._kinds[kind.key] = kind
+        return kind
+
+    def get(self, key: str) -> ReferenceKind | None:
+        return self._kinds.get(key)
+
+    def __iter__(self) -> Iterator[ReferenceKind]:
+        return iter(tuple(self._kinds.values()))
+
+
+reference_kinds = ReferenceKindRegistry()
+
+
+def registered_tool_names() -> frozenset[str]:
+    """Names a chain's ``tools`` may use: those of :data:`advisors_app.tools.tool_registry`."""
+    from advisors_app.tools import tool_registry
+
+    return frozenset(tool_registry.names)
+
+
+def schema_help(schema: Mapping[str, Any]) -> list[dict[str, str]]:
+    """One row per top-level param: name, type, default, reference and description (for help)."""
+    rows = []
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        if not isinstance(prop, Mapping):
+            continue
+        kind = prop.get("type", "")
+        if "enum" in prop:
+            kind = " | ".join(repr(v) for v in prop["enum"])
+        reference = prop.get("x-reference") or (prop.get("items") or {}).get("x-reference", "")
+        placeholders = prop.get("x-required-placeholders")
+        description = prop.get("description", "")
+        if placeholders:
+            description += " Needs placeholders: " + ", ".join(f"{{{p}}}" for p in placeholders)
+        rows.append(
+            {
+                "name": name,
+                "type": kind if isinstance(kind, str) else " | ".join(kind),
+                "default": repr(prop["default"]) if "default" in prop else "",
+                "required": "yes" if name in required else "",
+                "reference": f"slug of a {reference}" if reference else "",
+                "description": description.strip(),
+            }
+        )
+    return rows

@@ -1,0 +1,462 @@
+"""Run one chat turn through a stored chain: the one service every transport calls.
+
+The admin playground, the REST views (``call`` and SSE ``stream``) and the websocket consumer
+all go through :func:`call_turn` or :func:`stream_turn`. Both take the same input — chain slug,
+user, message text, optional conversation id, optional params — and:
+
+1. validate it before anything runs: a blank or oversized message, a malformed conversation
+   id, an unknown or disabled chain, params the chain does not accept →
+   :class:`TurnError` with field errors (REST: HTTP ``error.http_status``; websocket: an
+   ``error`` frame from ``error.to_event()``); nothing is stored;
+2. resolve the user's conversation, or create one (:mod:`advisors_app.conversations`: ids are
+   namespaced per owner, so another user's id behaves as one never used);
+3. run the chain (call) or yield :mod:`stream events <advisors_app.events>`, recording the
+   per-advisor trace (``core.tracing.CallTrace``, plus OpenTelemetry spans);
+4. make sure the turn is in the conversation: a memory advisor owns that when the chain has
+   one; otherwise the service appends it (an interrupted reply flagged as the memory advisors
+   flag it: ``metadata["interrupted"]`` and ``["finish_reason"]``; nothing when no text came);
+5. write one :class:`~advisors_app.models.CallLog` row — for completed, failed and cancelled
+   turns alike (cancellations shielded so the row is written even while being cancelled).
+
+Params (JSON object): ``options`` (the per-request chat options: ``temperature``,
+``max_tokens``, ``top_p``, ``top_k``, ``stop``, ``seed``, penalties), ``system_params`` (values
+for the chain's system-template placeholders), and the context params the chain's advisor types
+declare (for example ``qa_filter_expression``). Anything else is refused. All database work
+runs off the event loop (async ORM / ``sync_to_async``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from advisors_app.conf import app_settings
+from advisors_app.conversations import conversation_id_errors, resolve_conversation
+from advisors_app.core.aggregation import ChatClientResponseAccumulator
+from advisors_app.core.attributes import CONVERSATION_ID, OWNER
+from advisors_app.core.client import ChatClientRequestSpec
+from advisors_app.core.exceptions import ProviderError
+from advisors_app.core.memory import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED
+from advisors_app.core.messages import AssistantMessage, UserMessage
+from advisors_app.core.prompt import ChatOptions
+from advisors_app.core.requests import ChatClientResponse
+from advisors_app.core.serialization import to_jsonable
+from advisors_app.core.streams import closing_stream
+from advisors_app.core.tracing import CallTrace, CompositeObserver, OpenTelemetryObserver
+from advisors_app.events import (
+    DeltaEvent,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    TurnError,
+    TurnEvent,
+    error_event,
+)
+from advisors_app.models import CallLog
+from advisors_app.runtime import ChainConfigurationError, ChainNotFound, CompiledChain, load_chain
+from advisors_app.scoping import acting_for
+from advisors_app.stores.memory import DjangoChatMemoryRepository
+from advisors_app.validation import FieldErrors, schema_errors
+
+__all__ = ["TurnResult", "TurnStream", "call_turn", "stream_turn"]
+
+_telemetry = OpenTelemetryObserver()
+_repository = DjangoChatMemoryRepository()
+#: Tasks that finish a cancelled turn (log row, transcript); the loop keeps only weak refs.
+_finishing: set[asyncio.Task[Any]] = set()
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """A completed call: the answer plus what the playground shows.
+
+    ``to_dict()`` is the REST ``call`` body: ``{"conversation_id", "content", "usage",
+    "metadata", "finish_reason", "trace_id"}``. ``prompt`` (the messages and options of the
+    last request sent to the model, texts uncut) and ``trace`` (``CallTrace.to_dict()``) are
+    for operators, not end users.
+    """
+
+    conversation_id: str
+    content: str
+    usage: dict[str, Any] | None
+    metadata: dict[str, Any]
+    finish_reason: str | None
+    trace_id: str
+    chain: str
+    prompt: dict[str, Any] | None = field(default=None, repr=False)
+    trace: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "content": self.content,
+            "usage": self.usage,
+            "metadata": self.metadata,
+            "finish_reason": self.finish_reason,
+            "trace_id": self.trace_id,
+        }
+
+
+@dataclass
+class _Turn:
+    """A validated turn, ready to run (internal)."""
+
+    compiled: CompiledChain
+    user: Any
+    message: str
+    conversation_key: str
+    conversation_id: str
+    context: dict[str, Any]
+    options: ChatOptions | None
+    system: str | None
+    mode: str
+    trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    trace: CallTrace = field(default_factory=CallTrace)
+    final_prompt: dict[str, Any] | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+    def spec(self) -> ChatClientRequestSpec:
+        spec = self.compiled.client.prompt(self.message).advisor_params(self.context)
+        if self.system is not None:
+            spec = spec.system(self.system)
+        if self.options is not None:
+            spec = spec.options(self.options)
+        return spec.observer(CompositeObserver(_telemetry, self.trace, _PromptRecorder(self)))
+
+
+class _PromptRecorder:
+    """Keeps the (uncut) prompt of the last request that reached the model."""
+
+    def __init__(self, turn: _Turn) -> None:
+        self._turn = turn
+
+    def _record(self, advisor: Any, request: Any) -> None:
+        if getattr(advisor, "is_model_advisor", False):
+            prompt = request.prompt
+            self._turn.final_prompt = {
+                "messages": [m.to_dict() for m in prompt.instructions],
+                "options": prompt.options.to_dict() if prompt.options is not None else None,
+            }
+
+    def observe_call(self, advisor: Any, request: Any, proceed: Any) -> Any:
+        self._record(advisor, request)
+        return proceed(request)
+
+    def observe_stream(self, advisor: Any, request: Any, proceed: Any) -> Any:
+        self._record(advisor, request)
+        return proceed(request)
+
+
+def _user_errors(user: Any) -> TurnError | None:
+    if user is None or not getattr(user, "is_authenticated", False):
+        return TurnError("not_authenticated", "Authentication is required.", http_status=401)
+    return None
+
+
+def _message_errors(message: Any) -> FieldErrors:
+    if not isinstance(message, str):
+        return {"message": ["Not a valid string."]}
+    if not message.strip():
+        return {"message": ["This field may not be blank."]}
+    limit = app_settings.MAX_MESSAGE_CHARS
+    if len(message) > limit:
+        return {
+            "message": [
+                f"Ensure this field has no more than {limit} characters (it has {len(message)})."
+            ]
+        }
+    return {}
+
+
+def _params_errors(compiled: CompiledChain, params: Any) -> FieldErrors:
+    if not isinstance(params, Mapping):
+        return {"params": ["Enter a JSON object."]}
+    return schema_errors(compiled.params_schema, dict(params), "params")
+
+
+async def _prepare(
+    chain: str,
+    user: Any,
+    message: Any,
+    conversation_id: Any,
+    params: Any,
+    mode: str,
+) -> _Turn:
+    refused = _user_errors(user)
+    if refused is not None:
+        raise refused
+    errors = _message_errors(message)
+    try:
+        compiled = await sync_to_async(load_chain)(chain)
+    except ChainNotFound:
+        raise TurnError(
+            "chain_not_found",
+            f"No enabled chain {chain!r}.",
+            errors={"chain": [f"No enabled chain {chain!r}."]},
+            http_status=404,
+        ) from None
+    except ChainConfigurationError as exc:
+        raise TurnError(
+            "chain_misconfigured",
+            f"Chain {chain!r} cannot run: {exc}",
+            http_status=500,
+        ) from exc
+    params = {} if params is None else params
+    errors.update(_params_errors(compiled, params))
+    errors.update(conversation_id_errors(conversation_id))
+    if errors:
+        raise TurnError("invalid", "The request is invalid.", errors=errors)
+    context = {k: v for k, v in params.items() if k not in ("options", "system_params")}
+    options = ChatOptions.from_dict(params["options"]) if params.get("options") else None
+    system = None
+    if compiled.system_template is not None:
+        system = compiled.system_template.render(params["system_params"])
+    key, public = await resolve_conversation(user, conversation_id, title=message)
+    context[CONVERSATION_ID] = key
+    # Scopes per-user state (the semantic cache) to the caller.
+    context[OWNER] = f"user:{user.pk}"
+    return _Turn(compiled, user, message, key, public, context, options, system, mode)
+
+
+def _reply_text(response: ChatClientResponse | None) -> str:
+    chat = response.chat_response if response is not None else None
+    return chat.result.output.text if chat is not None and chat.result is not None else ""
+
+
+def _outcome(
+    response: ChatClientResponse | None,
+) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
+    """``(usage, metadata, finish_reason)`` of a response, JSON-compatible."""
+    chat = response.chat_response if response is not None else None
+    if chat is None:
+        return None, {}, None
+    usage = chat.metadata.usage.to_dict() if chat.metadata.usage is not None else None
+    finish = chat.result.metadata.finish_reason if chat.result is not None else None
+    return usage, to_jsonable(dict(chat.metadata.extra)), finish
+
+
+async def _persist(turn: _Turn, response: ChatClientResponse | None, reason: str | None) -> None:
+    """Append the turn to the conversation unless a memory advisor owns that.
+
+    ``reason`` is ``None`` for a completed turn, else ``CANCELLED``/``ERROR``: the partial
+    reply is flagged as the memory advisors flag it, and nothing is stored without text.
+    """
+    if turn.compiled.has_memory:
+        return
+    text = _reply_text(response)
+    if reason is None:
+        chat = response.chat_response if response is not None else None
+        if chat is None or chat.result is None:
+            return
+        reply = chat.result.output
+    elif text.strip():
+        reply = AssistantMessage(text, {INTERRUPTED: True, FINISH_REASON: reason})
+    else:
+        return
+    await _repository.aappend(turn.conversation_key, [UserMessage(turn.message), reply])
+
+
+async def _finish(
+    turn: _Turn,
+    status: str,
+    response: ChatClientResponse | None,
+    exc: BaseException | None = None,
+    time_to_first_token: float | None = None,
+) -> None:
+    """Persist the turn (see :func:`_persist`) and write its call log row."""
+    latency = time.perf_counter() - turn.started
+    reason = {CallLog.Status.OK: None, CallLog.Status.CANCELLED: CANCELLED}.get(status, ERROR)
+    try:
+        await _persist(turn, response, reason)
+    finally:
+        usage, _, finish_reason = _outcome(response)
+        await CallLog.objects.acreate(
+            chain_id=turn.compiled.chain_id,
+            chain_slug=turn.compiled.slug,
+            config_hash=turn.compiled.config_hash,
+            user_id=turn.user.pk,
+            conversation_id=turn.conversation_key,
+            trace_id=turn.trace_id,
+            mode=turn.mode,
+            status=status,
+            latency=latency,
+            time_to_first_token=time_to_first_token,
+            usage=usage or {},
+            finish_reason=finish_reason or "",
+            error_type=type(exc).__name__ if exc is not None else "",
+            error_message=str(exc)[:2000] if exc is not None else "",
+            provider_status=exc.status if isinstance(exc, ProviderError) else None,
+            trace=turn.trace.to_dict(),
+        )
+
+
+async def _shielded(coroutine: Any) -> None:
+    """Await ``coroutine``, which runs to its end even if the caller is cancelled meanwhile.
+
+    The caller still receives its ``CancelledError``; the log row and transcript are written
+    regardless (the task is kept referenced until it is done).
+    """
+    task = asyncio.ensure_future(coroutine)
+    _finishing.add(task)
+    task.add_done_callback(_finishing.discard)
+    await asyncio.shield(task)
+
+
+async def call_turn(
+    chain: str,
+    user: Any,
+    message: str,
+    conversation_id: str | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> TurnResult:
+    """Run one turn through ``chain`` and return the whole answer.
+
+    Raises :class:`~advisors_app.events.TurnError` for refused input (nothing stored), and
+    whatever the chain raised, unchanged, when it failed (``error_event(exc)`` gives the
+    payload transports send); the call log is written in every case but refused input.
+    """
+    turn = await _prepare(chain, user, message, conversation_id, params, CallLog.Mode.CALL)
+    try:
+        with acting_for(user):
+            spec = await turn.spec().acall()
+            response = await spec.achat_client_response()
+    except asyncio.CancelledError:
+        await _shielded(_finish(turn, CallLog.Status.CANCELLED, None))
+        raise
+    except Exception as exc:
+        await _shielded(_finish(turn, CallLog.Status.ERROR, None, exc))
+        raise
+    await _shielded(_finish(turn, CallLog.Status.OK, response))
+    usage, metadata, finish_reason = _outcome(response)
+    return TurnResult(
+        conversation_id=turn.conversation_id,
+        content=_content(response),
+        usage=usage,
+        metadata=metadata,
+        finish_reason=finish_reason,
+        trace_id=turn.trace_id,
+        chain=turn.compiled.slug,
+        prompt=turn.final_prompt,
+        trace=turn.trace.to_dict(),
+    )
+
+
+def _content(response: ChatClientResponse | None) -> str:
+    chat = response.chat_response if response is not None else None
+    return chat.text if chat is not None else ""
+
+
+class TurnStream:
+    """The events of one streamed turn: ``async for event in stream`` (see ``events``).
+
+    ``conversation_id``, ``trace_id`` and ``chain`` are known before the first event.
+    Stopping early — ``await stream.aclose()`` or cancelling the task that iterates — closes
+    the model stream at once, stores the partial turn and writes the call log; the
+    ``done`` event with ``reason="cancelled"`` cannot be yielded then, so it is left in
+    ``final_event`` for the transport to send. After the stream ends, ``final_event`` is the
+    last event (``done`` or ``error``) and ``exception`` the error the chain raised, if any.
+    """
+
+    def __init__(self, turn: _Turn) -> None:
+        self._turn = turn
+        self.conversation_id = turn.conversation_id
+        self.trace_id = turn.trace_id
+        self.chain = turn.compiled.slug
+        self.final_event: DoneEvent | ErrorEvent | None = None
+        self.exception: BaseException | None = None
+        self._events = self._run()
+
+    def __aiter__(self) -> TurnStream:
+        return self
+
+    async def __anext__(self) -> TurnEvent:
+        # Set per step: each step runs in the context of whichever task awaits it.
+        with acting_for(self._turn.user):
+            return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop the turn (a no-op once it ended)."""
+        with acting_for(self._turn.user):
+            await self._events.aclose()
+
+    async def __aenter__(self) -> TurnStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _done(self, response: ChatClientResponse | None, reason: str) -> DoneEvent:
+        usage, metadata, finish_reason = _outcome(response)
+        return DoneEvent(
+            reason,
+            self.conversation_id,
+            _content(response),
+            usage,
+            metadata,
+            finish_reason,
+            self.trace_id,
+        )
+
+    async def _run(self) -> AsyncIterator[TurnEvent]:
+        turn = self._turn
+        yield StartEvent(self.conversation_id, self.chain, self.trace_id)
+        accumulator = ChatClientResponseAccumulator()
+        first: float | None = None
+        try:
+            async with closing_stream(turn.spec().stream().chat_client_responses()) as chunks:
+                async for chunk in chunks:
+                    accumulator.add(chunk)
+                    text = _delta(chunk)
+                    if text:
+                        if first is None:
+                            first = time.perf_counter() - turn.started
+                        yield DeltaEvent(text)
+        except (GeneratorExit, asyncio.CancelledError):
+            partial = accumulator.result()
+            self.final_event = self._done(partial, "cancelled")
+            await _shielded(_finish(turn, CallLog.Status.CANCELLED, partial, None, first))
+            raise
+        except Exception as exc:
+            partial = accumulator.result()
+            self.exception = exc
+            self.final_event = error_event(
+                exc, conversation_id=self.conversation_id, trace_id=self.trace_id
+            )
+            await _shielded(_finish(turn, CallLog.Status.ERROR, partial, exc, first))
+            yield self.final_event
+            return
+        aggregated = accumulator.result()
+        done = self._done(aggregated, "complete")
+        await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
+        self.final_event = done
+        yield done
+
+
+def _delta(chunk: ChatClientResponse) -> str:
+    chat = chunk.chat_response
+    if chat is None or not chat.generations:
+        return ""
+    return chat.generations[0].output.text
+
+
+async def stream_turn(
+    chain: str,
+    user: Any,
+    message: str,
+    conversation_id: str | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> TurnStream:
+    """Validate a turn and return its :class:`TurnStream`; the chain runs while iterating.
+
+    Raises :class:`~advisors_app.events.TurnError` for refused input before anything is
+    stored (so a REST view can still answer 400 instead of opening an event stream). Errors
+    of the chain arrive as one ``error`` event, never as an exception.
+    """
+    turn = await _prepare(chain, user, message, conversation_id, params, CallLog.Mode.STREAM)
+    return TurnStream(turn)

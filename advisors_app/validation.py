@@ -1,0 +1,129 @@
+"""JSON Schema validation whose errors name the field: ``{"params.top_k": ["... "]}``.
+
+Used by the admin forms, the API and the runtime alike, so a bad value gets the same message
+wherever it comes from. Schemas are JSON Schema 2020-12, checked with ``jsonschema``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError as SchemaValidationError
+
+from advisors_app.core.prompt import ChatOptions
+
+__all__ = [
+    "CHAT_OPTIONS_SCHEMA",
+    "REQUEST_OPTIONS",
+    "FieldErrors",
+    "chat_options_errors",
+    "check_schema",
+    "schema_errors",
+]
+
+FieldErrors = dict[str, list[str]]
+"""Error messages by field path (``"params.top_k"``); ``""`` is the whole value."""
+
+#: The JSON form of core ``ChatOptions`` (``to_dict``/``from_dict``), with sane ranges.
+CHAT_OPTIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "model": {
+            "type": "string",
+            "minLength": 1,
+            "description": "Model name sent to the provider.",
+        },
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "max_tokens": {"type": "integer", "minimum": 1, "description": "Completion tokens."},
+        "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "top_k": {"type": "integer", "minimum": 1},
+        "stop": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 16},
+        "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+        "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+        "seed": {"type": "integer"},
+        "response_format": {"type": "object"},
+        "extra": {"type": "object", "description": "Provider-specific options, sent as they are."},
+    },
+}
+
+#: Options a caller may set per request (``params["options"]``); the rest are the chain's.
+REQUEST_OPTIONS = (
+    "temperature",
+    "max_tokens",
+    "top_p",
+    "top_k",
+    "stop",
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def check_schema(schema: Mapping[str, Any]) -> None:
+    """Raise ``jsonschema.SchemaError`` unless ``schema`` is a valid JSON Schema 2020-12."""
+    Draft202012Validator.check_schema(schema)
+
+
+def _field(prefix: str, error: SchemaValidationError) -> str:
+    path = [str(p) for p in error.absolute_path]
+    # "required" and "additionalProperties" report the object; the field is the property.
+    if error.validator == "required":
+        missing = [n for n in error.validator_value if n not in (error.instance or {})]
+        path.append(missing[0] if missing else "")
+    elif error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        allowed = error.schema.get("properties", {})
+        extra = sorted(k for k in error.instance if k not in allowed)
+        path.append(extra[0] if extra else "")
+    return ".".join(p for p in [prefix, *path] if p)
+
+
+def _message(error: SchemaValidationError) -> str:
+    if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        allowed = sorted(error.schema.get("properties", {}))
+        known = ", ".join(allowed) if allowed else "none"
+        return f"Unknown field. Known fields: {known}."
+    if error.validator == "required":
+        return "This field is required."
+    return str(error.message)
+
+
+def schema_errors(schema: Mapping[str, Any], instance: Any, prefix: str = "") -> FieldErrors:
+    """Every violation of ``schema`` by ``instance``, keyed by dotted field path under ``prefix``.
+
+    ``schema_errors(schema, {"top_k": "4"}, "params")`` →
+    ``{"params.top_k": ["'4' is not of type 'integer'"]}``. Empty when ``instance`` is valid.
+    """
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    errors: FieldErrors = {}
+    for error in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.path))):
+        errors.setdefault(_field(prefix, error), []).append(_message(error))
+    return errors
+
+
+def chat_options_errors(
+    data: Any, prefix: str = "options", allowed: tuple[str, ...] | None = None
+) -> FieldErrors:
+    """Errors of ``data`` as core ``ChatOptions`` (optionally only the ``allowed`` names)."""
+    schema = CHAT_OPTIONS_SCHEMA
+    if allowed is not None:
+        schema = {
+            **schema,
+            "properties": {k: v for k, v in schema["properties"].items() if k in allowed},
+        }
+    errors = schema_errors(schema, data, prefix)
+    if not errors:
+        try:
+            ChatOptions.from_dict(data)
+        except (TypeError, ValueError) as exc:
+            errors[prefix] = [str(exc)]
+    return errors

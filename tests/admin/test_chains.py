@@ -1,0 +1,222 @@
+"""The chain admin page: inline advisor rows, validation, the lint, and the playground."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.test import Client
+
+from advisors_app.core import HIGHEST_PRECEDENCE
+from advisors_app.core.tools import tool
+from advisors_app.models import AdvisorChain, CallLog
+from advisors_app.runtime import clear_cache
+from advisors_app.tools import tool_registry
+from tests.admin.forms import chain_form
+from tests.factories import make_chain, scripted_model
+
+pytestmark = pytest.mark.django_db
+
+ADD = "/admin/advisors_app/advisorchain/add/"
+
+
+def change_url(chain: AdvisorChain) -> str:
+    return f"/admin/advisors_app/advisorchain/{chain.pk}/change/"
+
+
+def playground_url(chain: AdvisorChain) -> str:
+    return f"/admin/advisors_app/advisorchain/{chain.pk}/playground/"
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    clear_cache()
+    yield
+    clear_cache()
+
+
+def test_add_and_change_pages_render_with_the_type_reference(admin_client: Client) -> None:
+    page = admin_client.get(ADD).content.decode()
+    assert 'name="advisors-TOTAL_FORMS"' in page
+    assert "<code>safe_guard</code>" in page and "<code>append</code>" in page
+    assert "<code>text</code> (string, required): The suffix." in page
+    chain = make_chain(advisors=(("append", {"text": "!"}),))
+    page = admin_client.get(change_url(chain)).content.decode()
+    assert "Playground" in page and 'id="playground"' in page
+    assert "No findings." in page
+    assert admin_client.get("/admin/advisors_app/advisorchain/").status_code == 200
+
+
+def test_a_chain_with_advisor_rows_is_created_from_the_admin(admin_client: Client) -> None:
+    model = scripted_model()
+    data = chain_form(
+        chat_model=model.pk,
+        rows=[
+            {"advisor_type": "append", "params": {"text": "!"}, "order": "HIGHEST+100"},
+            {"advisor_type": "safe_guard", "params": {"words": ["bomb"]}},
+        ],
+    )
+    response = admin_client.post(ADD, data)
+    assert response.status_code == 302, response.context["errors"]
+    chain = AdvisorChain.objects.get(slug="support")
+    rows = list(chain.advisors.order_by("id").values_list("advisor_type", "order", "params"))
+    assert rows == [
+        ("append", HIGHEST_PRECEDENCE + 100, {"text": "!"}),
+        ("safe_guard", None, {"words": ["bomb"]}),
+    ]
+    assert len(chain.config_hash) == 64
+    page = admin_client.get(change_url(chain)).content.decode()
+    assert 'value="HIGHEST+100"' in page
+
+
+def test_bad_params_are_a_form_error_naming_the_field(admin_client: Client) -> None:
+    data = chain_form(
+        rows=[
+            {"advisor_type": "append", "params": {"text": 5}},
+            {"advisor_type": "safe_guard", "params": {"scope": "everything"}},
+            {"advisor_type": "append", "params": "{not json"},
+        ]
+    )
+    response = admin_client.post(ADD, data)
+    assert response.status_code == 200
+    forms = response.context["inline_admin_formsets"][0].formset.forms
+    assert forms[0].errors == {"params": ["text: 5 is not of type 'string'"]}
+    assert forms[1].errors["params"] == ["scope: 'everything' is not one of ['user', 'prompt']"]
+    assert forms[2].errors["params"] == ["Enter a valid JSON."]
+    assert not AdvisorChain.objects.exists()
+
+
+def test_an_unknown_type_is_refused(admin_client: Client) -> None:
+    response = admin_client.post(ADD, chain_form(rows=[{"advisor_type": "os.system"}]))
+    forms = response.context["inline_admin_formsets"][0].formset.forms
+    assert "Select a valid choice" in forms[0].errors["advisor_type"][0]
+    assert not AdvisorChain.objects.exists()
+
+
+def test_an_order_that_is_not_a_number_is_refused(admin_client: Client) -> None:
+    rows = [{"advisor_type": "append", "params": {"text": "!"}, "order": "first"}]
+    forms = (
+        admin_client.post(ADD, chain_form(rows=rows))
+        .context["inline_admin_formsets"][0]
+        .formset.forms
+    )
+    assert forms[0].errors == {"order": ["Enter a whole number, HIGHEST+N or LOWEST-N."]}
+    rows[0]["order"] = str(2**31)
+    forms = (
+        admin_client.post(ADD, chain_form(rows=rows))
+        .context["inline_admin_formsets"][0]
+        .formset.forms
+    )
+    assert "(LOWEST)" in forms[0].errors["order"][0]
+
+
+def test_lint_errors_block_saving(admin_client: Client) -> None:
+    chain = make_chain(advisors=(("append", {"text": "!"}),))
+    row = chain.advisors.get()
+    data = chain_form(
+        chain,
+        rows=[{"id": row.pk, "advisor_type": "append", "params": {"text": "!", "note": "nope"}}],
+    )
+    response = admin_client.post(change_url(chain), data)
+    assert response.status_code == 200
+    errors = response.context["inline_admin_formsets"][0].formset.non_form_errors()
+    assert "params.note: no sensitive-word list with slug 'nope'" in errors[0]
+    row.refresh_from_db()
+    assert row.params == {"text": "!"}
+
+
+def test_lint_warnings_are_shown_after_saving(admin_client: Client) -> None:
+    rows = [
+        {"advisor_type": "message_chat_memory", "params": {}},
+        {"advisor_type": "safe_guard", "params": {"words": ["bomb"]}, "order": "0"},
+    ]
+    response = admin_client.post(
+        ADD, chain_form(chat_model=scripted_model().pk, rows=rows), follow=True
+    )
+    shown = [str(m) for m in response.context["messages"]]
+    assert any(m.startswith("advisors_app.W103: advisor #2 (safe_guard)") for m in shown)
+    chain = AdvisorChain.objects.get()
+    assert "advisors_app.W103" in admin_client.get(change_url(chain)).content.decode()
+
+
+def test_deleting_a_row_in_the_admin_changes_the_chain(admin_client: Client) -> None:
+    chain = make_chain(advisors=(("append", {"text": "!"}),))
+    before = chain.config_hash
+    row = chain.advisors.get()
+    data = chain_form(
+        chain,
+        rows=[{"id": row.pk, "advisor_type": "append", "params": {"text": "!"}, "delete": True}],
+    )
+    assert admin_client.post(change_url(chain), data).status_code == 302
+    chain.refresh_from_db()
+    assert not chain.advisors.exists() and chain.config_hash != before
+
+
+def test_playground_round_trip_on_the_scripted_model(admin_client: Client) -> None:
+    model = scripted_model(responses=("Hello from the script.",))
+    chain = make_chain(
+        model=model, advisors=(("append", {"text": " (be nice)"}),), system_prompt="Be brief."
+    )
+    response = admin_client.post(playground_url(chain), {"message": "hi there", "params": ""})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Hello from the script." in page
+    assert "hi there (be nice)" in page  # the final prompt, after the advisor
+    assert "Be brief." in page
+    assert "AppendAdvisor" in page
+    result = response.context["result"]
+    log = CallLog.objects.get(trace_id=result.trace_id)
+    assert response.context["log_url"] == f"/admin/advisors_app/calllog/{log.pk}/change/"
+    assert response.context["form"].initial["conversation_id"] == result.conversation_id
+    rows = response.context["trace_rows"]
+    assert [(r["name"], r["depth"], r["status"]) for r in rows] == [
+        ("AppendAdvisor", 0, "ok"),
+        ("call", 1, "ok"),
+    ]
+    # Continue the conversation from the prefilled id.
+    again = admin_client.post(
+        playground_url(chain), {"message": "more", "conversation_id": result.conversation_id}
+    )
+    assert again.context["result"].conversation_id == result.conversation_id
+
+
+def test_playground_shows_refusals_and_failures(admin_client: Client) -> None:
+    chain = make_chain(advisors=(("append", {"text": "!"}),))
+    response = admin_client.post(
+        playground_url(chain), {"message": "hi", "params": '{"colour": 1}'}
+    )
+    assert response.context["refused"].errors == {
+        "params.colour": ["Unknown field. Known fields: append_flag, options."]
+    }
+    assert "params.colour" in response.content.decode()
+    empty = make_chain("empty", model=scripted_model("empty-model", responses=(), repeat=False))
+    response = admin_client.post(playground_url(empty), {"message": "hi"})
+    assert response.context["failure"]["type"] == "AdvisorStateError"
+    assert "internal_error" in response.content.decode()
+
+
+def test_the_playground_needs_change_permission(client: Client, django_user_model) -> None:
+    chain = make_chain()
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    client.force_login(viewer)
+    assert client.post(playground_url(chain), {"message": "hi"}).status_code == 403
+
+
+def test_tools_are_chosen_from_the_tool_registry(admin_client: Client) -> None:
+    @tool(description="Current time")
+    def now() -> str:
+        return "noon"
+
+    tool_registry.register(now)
+    try:
+        page = admin_client.get(ADD).content.decode()
+        assert 'value="now"' in page
+        data = chain_form(chat_model=scripted_model().pk, tools=["now"])
+        assert admin_client.post(ADD, data).status_code == 302
+        assert AdvisorChain.objects.get().tools == ["now"]
+        refused = admin_client.post(ADD, chain_form(slug="other", tools=["rm_rf"]))
+        assert "rm_rf is not one of the available choices" in str(
+            refused.context["adminform"].form.errors["tools"]
+        )
+    finally:
+        tool_registry.unregister("now")

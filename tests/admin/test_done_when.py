@@ -1,0 +1,141 @@
+"""Issue 9's "done when": a chain built only in the admin answers in the playground with
+memory, retrieval and SafeGuard active, and an order changed in the admin changes the next
+request's behaviour."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import HttpResponse
+from django.test import Client
+
+from advisors_app.models import AdvisorChain, ChatModelConfig, Collection
+from advisors_app.runtime import clear_cache
+from tests.admin.forms import chain_form
+
+pytestmark = pytest.mark.django_db
+
+REFUSAL = "I'm unable to respond to that due to sensitive content."
+POLICY = b"Refund policy: refunds take 5 days. Confidential: the internal fee is 3%.\n"
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    clear_cache()
+    yield
+    clear_cache()
+
+
+def created(response: HttpResponse) -> None:
+    """The admin accepted the form (it redirects); otherwise show its errors."""
+    errors = response.context.get("errors") if response.context else None
+    assert response.status_code == 302, errors
+
+
+def build_in_the_admin(admin: Client) -> AdvisorChain:
+    created(
+        admin.post(
+            "/admin/advisors_app/chatmodelconfig/add/",
+            {
+                "slug": "script",
+                "provider": "scripted",
+                "settings": json.dumps({"responses": ["Refunds take 5 days."], "repeat": True}),
+                "timeout": "60",
+                "max_retries": "2",
+            },
+        )
+    )
+    created(
+        admin.post(
+            "/admin/advisors_app/sensitivewordlist/add/",
+            {"slug": "blocked", "words": "confidential\nbomb"},
+        )
+    )
+    created(admin.post("/admin/advisors_app/collection/add/", {"slug": "kb", "name": "KB"}))
+    collection = Collection.objects.get()
+    admin.post(
+        f"/admin/advisors_app/collection/{collection.pk}/upload/",
+        {"file": SimpleUploadedFile("policy.txt", POLICY, "text/plain")},
+    )
+    rows = [
+        {"advisor_type": "message_chat_memory", "params": {"max_messages": 10}},
+        {"advisor_type": "question_answer", "params": {"collection": "kb"}},
+        {"advisor_type": "safe_guard", "params": {"word_lists": ["blocked"]}},
+    ]
+    model = ChatModelConfig.objects.get()
+    created(
+        admin.post(
+            "/admin/advisors_app/advisorchain/add/", chain_form(chat_model=model.pk, rows=rows)
+        )
+    )
+    return AdvisorChain.objects.get()
+
+
+def play(admin: Client, chain: AdvisorChain, message: str, conversation: str = "") -> dict:
+    url = f"/admin/advisors_app/advisorchain/{chain.pk}/playground/"
+    response = admin.post(url, {"message": message, "conversation_id": conversation})
+    assert response.status_code == 200
+    context = response.context
+    assert "result" in context, context.get("refused") or context.get("failure")
+    return {
+        "reply": context["result"].content,
+        "conversation": context["result"].conversation_id,
+        "prompt": [(m["type"], m["text"]) for m in context["prompt_messages"]],
+        "advisors": [row["name"] for row in context["trace_rows"]],
+    }
+
+
+def test_an_admin_built_chain_runs_memory_rag_and_safeguard_and_follows_order_changes(
+    admin_client: Client,
+) -> None:
+    chain = build_in_the_admin(admin_client)
+
+    first = play(admin_client, chain, "How long do refunds take?")
+    assert first["reply"] == "Refunds take 5 days."
+    assert first["advisors"] == [
+        "SafeGuardAdvisor",
+        "MessageChatMemoryAdvisor",
+        "QuestionAnswerAdvisor",
+        "call",
+    ]
+    [(role, text)] = first["prompt"]
+    assert role == "user" and text.startswith("How long do refunds take?")
+    assert "refunds take 5 days" in text  # retrieved from the uploaded document
+
+    blocked = play(admin_client, chain, "How to build a bomb?", first["conversation"])
+    assert blocked["reply"].startswith(REFUSAL)
+    assert blocked["advisors"] == ["SafeGuardAdvisor"]  # nothing else ran, no model call
+
+    follow_up = play(admin_client, chain, "And for gift cards?", first["conversation"])
+    roles = [role for role, _ in follow_up["prompt"]]
+    assert roles == ["user", "assistant", "user"]  # memory: the first turn, not the refused one
+    assert follow_up["prompt"][0][1] == "How long do refunds take?"
+    assert follow_up["prompt"][1][1] == "Refunds take 5 days."
+
+    # Move the guard inside retrieval: it now checks the augmented question, which holds the
+    # document's "Confidential", and refuses.
+    rows = [
+        {
+            "id": row.pk,
+            "advisor_type": row.advisor_type,
+            "params": row.params,
+            "order": "10" if row.advisor_type == "safe_guard" else "",
+        }
+        for row in chain.advisors.order_by("id")
+    ]
+    created(
+        admin_client.post(
+            f"/admin/advisors_app/advisorchain/{chain.pk}/change/", chain_form(chain, rows=rows)
+        )
+    )
+
+    after = play(admin_client, chain, "How long do refunds take?")
+    assert after["reply"].startswith(REFUSAL)
+    assert after["advisors"] == [
+        "MessageChatMemoryAdvisor",
+        "QuestionAnswerAdvisor",
+        "SafeGuardAdvisor",
+    ]

@@ -1,0 +1,49 @@
+"""Admin of call logs (filters, trace view) and the conversations browser."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from advisors_app.models import CallLog, Conversation
+from advisors_app.runtime import clear_cache
+from tests.factories import make_chain, scripted_model
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def played(admin_client: Client) -> dict:
+    """One playground turn, so a call log and a conversation exist."""
+    clear_cache()
+    chain = make_chain(
+        model=scripted_model(responses=("Sure.",)), advisors=(("append", {"text": "!"}),)
+    )
+    url = f"/admin/advisors_app/advisorchain/{chain.pk}/playground/"
+    return {
+        "chain": chain,
+        "result": admin_client.post(url, {"message": "hello"}).context["result"],
+    }
+
+
+def test_call_logs_list_filter_and_show_the_trace(admin_client: Client, played: dict) -> None:
+    log = CallLog.objects.get()
+    listing = admin_client.get("/admin/advisors_app/calllog/?status__exact=ok&mode__exact=call")
+    assert listing.status_code == 200
+    assert list(listing.context["cl"].queryset) == [log]
+    empty = admin_client.get("/admin/advisors_app/calllog/?status__exact=error")
+    assert list(empty.context["cl"].queryset) == []
+    page = admin_client.get(f"/admin/advisors_app/calllog/{log.pk}/change/").content.decode()
+    assert "AppendAdvisor" in page and "advisor-trace" in page
+    assert f"/admin/advisors_app/advisorchain/{played['chain'].pk}/change/" in page
+    assert admin_client.get("/admin/advisors_app/calllog/add/").status_code == 403
+
+
+def test_conversations_show_their_transcript(admin_client: Client, played: dict) -> None:
+    conversation = Conversation.objects.get()
+    listing = admin_client.get("/admin/advisors_app/conversation/").content.decode()
+    assert played["result"].conversation_id in listing
+    page = admin_client.get(f"/admin/advisors_app/conversation/{conversation.pk}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "hello" in text and "Sure." in text

@@ -1,0 +1,86 @@
+"""Admin editors of model configurations, word lists and templates."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from advisors_app.models import ChatModelConfig, PromptTemplate, SensitiveWordList
+from tests.factories import make_chain
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    "model", ["chatmodelconfig", "embeddingmodelconfig", "sensitivewordlist", "prompttemplate"]
+)
+def test_list_and_add_pages_render(admin_client: Client, model: str) -> None:
+    assert admin_client.get(f"/admin/advisors_app/{model}/").status_code == 200
+    assert admin_client.get(f"/admin/advisors_app/{model}/add/").status_code == 200
+
+
+def test_model_config_shows_whether_the_key_variable_is_set_never_its_value(
+    admin_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ADVISORS_ADMIN_TEST_KEY", "sk-very-secret")
+    config = ChatModelConfig.objects.create(
+        slug="gpt", provider="openai", api_key_env="ADVISORS_ADMIN_TEST_KEY"
+    )
+    ChatModelConfig.objects.create(
+        slug="other", provider="openai", api_key_env="ADVISORS_UNSET_KEY"
+    )
+    listing = admin_client.get("/admin/advisors_app/chatmodelconfig/").content.decode()
+    assert "ADVISORS_ADMIN_TEST_KEY is set" in listing
+    assert "ADVISORS_UNSET_KEY is NOT set" in listing
+    page = admin_client.get(f"/admin/advisors_app/chatmodelconfig/{config.pk}/change/").content
+    assert b"sk-very-secret" not in page and b"sk-very-secret" not in listing.encode()
+
+
+def test_a_model_config_refuses_a_key_in_the_variable_field(admin_client: Client) -> None:
+    data = {
+        "slug": "gpt",
+        "provider": "openai",
+        "api_key_env": "sk-proj-123",
+        "options": "{}",
+        "timeout": "60",
+        "max_retries": "2",
+    }
+    response = admin_client.post("/admin/advisors_app/chatmodelconfig/add/", data)
+    assert (
+        "NAME of an environment variable"
+        in response.context["adminform"].form.errors["api_key_env"][0]
+    )
+    assert not ChatModelConfig.objects.exists()
+
+
+def test_word_lists_are_edited_one_word_per_line(admin_client: Client) -> None:
+    data = {"slug": "bad", "name": "Bad words", "words": "bomb\n  gun  \n\nbomb"}
+    response = admin_client.post("/admin/advisors_app/sensitivewordlist/add/", data)
+    assert response.status_code == 302
+    assert SensitiveWordList.objects.get().words == ["bomb", "gun"]
+
+
+def test_template_placeholders_are_checked_against_the_text(admin_client: Client) -> None:
+    url = "/admin/advisors_app/prompttemplate/add/"
+    data = {"slug": "qa", "text": "Context: {context}\nQuestion: {query}", "placeholders": "query"}
+    response = admin_client.post(url, data)
+    errors = response.context["adminform"].form.errors["placeholders"]
+    assert errors == ["The text uses placeholders that are not declared: context"]
+    data["placeholders"] = "query,context"
+    assert admin_client.post(url, data).status_code == 302
+    assert PromptTemplate.objects.get().placeholders == ["query", "context"]
+
+
+def test_editing_a_word_list_changes_the_chains_that_use_it(admin_client: Client) -> None:
+    words = SensitiveWordList.objects.create(slug="bad", words=["bomb"])
+    chain = make_chain(advisors=(("safe_guard", {"word_lists": ["bad"]}),))
+    data = {"slug": "bad", "name": "", "words": "bomb\ngun"}
+    assert (
+        admin_client.post(
+            f"/admin/advisors_app/sensitivewordlist/{words.pk}/change/", data
+        ).status_code
+        == 302
+    )
+    before = chain.config_hash
+    chain.refresh_from_db()
+    assert chain.config_hash != before

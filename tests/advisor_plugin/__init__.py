@@ -1,0 +1,1 @@
+"""A test-only third-party app that registers its own advisor types from ``ready()``."""

@@ -1,0 +1,48 @@
+"""A separate process for the cross-process runtime tests: runs or edits stored chains.
+
+Started by ``tests/test_runtime.py`` with ``DJANGO_SETTINGS_MODULE=tests.settings`` and the test
+database's ``DATABASE_URL``. Reads one JSON command per line on stdin and answers one JSON line:
+
+- ``{"op": "run", "slug": s}`` → ``{"reply", "user_text", "config_hash", "compiled"}`` where
+  ``user_text`` is the user message the model received and ``compiled`` identifies the built
+  chain object (it changes only when this process rebuilt the chain);
+- ``{"op": "set_order", "advisor": pk, "order": n}`` → ``{"ok": true}`` (saved with signals).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import django
+
+
+def main() -> None:
+    django.setup()
+    from asgiref.sync import async_to_sync
+
+    from advisors_app.models import AdvisorConfig
+    from advisors_app.runtime import load_chain
+
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command["op"] == "run":
+            compiled = load_chain(command["slug"])
+            spec = async_to_sync(compiled.client.prompt("hi").acall)()
+            model = compiled.client.chat_model
+            answer = {
+                "reply": spec.content(),
+                "user_text": model.prompts[-1].user_message.text,
+                "config_hash": compiled.config_hash,
+                "compiled": id(compiled),
+            }
+        else:
+            row = AdvisorConfig.objects.get(pk=command["advisor"])
+            row.order = command["order"]
+            row.save()
+            answer = {"ok": True}
+        print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    main()
