@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "advisors_app",
+    "advisors_app.demo",  # the demo: load_demo, retrieval_check and the demo tools
 ]
 
 MIDDLEWARE = [
