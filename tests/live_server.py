@@ -22,24 +22,29 @@ from tests.helpers import subprocess_env
 __all__ = ["ROOT", "LiveServer"]
 
 ROOT = Path(__file__).resolve().parent.parent
-_DAPHNE = (sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "0")
+_DAPHNE = (sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p")
 _LISTENING = re.compile(r"Listening on TCP address [\d.]+:(\d+)")
 
 
 class LiveServer:
-    """``daphne advisorsite.asgi:application`` on 127.0.0.1 and a port the OS picks.
+    """``daphne <application>`` on 127.0.0.1 and a port the OS picks.
 
     ``env`` overrides go on top of this process's environment (minus what would make the
     child inherit pytest's setup); ``DJANGO_SETTINGS_MODULE`` defaults to ``tests.settings``.
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
-    def __init__(self, log_path: Path, **env: str) -> None:
+    def __init__(
+        self, log_path: Path, *, application: str = "advisorsite.asgi:application", **env: str
+    ) -> None:
         self.log_path = log_path
+        self.application = application
+        log_path.unlink(missing_ok=True)  # one run's log; restarts append to it
         self.env = subprocess_env(**{"DJANGO_SETTINGS_MODULE": "tests.settings", **env})
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
         self._log: IO[bytes] | None = None
+        self._offset = 0
 
     @property
     def url(self) -> str:
@@ -50,10 +55,12 @@ class LiveServer:
         return f"ws://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> LiveServer:
+        """Start on a free port, or on the port of the previous start (a restart)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("wb")
+        self._log = self.log_path.open("ab")
+        self._offset = len(self.log())
         self.process = subprocess.Popen(
-            [*_DAPHNE, "advisorsite.asgi:application"],
+            [*_DAPHNE, str(self.port), self.application],
             cwd=ROOT,
             env=self.env,
             stdout=self._log,
@@ -61,7 +68,7 @@ class LiveServer:
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = _LISTENING.search(self.log())
+            found = _LISTENING.search(self.log()[self._offset :])
             if found:
                 self.port = int(found.group(1))
                 return self
@@ -70,6 +77,10 @@ class LiveServer:
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"daphne did not start; its log:\n{self.log()}")
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -213,6 +213,8 @@
   }
 
   function safeHref(value) {
+    // Only absolute web links: a document's source is often a file name, not a URL.
+    if (typeof value !== "string" || !/^https?:\/\//i.test(value)) return null;
     try {
       var url = new URL(value, location.href);
       return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
