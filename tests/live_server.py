@@ -29,16 +29,23 @@ _LISTENING = re.compile(r"Listening on TCP address [\d.]+:(\d+)")
 class LiveServer:
     """``daphne <application>`` on 127.0.0.1 and a port the OS picks.
 
+    ``daphne_args`` are extra command-line options (e.g. ``("--access-log", "/dev/null")``);
     ``env`` overrides go on top of this process's environment (minus what would make the
     child inherit pytest's setup); ``DJANGO_SETTINGS_MODULE`` defaults to ``tests.settings``.
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
     def __init__(
-        self, log_path: Path, *, application: str = "advisorsite.asgi:application", **env: str
+        self,
+        log_path: Path,
+        *,
+        application: str = "advisorsite.asgi:application",
+        daphne_args: tuple[str, ...] = (),
+        **env: str,
     ) -> None:
         self.log_path = log_path
         self.application = application
+        self.daphne_args = daphne_args
         log_path.unlink(missing_ok=True)  # one run's log; restarts append to it
         self.env = subprocess_env(**{"DJANGO_SETTINGS_MODULE": "tests.settings", **env})
         self.process: subprocess.Popen[bytes] | None = None
@@ -60,7 +67,7 @@ class LiveServer:
         self._log = self.log_path.open("ab")
         self._offset = len(self.log())
         self.process = subprocess.Popen(
-            [*_DAPHNE, str(self.port), self.application],
+            [*_DAPHNE, str(self.port), *self.daphne_args, self.application],
             cwd=ROOT,
             env=self.env,
             stdout=self._log,
