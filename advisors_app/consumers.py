@@ -112,6 +112,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.chain_slug: str = self.scope["url_route"]["kwargs"]["slug"]
         self.user = self.scope.get("user")
         self._generation: asyncio.Task[None] | None = None
+        #: True from a message's acceptance until its final frame is sent (the busy rule).
+        self._turn_active = False
+        self._stream: TurnStream | None = None
         self._closing = False
         self._authenticated = bool(getattr(self.user, "is_authenticated", False))
         await self.accept()
@@ -145,7 +148,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(_invalid(errors))
         elif content["type"] == "cancel":
             await self._cancel_generation()
-        elif self._generation is not None and not self._generation.done():
+        elif self._turn_active:
             await self.send_json(
                 ErrorEvent(
                     "busy",
@@ -154,22 +157,38 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 ).to_dict()
             )
         else:
+            # A previous turn's task may still be announcing its conversation: let it.
+            self._turn_active = True
             self._generation = asyncio.create_task(self._generate(content))
 
     async def _cancel_generation(self) -> None:
         """Cancel the running turn and wait until it has sent its final frame."""
         task = self._generation
-        if task is None or task.done():
+        if not self._turn_active or task is None or task.done():
             return
         task.cancel()
         await asyncio.wait((task,))
 
     async def _generate(self, frame: dict[str, Any]) -> None:
-        """Run one turn and send its frames; the task ``cancel`` and ``disconnect`` cancel."""
+        """Run one turn, then tell the user's sockets its conversation changed.
+
+        This is the task ``cancel`` and ``disconnect`` cancel. The turn counts as running
+        (``busy``) only until its final frame is sent, not while it is being announced.
+        """
+        self._stream = None
+        try:
+            await self._run_turn(frame)
+        finally:
+            self._turn_active = False
+            if self._stream is not None:
+                await self._announce(self._stream.conversation_id)
+
+    async def _run_turn(self, frame: dict[str, Any]) -> None:
+        """Send the turn's frames: ``start``, deltas, then ``done`` or ``error``."""
         stream: TurnStream | None = None
         events: DeltaCoalescer | None = None
         try:
-            stream = await stream_turn(
+            stream = self._stream = await stream_turn(
                 self.chain_slug,
                 self.user,
                 frame["text"],
@@ -193,9 +212,6 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if not self._closing:
                 await self._send_cancelled(stream, events, frame)
             raise
-        finally:
-            if stream is not None:
-                await self._announce(stream.conversation_id)
 
     async def _send_cancelled(
         self, stream: TurnStream | None, events: DeltaCoalescer | None, frame: dict[str, Any]

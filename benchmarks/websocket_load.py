@@ -53,7 +53,8 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
-from websockets.asyncio.client import connect  # noqa: E402
+from websockets.asyncio.client import ClientConnection, connect  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 from advisors_app.models import ChatModelConfig  # noqa: E402
 from tests.factories import make_chain  # noqa: E402
@@ -82,8 +83,12 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def run_clients(server: LiveServer, cookies: list[str], timeout: float) -> list[Chat]:
-    """Open every socket, then send one message on all of them at once and read to ``done``."""
-    sockets = []
+    """Open every socket, then send one message on all of them at once and read to ``done``.
+
+    A socket the server closes or that stops answering for ``timeout`` seconds ends its chat
+    with ``error`` set (it counts as lost); the run goes on.
+    """
+    sockets: list[ClientConnection] = []
     for cookie in cookies:  # sequential opens: the handshake is not what is measured
         sockets.append(
             await connect(
@@ -96,12 +101,12 @@ async def run_clients(server: LiveServer, cookies: list[str], timeout: float) ->
             )
         )
 
-    async def chat(ws: object) -> Chat:
+    async def chat(ws: ClientConnection) -> Chat:
         result = Chat(sent=time.perf_counter())
-        await ws.send(json.dumps({"type": "message", "text": "Tell me a story"}))  # type: ignore[attr-defined]
         try:
+            await ws.send(json.dumps({"type": "message", "text": "Tell me a story"}))
             while True:
-                frame = json.loads(await asyncio.wait_for(ws.recv(), timeout))  # type: ignore[attr-defined]
+                frame = json.loads(await asyncio.wait_for(ws.recv(), timeout))
                 if frame["type"] == "conversation":
                     continue
                 result.times.append(time.perf_counter())
@@ -112,14 +117,14 @@ async def run_clients(server: LiveServer, cookies: list[str], timeout: float) ->
                     if frame["type"] == "error":
                         result.error = frame["code"]
                     return result
-        except (TimeoutError, OSError) as exc:
-            result.error = type(exc).__name__
+        except (TimeoutError, OSError, ConnectionClosed) as exc:
+            result.error = f"{type(exc).__name__} {getattr(exc, 'rcvd', '') or ''}".strip()
             return result
 
     try:
         return await asyncio.gather(*(chat(ws) for ws in sockets))
     finally:
-        await asyncio.gather(*(ws.close() for ws in sockets))  # type: ignore[attr-defined]
+        await asyncio.gather(*(ws.close() for ws in sockets))
 
 
 def measure(

@@ -308,6 +308,20 @@ async def test_a_second_message_while_generating_is_refused(socket: Any, chain: 
     assert text_of(frames) == "one two three"
 
 
+async def test_a_message_right_after_done_is_accepted(socket: Any, chain: Any) -> None:
+    """The turn stops counting as running when its done frame is sent (not after its notice)."""
+    await script(chain.slug, *(f"answer {i}" for i in range(10)))
+    conversation = None
+    for i in range(10):
+        frame = {"type": "message", "text": f"question {i}"}
+        if conversation:
+            frame["conversation_id"] = conversation
+        await socket.send_json_to(frame)
+        frames = await frames_until_end(socket)
+        assert frames[-1]["type"] == "done", frames
+        conversation = frames[0]["conversation_id"]
+
+
 @pytest.mark.parametrize(
     ("raw", "errors"),
     [
