@@ -187,6 +187,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """Send the turn's frames: ``start``, deltas, then ``done`` or ``error``."""
         stream: TurnStream | None = None
         events: DeltaCoalescer | None = None
+        final_sent = False
         try:
             stream = self._stream = await stream_turn(
                 self.chain_slug,
@@ -198,6 +199,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             events = DeltaCoalescer(stream)
             async for event in events:
                 await self.send_json(event.to_dict())
+                final_sent = isinstance(event, (DoneEvent, ErrorEvent))
         except TurnError as refused:
             await self.send_json(_as_frame_errors(refused))
             return
@@ -209,7 +211,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if events is not None:
                 # Closes the model stream; the service stores the partial turn.
                 await events.aclose()
-            if not self._closing:
+            if not self._closing and not final_sent:
                 await self._send_cancelled(stream, events, frame)
             raise
 
