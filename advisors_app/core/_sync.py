@@ -39,4 +39,3 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
         loop = asyncio.new_event_loop()
         _local.loop = loop
     return loop.run_until_complete(coroutine)
-
