@@ -400,8 +400,9 @@ async def test_b12_stream_with_incremental_usage_chunks():
         tool_call_response(("weather", {"city": "A"}), usage=Usage(0, 20)),
     ]
     round_two = [
-        ChatResponse.of_text("sun", finish_reason=None, usage=Usage(150, 1)),
-        ChatResponse.of_text("ny", usage=Usage(0, 29)),
+        # Decreasing counts: unambiguously increments (1 then 29 would read as cumulative).
+        ChatResponse.of_text("sun", finish_reason=None, usage=Usage(150, 20)),
+        ChatResponse.of_text("ny", usage=Usage(0, 10)),
     ]
     model = ScriptedChatModel([round_one, round_two])
     response, _ = await run(client_for(model).prompt("x").tools(weather), "stream")
