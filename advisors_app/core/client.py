@@ -324,7 +324,11 @@ class ChatClientRequestSpec:
         return CallResponseSpec(self)
 
     async def acall(self) -> CallResponseSpec:
-        """Run the chain now (async) and return the resolved response spec."""
+        """Run the chain now (async) and return the resolved response spec.
+
+        The chain has run by the time this returns, so a later ``entity(T)`` parses the answer
+        as it is; to send ``T``'s format instructions, use ``await spec.call().aentity(T)``.
+        """
         spec = CallResponseSpec(self)
         await spec.achat_client_response()
         return spec
