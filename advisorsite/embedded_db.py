@@ -16,9 +16,12 @@ competes for a TCP port. When run as root, pgserver runs PostgreSQL as the syste
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
+import subprocess
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,9 @@ __all__ = ["PERSISTENT_PGDATA", "database_config", "start"]
 
 PERSISTENT_PGDATA = Path(__file__).resolve().parent.parent / "var" / "pgdata"
 MODE_ENV = "ADVISORS_EMBEDDED_DB"
+#: Tries to start (or take over) the server, and how long to wait for a slow start (seconds).
+START_ATTEMPTS = 3
+READY_TIMEOUT = 60.0
 
 
 def database_config() -> dict[str, Any]:
@@ -62,9 +68,35 @@ def start(pgdata: Path, cleanup_mode: str | None = None) -> str:
         import pgserver
 
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(pgdata, cleanup_mode=cleanup_mode)
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            server = pgserver.get_server(pgdata, cleanup_mode=cleanup_mode)
+            break
+        except (subprocess.TimeoutExpired, AssertionError) as exc:
+            # pgserver gives `pg_ctl start` 10 s; on a loaded machine PostgreSQL can take longer
+            # and goes on starting in the background (and pgserver's reader of postmaster.pid
+            # asserts on a file still being written). Forget the failed handle, wait for the
+            # server to be ready, and take it over.
+            pgserver.PostgresServer._instances.pop(pgdata.resolve(), None)
+            if attempt == START_ATTEMPTS:
+                raise ImproperlyConfigured(
+                    f"The embedded PostgreSQL in {pgdata} did not start; see {pgdata / 'log'}."
+                ) from exc
+            _wait_until_ready(pgdata, READY_TIMEOUT)
     socket_dir = server.get_postmaster_info().socket_dir
     return f"postgresql://postgres@{quote(str(socket_dir), safe='')}/postgres"
+
+
+def _wait_until_ready(pgdata: Path, timeout: float) -> None:
+    """Wait until ``postmaster.pid`` says the server is ready (or ``timeout`` seconds pass)."""
+    deadline = time.monotonic() + timeout
+    pid_file = pgdata / "postmaster.pid"
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            lines = pid_file.read_text().splitlines()
+            if len(lines) >= 8 and lines[7].strip() == "ready":
+                return
+        time.sleep(0.2)
 
 
 def _start_throwaway() -> str:

@@ -72,6 +72,7 @@ def test_start_reuses_the_server_running_on_the_same_data(tmp_path: Path) -> Non
         second_url, second_pid = start_in_subprocess()
         assert (second_url, second_pid) == (first_url, first_pid)
     finally:
+        embedded_db.start(pgdata, cleanup_mode="delete")  # takes the server over after a slow start
         pgserver.get_server(pgdata, cleanup_mode="delete").cleanup()
     assert not pgdata.exists()
 

@@ -46,6 +46,14 @@ async def test_a_scripted_config_repeats_its_answers() -> None:
     assert answers == ["one", "two", "one"]
 
 
+async def test_a_scripted_config_streams_chunk_lists_with_a_delay() -> None:
+    config = {"provider": "scripted", "responses": [["Hel", "lo"]], "chunk_delay": 0.01}
+    model = create_chat_model(config)
+    assert isinstance(model, ScriptedChatModel) and model.chunk_delay == 0.01
+    assert [c.text async for c in model.stream(Prompt("x"))] == ["Hel", "lo"]
+    assert (await model.call(Prompt("x"))).text == "Hello"
+
+
 async def test_an_openai_config_reads_its_key_from_the_named_variable(
     openai_server: ScriptedOpenAiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,6 +122,8 @@ def test_which_variable_holds_the_key(config: dict, expected: str | None) -> Non
         ("chat", {"provider": "openai", "model": "m", "max_retries": -1}, "must be >= 0"),
         ("chat", {"provider": "embedded", "options": {"temprature": 1}}, "unknown chat option"),
         ("chat", {"provider": "scripted", "responses": [1]}, "list of strings"),
+        ("chat", {"provider": "scripted", "responses": [["a", 2]]}, "list of strings"),
+        ("chat", {"provider": "scripted", "chunk_delay": -1}, "'chunk_delay' must be >= 0"),
         ("embedding", {"provider": "openai", "model": "m", "dimensions": 0}, "must be positive"),
     ],
 )
