@@ -60,6 +60,7 @@ __all__ = [
     "WORD_LIST",
     "DemoReport",
     "build_id",
+    "ensure_demo_rows",
     "load_demo",
 ]
 
@@ -104,6 +105,17 @@ NO_CONTEXT_TEMPLATE_TEXT = """\
 (The Python Language Reference has no passage about this. Say so in one sentence.)
 """
 
+#: SmolLM2-135M at its best on the demo's questions: one short paragraph (its first is its
+#: best; later ones drift into the other excerpts or loop) and a mild frequency penalty
+#: against repeated sentences. Constrained JSON never contains a blank line, so the stop
+#: sequence is harmless to the JSON chain.
+SMOLLM2_OPTIONS: dict[str, Any] = {
+    "temperature": 0.2,
+    "max_tokens": 120,
+    "frequency_penalty": 0.3,
+    "stop": ["\n\n"],
+}
+
 #: The JSON Schema of the ``python-docs-json`` chain's answers.
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -138,14 +150,9 @@ _CHAINS: dict[str, dict[str, Any]] = {
         "(pydoc_data.topics), remembers the conversation, refuses the demo's sensitive words "
         "and may call the calculator, clock and Python-version tools.",
         "system_prompt": SYSTEM_PROMPT,
-        # One short paragraph: SmolLM2-135M's first paragraph is its best, later ones drift
-        # or loop, and a mild frequency penalty keeps it from repeating a sentence.
-        "default_options": {
-            "temperature": 0.2,
-            "max_tokens": 120,
-            "frequency_penalty": 0.3,
-            "stop": ["\n\n"],
-        },
+        # Model-specific tuning lives on the model configuration (SMOLLM2_OPTIONS), so a chain
+        # moved to another model does not inherit it.
+        "default_options": {},
         # The loop is in place but no tool is enabled: SmolLM2-135M cannot tell when a tool
         # helps (it called one for most documentation questions in trials). With a capable
         # model, enable DEMO_TOOLS here or in the admin.
@@ -167,7 +174,7 @@ _CHAINS: dict[str, dict[str, Any]] = {
         "validated against a JSON Schema (the model decodes under that schema).",
         "system_prompt": JSON_SYSTEM_PROMPT,
         "default_options": {
-            "temperature": 0.2,
+            # A JSON answer needs more room than SmolLM2's one-paragraph limit.
             "max_tokens": 200,
             "response_format": {
                 "type": "json_schema",
@@ -248,14 +255,16 @@ def _ensure_chain(slug: str, spec: dict[str, Any], force: bool, report: DemoRepo
             row.save()
 
 
-def _ensure_rows(force: bool, report: DemoReport) -> Collection:
+def ensure_demo_rows(force: bool = False, report: DemoReport | None = None) -> Collection:
+    """Create the demo's rows that are missing (all of them, with ``force``); the collection."""
+    report = report if report is not None else DemoReport()
     _ensure(
         ChatModelConfig,
         CHAT_MODEL,
         {
             "name": "SmolLM2-135M-Instruct (embedded)",
             "provider": "embedded",
-            "options": {"temperature": 0.2, "max_tokens": 256},
+            "options": SMOLLM2_OPTIONS,
             # Seconds per read: a whole answer, in calls, on two busy cores.
             "timeout": 300.0,
         },
@@ -341,18 +350,24 @@ def _ingest(
 
 
 def load_demo(
-    *, force: bool = False, progress: Progress | None = None, batch_size: int = 32
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    batch_size: int = 32,
+    topics: list[Topic] | None = None,
 ) -> DemoReport:
     """Create what the demo needs (see the module docstring); returns what was done.
 
     Blocking (ORM and embedding on the calling thread). ``progress`` is called while the
-    collection is embedded. The first run embeds about 620 chunks (a minute or two on two
-    cores); later runs only compare the build id.
+    collection is embedded. ``topics`` replaces the corpus (default: every topic of the
+    running Python, :func:`~advisors_app.demo.corpus.python_reference_topics`); the
+    collection then holds exactly those. The first full run embeds about 550 chunks (about a
+    minute on two idle cores); later runs only compare the build id.
     """
     report = DemoReport()
-    topics = python_reference_topics()
+    topics = python_reference_topics() if topics is None else topics
     report.topics = len(topics)
-    collection = _ensure_rows(force, report)
+    collection = ensure_demo_rows(force, report)
     build = build_id(topics)
     stored = DocumentRow.objects.filter(collection=collection)
     if not force and f"Build {build}." in collection.description and stored.exists():
