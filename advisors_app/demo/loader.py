@@ -90,14 +90,16 @@ JSON_SYSTEM_PROMPT = (
     '"answer" holds a short answer in plain English based on the reference excerpts, '
     '"topics" lists the titles of the excerpts you used.'
 )
+# The question comes first and again last: a 135M model answers the question it read last,
+# and with the question asked twice it strays less into the other excerpts.
 CONTEXT_TEMPLATE_TEXT = """\
+Question: {query}
+
 Excerpts from the Python Language Reference:
 
 {context}
 
-Use these excerpts to answer the question below. Explain it simply, in your own words.
-
-Question: {query}
+Answer the question "{query}" in two sentences, using the excerpts.
 """
 NO_CONTEXT_TEMPLATE_TEXT = """\
 {query}
@@ -112,7 +114,7 @@ NO_CONTEXT_TEMPLATE_TEXT = """\
 SMOLLM2_OPTIONS: dict[str, Any] = {
     "temperature": 0.2,
     "max_tokens": 120,
-    "frequency_penalty": 0.3,
+    "frequency_penalty": 0.6,
     "stop": ["\n\n"],
 }
 
