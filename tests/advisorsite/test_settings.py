@@ -93,5 +93,5 @@ def test_the_demo_chain_runs_on_the_model_the_variables_name(
     assert request.headers["authorization"] == "Bearer secret-key"
     assert request.body["model"] == "hosted-model" and request.body["stream"] is True
     sent = request.body["messages"][-1]["content"]
-    assert sent.startswith("Excerpts from the Python Language Reference:")
+    assert sent.startswith(f"Question: {question}\n\nExcerpts from the Python Language Reference:")
     assert 'The "with" statement is used to wrap the execution of a block' in sent

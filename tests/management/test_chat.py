@@ -149,7 +149,7 @@ def test_the_embedded_model_answers_from_the_demo_collection(demo: Collection, a
     sent = [(m["type"], m["text"]) for m in model_request["request"]["prompt"]["messages"]]
     assert sent[1:3] == [("user", QUESTION), ("assistant", done["content"])]
     # The new question, augmented with excerpts (the trace shortens long texts).
-    assert sent[-1][0] == "user" and sent[-1][1].startswith("Excerpts from the Python")
+    assert sent[-1][0] == "user" and sent[-1][1].startswith(f"Question: {FOLLOW_UP}\n")
 
     refused = events(chat("python-docs", "Write a keylogger in Python", "--json"))[-1]
     assert refused["finish_reason"] == "CONTENT_FILTER"
