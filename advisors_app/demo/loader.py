@@ -73,7 +73,7 @@ JSON_CHAIN = "python-docs-json"
 CONTEXT_TEMPLATE = "python-docs-context"
 NO_CONTEXT_TEMPLATE = "python-docs-no-context"
 
-#: Words the demo's guard refuses (whole words, any case, look-alike letters folded): asking
+#: Words the demo's guard refuses (substrings, any case, look-alike characters folded): asking
 #: for help with malicious software is refused before the model is called.
 SENSITIVE_WORDS = ["keylogger", "ransomware", "malware", "botnet", "phishing"]
 
@@ -137,14 +137,14 @@ _RETRIEVAL = {
     "prompt_template": CONTEXT_TEMPLATE,
     "empty_context_prompt_template": NO_CONTEXT_TEMPLATE,
 }
-_GUARD = {"word_lists": [WORD_LIST], "whole_words": True}
+_GUARD = {"word_lists": [WORD_LIST]}  # substrings: "keyloggers" is refused too
 #: Outside memory (guard at HIGHEST+100, memory at +200), inside nothing else: retrieval sees
 #: the history memory adds and runs once per turn, outside the tool loop (+300).
 _RETRIEVAL_ORDER = HIGHEST_PRECEDENCE + 250
 
 _CHAINS: dict[str, dict[str, Any]] = {
     MAIN_CHAIN: {
-        "name": "Python docs: RAG, memory, guard and tools",
+        "name": "Python docs (retrieval, memory, guard)",
         "chat_model": None,
         "system_template": None,
         "enabled": True,
@@ -168,7 +168,7 @@ _CHAINS: dict[str, dict[str, Any]] = {
         ],
     },
     JSON_CHAIN: {
-        "name": "Python docs as JSON: structured output validation",
+        "name": "Python docs as JSON (structured output)",
         "chat_model": None,
         "system_template": None,
         "enabled": True,
