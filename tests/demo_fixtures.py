@@ -60,7 +60,8 @@ def demo_snapshot(
     django_db_setup: None, django_db_blocker: Any, pytestconfig: pytest.Config
 ) -> DemoSnapshot:
     key = f"advisors_app/demo-{build_id(python_reference_topics())}"
-    cached = pytestconfig.cache.get(key, None) if pytestconfig.cache is not None else None
+    cache = getattr(pytestconfig, "cache", None)  # None with -p no:cacheprovider
+    cached = cache.get(key, None) if cache is not None else None
     if cached is not None:
         return DemoSnapshot(DemoReport(**cached["report"]), cached["description"], cached["rows"])
     with django_db_blocker.unblock():
@@ -74,8 +75,8 @@ def demo_snapshot(
         ]
         remove_demo()
     snapshot = DemoSnapshot(report, collection.description, rows)
-    if pytestconfig.cache is not None:
-        pytestconfig.cache.set(
+    if cache is not None:
+        cache.set(
             key, {"report": asdict(report), "description": snapshot.description, "rows": rows}
         )
     return snapshot
