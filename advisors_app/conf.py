@@ -23,6 +23,8 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_EMBEDDING_MODEL": "all-minilm-l6-v2",
     "EMBEDDING_DIMENSIONS": 384,
     "MAX_MESSAGE_CHARS": 8000,
+    "CHAT_THROTTLE_RATE": "30/minute",
+    "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
     "CHAT_MODELS": {},
     "EMBEDDING_MODELS": {},
 }
@@ -71,6 +73,19 @@ class AdvisorsSettings:
     def MAX_MESSAGE_CHARS(self) -> int:
         """Longest user message accepted by every transport, in characters."""
         return int(self._get("MAX_MESSAGE_CHARS"))
+
+    @property
+    def CHAT_THROTTLE_RATE(self) -> str:
+        """Chat turns allowed per user, as DRF writes rates (``"30/minute"``); ``""``: no limit.
+
+        Counted in Django's default cache (per process unless the cache is shared).
+        """
+        return str(self._get("CHAT_THROTTLE_RATE"))
+
+    @property
+    def MAX_UPLOAD_BYTES(self) -> int:
+        """Largest document file accepted by the REST upload, in bytes."""
+        return int(self._get("MAX_UPLOAD_BYTES"))
 
 
 app_settings = AdvisorsSettings()

@@ -1,0 +1,53 @@
+"""Fixtures of the REST API tests: users with tokens, clients, fresh caches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from advisors_app.runtime import clear_cache
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches() -> Iterator[None]:
+    """Built chains and throttle histories never leak between tests."""
+    clear_cache()
+    cache.clear()
+    yield
+    clear_cache()
+    cache.clear()
+
+
+def client_for(user: Any | None) -> APIClient:
+    """An ``APIClient`` sending ``user``'s token (``None``: anonymous)."""
+    client = APIClient()
+    if user is not None:
+        token, _ = Token.objects.get_or_create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def alice(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("alice", password="pw")
+
+
+@pytest.fixture
+def bob(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("bob", password="pw")
+
+
+@pytest.fixture
+def staff(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("staff", password="pw", is_staff=True)
+
+
+@pytest.fixture
+def api(alice: Any) -> APIClient:
+    """Alice's client."""
+    return client_for(alice)
