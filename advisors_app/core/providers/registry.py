@@ -18,8 +18,9 @@ openai     chat       ``model`` (required), ``base_url``, ``api_key_env``, ``opt
 openai     embedding  ``model`` (required), ``base_url``, ``api_key_env``, ``dimensions``,
                       ``send_dimensions``, ``batch_size``, ``timeout``, ``max_retries``,
                       ``headers``
-scripted   chat       ``responses`` (list of answer texts), ``repeat`` (default true),
-                      ``options``
+scripted   chat       ``responses`` (answers: a text, or a list of texts streamed as chunks),
+                      ``repeat`` (default true), ``chunk_delay`` (seconds before each
+                      streamed chunk), ``options``
 =========  =========  ========================================================================
 
 ``api_key_env`` defaults to ``"OPENAI_API_KEY"`` when no ``base_url`` is given (OpenAI
@@ -65,7 +66,7 @@ _KEYS: dict[tuple[str, str], set[str]] = {
     ("chat", "embedded"): {"model", "options", "timeout", "tool_call_emulation"},
     ("chat", "openai"): _CONNECTION
     | {"options", "include_usage", "tool_call_emulation", "emulated_tool_rounds"},
-    ("chat", "scripted"): {"model", "options", "responses", "repeat"},
+    ("chat", "scripted"): {"model", "options", "responses", "repeat", "chunk_delay"},
     ("embedding", "embedded"): {"model"},
     ("embedding", "openai"): _CONNECTION | {"dimensions", "send_dimensions", "batch_size"},
 }
@@ -85,6 +86,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "emulated_tool_rounds": (int, type(None)),
     "responses": (list,),
     "repeat": (bool,),
+    "chunk_delay": (int, float),
     "dimensions": (int,),
     "send_dimensions": (bool,),
     "batch_size": (int,),
@@ -129,8 +131,15 @@ def validate_model_config(config: Mapping[str, Any], kind: str, name: str = "") 
             ChatOptions.from_dict(config["options"])
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{label}: {exc}") from exc
-    if provider == "scripted" and not all(isinstance(r, str) for r in config.get("responses", [])):
-        raise ValueError(f"{label}: 'responses' must be a list of strings")
+    if provider == "scripted" and not all(
+        isinstance(r, str) or (isinstance(r, list) and all(isinstance(c, str) for c in r))
+        for r in config.get("responses", [])
+    ):
+        raise ValueError(
+            f"{label}: 'responses' must be a list of texts (or of lists of texts: chunks)"
+        )
+    if config.get("chunk_delay", 0) < 0:
+        raise ValueError(f"{label}: 'chunk_delay' must be >= 0, got {config['chunk_delay']!r}")
     numbers = ("timeout", "batch_size", "dimensions")
     for key in numbers:
         if config.get(key) is not None and config[key] <= 0:
@@ -190,6 +199,7 @@ def create_chat_model(config: Mapping[str, Any], *, name: str = "") -> ChatModel
             config.get("responses", []),
             default_options=options,
             repeat=config.get("repeat", True),
+            chunk_delay=config.get("chunk_delay", 0.0),
         )
     from .openai_compatible import OpenAiCompatibleChatModel
 
