@@ -38,6 +38,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -184,6 +185,7 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
     return _from_event(event, http_status)
 
 
+@csrf_exempt  # a POST to a mistyped path is still answered in JSON, not a CSRF page
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """JSON 404 for any path under the API prefix that names no endpoint."""
     body = error_body("not_found", f"No API endpoint at {request.path}.")
