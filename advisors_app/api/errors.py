@@ -71,7 +71,6 @@ PROVIDER_HTTP_STATUS: dict[str, int] = {
 }
 
 
-
 def error_body(
     code: str,
     message: str,
@@ -179,10 +178,11 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
     if isinstance(exc, TurnError):
         return _from_event(exc.to_event(), exc.http_status)
     event = error_event(exc)
-    http_status = event_status(event)
-    if http_status >= 500 and event.code == "internal_error":
+    if event.code == "internal_error":
         logger.error("API request failed", exc_info=exc)
-    return _from_event(event, http_status)
+        body = error_body("internal_error", "The server could not complete this request.")
+        return Response(body, status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+    return _from_event(event, event_status(event))
 
 
 @csrf_exempt  # a POST to a mistyped path is still answered in JSON, not a CSRF page

@@ -10,7 +10,6 @@ describe the JSON for the OpenAPI schema. Chain writes validate through the regi
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -362,15 +361,11 @@ class DocumentSerializer(serializers.ModelSerializer):
 
 class _MetadataMixin(serializers.Serializer):
     metadata = serializers.JSONField(
-        required=False, help_text="A JSON object added to every chunk's metadata."
+        required=False,
+        help_text="A JSON object added to every chunk's metadata (multipart: its JSON text).",
     )
 
     def validate_metadata(self, value: Any) -> dict[str, Any]:
-        if isinstance(value, str):  # a multipart form field holds JSON text
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise serializers.ValidationError("Enter a JSON object.") from None
         if value is None:
             return {}
         if not isinstance(value, dict):

@@ -34,6 +34,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("documents/search/", DocumentSearchView.as_view(), name="api-documents-search"),
     path("documents/<str:document_id>/", DocumentDetailView.as_view(), name="api-document"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="advisors_app:api-schema"), name="api-docs"),
+    path(
+        "docs/", SpectacularSwaggerView.as_view(url_name="advisors_app:api-schema"), name="api-docs"
+    ),
     re_path(r"^.*$", api_not_found),
 ]

@@ -69,9 +69,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def live_api(
-    django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def live_api(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of the example site under Daphne (a subprocess) on the test database.
 
     Rows a test writes must be committed to be seen: use ``django_db(transaction=True)``.

@@ -126,7 +126,9 @@ def test_a_client_chosen_id_is_namespaced_to_its_owner(
 ) -> None:
     script(chain.slug, "for alice", "for bob")
     url = f"/api/chains/{chain.slug}/call/"
-    assert api.post(url, {"message": "a", "conversation_id": "trip"}, format="json").status_code == 200
+    assert (
+        api.post(url, {"message": "a", "conversation_id": "trip"}, format="json").status_code == 200
+    )
     theirs = client_for(bob).post(url, {"message": "b", "conversation_id": "trip"}, format="json")
     assert theirs.json()["conversation_id"] == "trip"
     assert [t for _, t, _ in transcript(alice, "trip")] == ["a", "for alice"]
