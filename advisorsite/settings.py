@@ -99,6 +99,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     # Request bodies without the read-only fields of the responses.
     "COMPONENT_SPLIT_REQUEST": True,
+    "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
