@@ -25,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGE_CHARS": 8000,
     "CHAT_THROTTLE_RATE": "30/minute",
     "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
+    "TENANT_RESOLVER": "",
     "CHAT_MODELS": {},
     "EMBEDDING_MODELS": {},
 }
@@ -86,6 +87,16 @@ class AdvisorsSettings:
     def MAX_UPLOAD_BYTES(self) -> int:
         """Largest document file accepted by the REST upload, in bytes."""
         return int(self._get("MAX_UPLOAD_BYTES"))
+
+    @property
+    def TENANT_RESOLVER(self) -> str:
+        """Dotted path of a callable ``user -> str | None`` naming the user's tenant.
+
+        ``""`` (the default): no tenants. With a resolver, a user's searches, retrievals and
+        uploads are limited to documents of their tenant, and they see the collections without a
+        tenant and those of theirs (see :mod:`advisors_app.scoping`).
+        """
+        return str(self._get("TENANT_RESOLVER"))
 
 
 app_settings = AdvisorsSettings()

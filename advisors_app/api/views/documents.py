@@ -1,10 +1,11 @@
 """Collections and documents, as the caller may see them: shared rows plus their own.
 
 Uploads go through :mod:`advisors_app.ingestion` with the caller as owner (the chunks are
-theirs alone, even in a shared collection); searches go through
-``PgVectorStore.for_user``, whose scope (collection, shared + own rows) is ANDed with any
-filter, so no filter can widen it. A collection of another user behaves as one that does not
-exist.
+theirs alone, even in a shared collection) and their tenant; searches go through
+``PgVectorStore.for_user``, whose scope (collection, shared + own rows, tenant) is ANDed with
+any filter, so no filter can widen it. Lists use the same scope
+(:func:`advisors_app.scoping.visible_documents`). A collection of another user or tenant
+behaves as one that does not exist.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -43,6 +44,7 @@ from advisors_app.conf import app_settings
 from advisors_app.core.vectorstore import SearchRequest
 from advisors_app.ingestion import IngestResult, ingest_bytes, ingest_text
 from advisors_app.models import Collection, Document
+from advisors_app.scoping import user_tenant, visible_collections, visible_documents
 from advisors_app.stores.vectors import PgVectorStore
 
 __all__ = [
@@ -50,24 +52,10 @@ __all__ = [
     "DocumentDetailView",
     "DocumentListView",
     "DocumentSearchView",
-    "visible_collections",
-    "visible_documents",
 ]
 
 _AUTH = {401: OpenApiResponse(ErrorSerializer, description="Not authenticated.")}
 _INVALID = {400: OpenApiResponse(ErrorSerializer, description="Invalid input; see fields.")}
-
-
-def visible_collections(user: Any) -> QuerySet[Collection]:
-    """Collections ``user`` may use: shared ones and their own."""
-    return Collection.objects.filter(Q(owner__isnull=True) | Q(owner_id=user.pk))
-
-
-def visible_documents(user: Any) -> QuerySet[Document]:
-    """Documents ``user`` may see: shared and own rows of the collections they may use."""
-    return Document.objects.filter(
-        Q(owner__isnull=True) | Q(owner_id=user.pk), collection__in=visible_collections(user)
-    )
 
 
 def _collection(user: Any, slug: str) -> Collection:
@@ -151,6 +139,7 @@ class DocumentListView(ApiView, generics.ListAPIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         collection = _collection(request.user, data["collection"])
+        tenant = user_tenant(request.user)
         limit = app_settings.MAX_UPLOAD_BYTES
         results: list[IngestResult] = []
         with transaction.atomic():  # several files: all stored or none
@@ -170,6 +159,7 @@ class DocumentListView(ApiView, generics.ListAPIView):
                             upload.content_type,
                             data.get("metadata", {}),
                             owner=request.user,
+                            tenant=tenant,
                         )
                     )
             else:
@@ -184,6 +174,7 @@ class DocumentListView(ApiView, generics.ListAPIView):
                         data["text"],
                         data.get("metadata", {}),
                         owner=request.user,
+                        tenant=tenant,
                     )
                 )
         body = {"collection": collection.slug, "documents": [asdict(r) for r in results]}
@@ -243,7 +234,7 @@ class DocumentSearchView(ApiView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         collection = _collection(request.user, data["collection"])
-        store = PgVectorStore.for_user(collection, request.user)
+        store = PgVectorStore.for_user(collection, request.user, tenant=user_tenant(request.user))
         found = store.similarity_search(
             SearchRequest(
                 query=data["query"],

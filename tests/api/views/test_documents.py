@@ -10,7 +10,9 @@ from django.test import override_settings
 
 from advisors_app.ingestion import ingest_text
 from advisors_app.models import Collection, Document
+from advisors_app.runtime import load_chain
 from tests.api.conftest import client_for
+from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db
 
@@ -204,3 +206,49 @@ def test_invalid_searches_name_the_problem(
     assert response.status_code == 400
     [text] = response.json()["error"]["fields"][field]
     assert text.startswith(message), text
+
+
+def tenant_of(user: Any) -> str:
+    """The test's ``ADVISORS["TENANT_RESOLVER"]``: Alice works for Acme, everyone else Globex."""
+    return "acme" if user.username == "alice" else "globex"
+
+
+@pytest.fixture
+def tenants(alice: Any) -> None:
+    shared = Collection.objects.create(slug="kb", name="KB")
+    ingest_text(shared, "acme.md", "Acme refunds take 5 days.", tenant="acme")
+    ingest_text(shared, "globex.md", "Globex refunds take 9 days.", tenant="globex")
+    ingest_text(shared, "untenanted.md", "Refunds are a right.")
+    Collection.objects.create(slug="acme-only", name="Acme", tenant="acme")
+    Collection.objects.create(slug="globex-only", name="Globex", tenant="globex")
+    make_chain(
+        "qa",
+        model=scripted_model("qa-model", responses=["ok"]),
+        advisors=(("question_answer", {"collection": "kb", "top_k": 10}),),
+    )
+
+
+@override_settings(ADVISORS={"TENANT_RESOLVER": f"{__name__}.tenant_of"})
+@pytest.mark.django_db(transaction=True)
+def test_a_tenant_sees_and_retrieves_its_own_documents_only(tenants: None, api: Any) -> None:
+    collections = [c["slug"] for c in api.get("/api/collections/").json()["results"]]
+    assert collections == ["acme-only", "kb"]
+    listed = api.get("/api/documents/").json()["results"]
+    assert [d["source"] for d in listed] == ["acme.md"]
+    found = search(api, query="How long do refunds take?", top_k=10).json()
+    assert [r["metadata"]["source"] for r in found] == ["acme.md"]
+    # Filters narrow the tenant's scope and can never reach another tenant's rows.
+    assert search(api, query="refunds", filter="source == 'globex.md'").json() == []
+    assert search(api, query="x", collection="globex-only").status_code == 400
+
+    upload = {"collection": "kb", "name": "new.md", "text": "Acme ships on Mondays."}
+    assert api.post("/api/documents/", upload, format="json").status_code == 201
+    assert Document.objects.get(source="new.md").tenant == "acme"
+
+    # A chain's retrieval is scoped the same way for the caller.
+    assert (
+        api.post("/api/chains/qa/call/", {"message": "refunds?"}, format="json").status_code == 200
+    )
+    prompt = load_chain("qa").client.chat_model.prompts[-1].user_message.text
+    assert "Acme refunds take 5 days." in prompt and "Acme ships on Mondays." in prompt
+    assert "Globex" not in prompt and "Refunds are a right." not in prompt
