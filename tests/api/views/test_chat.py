@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
+from rest_framework.test import APIClient
 
 from advisors_app.core import (
     AssistantMessage,
@@ -341,3 +342,18 @@ def test_call_on_the_embedded_default_model(api: Any) -> None:
     body = response.json()
     assert body["content"].strip()
     assert body["usage"]["completion_tokens"] <= 8
+
+
+def test_a_browser_session_needs_its_csrf_token(chain: Any, alice: Any) -> None:
+    script(chain.slug, "Signed in.")
+    browser = APIClient(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    url = f"/api/chains/{chain.slug}/call/"
+    refused = browser.post(url, {"message": "hi"}, format="json")
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert error["code"] == "permission_denied" and "CSRF" in error["message"]
+    secret = "s3cr3t" * 5 + "ok"
+    browser.cookies["csrftoken"] = secret
+    answer = browser.post(url, {"message": "hi"}, format="json", HTTP_X_CSRFTOKEN=secret)
+    assert answer.status_code == 200 and answer.json()["content"] == "Signed in."
