@@ -37,5 +37,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(
         "docs/", SpectacularSwaggerView.as_view(url_name="advisors_app:api-schema"), name="api-docs"
     ),
-    re_path(r"^.*$", api_not_found),
+    re_path(r"^[\s\S]*$", api_not_found),  # any path, even one with a newline
 ]

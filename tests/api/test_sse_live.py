@@ -78,9 +78,10 @@ def test_refused_input_is_json_before_any_event(live_api: str, alice: Any) -> No
     anonymous = httpx.post(url, json={"message": "hi"}, timeout=30)
     assert anonymous.status_code == 401
     assert anonymous.json()["error"]["code"] == "not_authenticated"
-    unknown = httpx.get(f"{live_api}/api/nothing-here/", timeout=30)
-    assert unknown.status_code == 404
-    assert unknown.json()["error"]["code"] == "not_found"
+    for path in ("/api/nothing-here/", "/api/chains/a%0Ab/call/"):
+        unknown = httpx.post(f"{live_api}{path}", json={}, timeout=30)
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["code"] == "not_found"
     assert not CallLog.objects.exists()
 
 
