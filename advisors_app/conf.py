@@ -23,6 +23,8 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_EMBEDDING_MODEL": "all-minilm-l6-v2",
     "EMBEDDING_DIMENSIONS": 384,
     "MAX_MESSAGE_CHARS": 8000,
+    "STREAM_COALESCE_MS": 40,
+    "STREAM_COALESCE_CHARS": 64,
     "CHAT_THROTTLE_RATE": "30/minute",
     "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
     "TENANT_RESOLVER": "",
@@ -74,6 +76,19 @@ class AdvisorsSettings:
     def MAX_MESSAGE_CHARS(self) -> int:
         """Longest user message accepted by every transport, in characters."""
         return int(self._get("MAX_MESSAGE_CHARS"))
+
+    @property
+    def STREAM_COALESCE_MS(self) -> int:
+        """Streamed text is sent at most once per this many milliseconds (0: every piece).
+
+        The first piece of an answer is never held back; see ``advisors_app.streaming``.
+        """
+        return int(self._get("STREAM_COALESCE_MS"))
+
+    @property
+    def STREAM_COALESCE_CHARS(self) -> int:
+        """Held-back streamed text is sent at once when it reaches this many characters."""
+        return int(self._get("STREAM_COALESCE_CHARS"))
 
     @property
     def CHAT_THROTTLE_RATE(self) -> str:

@@ -14,7 +14,7 @@ os.environ.setdefault("ADVISORS_EMBEDDED_DB", "throwaway")
 os.environ.setdefault("DJANGO_SECRET_KEY", "insecure-key-for-tests-only")
 
 from advisorsite.settings import *  # noqa: F403
-from advisorsite.settings import INSTALLED_APPS
+from advisorsite.settings import CHANNEL_LAYERS, INSTALLED_APPS, REDIS_URL
 
 # django.contrib.postgres registers OpClass for index expressions (the halfvec index of
 # tests.testapp.WideItem, bug case B24).
@@ -27,3 +27,9 @@ INSTALLED_APPS = [
 
 # Hashing cost is not under test; this keeps user creation fast.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Tests that share the machine's Redis (channel layer) keep their keys apart with a prefix.
+if REDIS_URL:
+    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = os.environ.get(
+        "ADVISORS_TEST_REDIS_PREFIX", "asgi"
+    )

@@ -31,7 +31,7 @@ def _tool_calling(spec: AdvisorSpec) -> Any:
         _tool_manager(spec.params),
         conversation_history_enabled=spec.params["conversation_history_enabled"],
         order=spec.order,
-        stream_text_eagerly=spec.params["stream_text_eagerly"],
+        round_streaming=spec.params["round_streaming"],
     )
 
 
@@ -45,7 +45,7 @@ def _tool_search(spec: AdvisorSpec) -> Any:
         tool_calling_manager=_tool_manager(params),
         conversation_history_enabled=params["conversation_history_enabled"],
         order=spec.order,
-        stream_text_eagerly=params["stream_text_eagerly"],
+        round_streaming=params["round_streaming"],
     )
 
 
@@ -59,10 +59,15 @@ _TOOL_LOOP = {
         "description": "Same tool with the same arguments, per turn (null: no limit).",
     },
     "conversation_history_enabled": {"type": "boolean", "default": True},
-    "stream_text_eagerly": {
-        "type": "boolean",
-        "default": False,
-        "description": "Stream text written before a tool call (lower latency).",
+    "round_streaming": {
+        "type": "string",
+        "enum": ["first_content", "hold", "eager"],
+        "default": "first_content",
+        "description": (
+            "How a streamed round's text is released: first_content (a round that starts with "
+            "text streams, one that starts with a tool call stays hidden), hold (every round is "
+            "held until it ends: no text before a tool call ever shows) or eager (as Spring AI)."
+        ),
     },
 }
 

@@ -30,8 +30,9 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     else:
         coroutine.close()
         raise RuntimeError(
-            "a synchronous ChatClient method was called from a running event loop; "
-            "use the async twin (for example `await spec.acall()`)"
+            "a synchronous method was called from a running event loop; "
+            "await its async twin instead (the same name with an `a` prefix, for example "
+            "`await spec.acall()`, `await store.asimilarity_search(...)`)"
         )
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():

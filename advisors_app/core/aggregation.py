@@ -40,41 +40,54 @@ THOUGHT_KEY = "is_thought"
 
 
 def combine_stream_usage(usages: Sequence[Usage | None]) -> Usage | None:
-    """Combine the usage reported by the chunks of one stream.
+    """Combine the usage reported by the chunks of one stream (seed 思考题 6).
 
     Empty usages (all zeros) and ``None`` are ignored, so a trailing empty usage never resets
-    a real one. When the remaining totals strictly increase from chunk to chunk and no count
-    ever decreases, the provider reports **cumulative** usage and the last one is the answer
-    (OpenAI sends one such usage on its final chunk); otherwise the chunks carry
-    **increments** and they are summed (prompt 12 + completion 1,1,1,1 → 12/4/16).
-    Returns ``None`` when no chunk reported usage.
+    a real one; no usage at all gives ``None`` ("unknown"). Each count is then resolved on its
+    own: values that strictly increase from chunk to chunk are **cumulative** (the last one
+    counts: OpenAI's final usage chunk, Anthropic's growing output count); otherwise they are
+    **increments** and are summed (prompt 12 + completion 1,1,1,1 → 12/4/16). One refinement: in
+    a stream where some count is cumulative, a count that only repeats one value (the prompt
+    size sent with every chunk, or only on the first) is that value, not a multiple of it.
+    ``total_tokens`` is prompt + completion when every chunk says so, otherwise resolved by the
+    same rule; cached prompt tokens likewise; the provider's native usage is the last one sent.
     """
     reported = [u for u in usages if u is not None and not u.is_empty]
     if not reported:
         return None
     if len(reported) == 1:
         return reported[0]
-    cumulative = all(
-        later.total_tokens > earlier.total_tokens  # type: ignore[operator]
-        and later.prompt_tokens >= earlier.prompt_tokens
-        and later.completion_tokens >= earlier.completion_tokens
-        for earlier, later in pairwise(reported)
-    )
-    if cumulative:
-        return reported[-1]
-    total = reported[0]
-    for usage in reported[1:]:
-        total = total + usage
+    prompts = [u.prompt_tokens for u in reported]
+    completions = [u.completion_tokens for u in reported]
+    cumulative = _strictly_increasing(prompts) or _strictly_increasing(completions)
+    prompt = _resolve_count(prompts, cumulative)
+    completion = _resolve_count(completions, cumulative)
+    if all(u.total_tokens == u.prompt_tokens + u.completion_tokens for u in reported):
+        total = prompt + completion
+    else:
+        total = _resolve_count([u.total_tokens or 0 for u in reported], cumulative)
+    cached = [u.cached_prompt_tokens for u in reported if u.cached_prompt_tokens is not None]
     natives = [u.native for u in reported if u.native is not None]
-    if natives:
-        total = Usage(
-            total.prompt_tokens,
-            total.completion_tokens,
-            total.total_tokens,
-            total.cached_prompt_tokens,
-            natives[-1],
-        )
-    return total
+    return Usage(
+        prompt,
+        completion,
+        total,
+        _resolve_count(cached, cumulative) if cached else None,
+        natives[-1] if natives else None,
+    )
+
+
+def _strictly_increasing(values: Sequence[int]) -> bool:
+    return all(later > earlier for earlier, later in pairwise(values))
+
+
+def _resolve_count(values: Sequence[int], cumulative_stream: bool) -> int:
+    if len(values) > 1 and _strictly_increasing(values):
+        return values[-1]
+    repeated = [v for v in values if v]
+    if cumulative_stream and repeated and all(v == repeated[0] for v in repeated):
+        return repeated[0]
+    return sum(values)
 
 
 def merge_tool_call_deltas(calls: list[ToolCall], deltas: Sequence[ToolCall]) -> None:

@@ -250,7 +250,27 @@ def augment_with_format_instructions(request: ChatClientRequest) -> Prompt:
     return prompt
 
 
-class ChatModelCallAdvisor(CallAdvisor):
+class _ModelAdvisor:
+    """What the two innermost advisors share: the model, the order, the model override."""
+
+    __slots__ = ("_model",)
+    is_model_advisor = True
+
+    def __init__(self, chat_model: ChatModel) -> None:
+        if chat_model is None:
+            raise AdvisorStateError("chatModel cannot be null")
+        self._model = chat_model
+
+    @property
+    def order(self) -> int:
+        return LOWEST_PRECEDENCE
+
+    def _model_for(self, request: ChatClientRequest) -> ChatModel:
+        override: ChatModel | None = request.context.get(CHAT_MODEL_OVERRIDE)
+        return override or self._model
+
+
+class ChatModelCallAdvisor(_ModelAdvisor, CallAdvisor):
     """The innermost call advisor: sends the prompt to the model (``ChatModelCallAdvisor``).
 
     Named ``"call"``, order ``LOWEST_PRECEDENCE``, always last. The response keeps the request
@@ -259,31 +279,20 @@ class ChatModelCallAdvisor(CallAdvisor):
     client's model (how ``FallbackAdvisor`` re-runs the chain on another model).
     """
 
-    __slots__ = ("_model",)
-    is_model_advisor = True
-
-    def __init__(self, chat_model: ChatModel) -> None:
-        if chat_model is None:
-            raise AdvisorStateError("chatModel cannot be null")
-        self._model = chat_model
+    __slots__ = ()
 
     @property
     def name(self) -> str:
         return "call"
 
-    @property
-    def order(self) -> int:
-        return LOWEST_PRECEDENCE
-
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain
     ) -> ChatClientResponse:
-        model = request.context.get(CHAT_MODEL_OVERRIDE) or self._model
-        response = await model.call(augment_with_format_instructions(request))
+        response = await self._model_for(request).call(augment_with_format_instructions(request))
         return ChatClientResponse(response, request.context)
 
 
-class ChatModelStreamAdvisor(StreamAdvisor):
+class ChatModelStreamAdvisor(_ModelAdvisor, StreamAdvisor):
     """The innermost stream advisor: streams from the model (Spring AI ``ChatModelStreamAdvisor``).
 
     Named ``"stream"``, order ``LOWEST_PRECEDENCE``, always last. Applies format instructions
@@ -291,29 +300,17 @@ class ChatModelStreamAdvisor(StreamAdvisor):
     ``CHAT_MODEL_OVERRIDE`` as the call advisor does.
     """
 
-    __slots__ = ("_model",)
-    is_model_advisor = True
-
-    def __init__(self, chat_model: ChatModel) -> None:
-        if chat_model is None:
-            raise AdvisorStateError("chatModel cannot be null")
-        self._model = chat_model
+    __slots__ = ()
 
     @property
     def name(self) -> str:
         return "stream"
 
-    @property
-    def order(self) -> int:
-        return LOWEST_PRECEDENCE
-
     async def advise_stream(
         self, request: ChatClientRequest, chain: StreamAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         context = request.context
-        model = context.get(CHAT_MODEL_OVERRIDE) or self._model
-        async with closing_stream(
-            model.stream(augment_with_format_instructions(request))
-        ) as chunks:
+        stream = self._model_for(request).stream(augment_with_format_instructions(request))
+        async with closing_stream(stream) as chunks:
             async for chunk in chunks:
                 yield ChatClientResponse(chunk, context)

@@ -223,12 +223,12 @@ class ChatClientRequestSpec:
         elif content is not None:
             self._user = content
 
-    def system(self, text: str, **params: Any) -> ChatClientRequestSpec:
+    def system(self, text: str, /, **params: Any) -> ChatClientRequestSpec:
         """Set the system text; with ``params`` it is rendered as a ``{name}`` template."""
         self._system = render(text, params) if params else text
         return self
 
-    def user(self, text: str, **params: Any) -> ChatClientRequestSpec:
+    def user(self, text: str, /, **params: Any) -> ChatClientRequestSpec:
         """Set the user text; with ``params`` it is rendered as a ``{name}`` template."""
         self._user = render(text, params) if params else text
         return self
@@ -275,9 +275,14 @@ class ChatClientRequestSpec:
         """The :class:`ChatClientRequest` this spec describes (messages: system, messages, user)."""
         client = self._client
         messages: list[Message] = []
-        system = self._system if self._system is not None else client.default_system
-        if system is not None and not any(isinstance(m, SystemMessage) for m in self._messages):
-            messages.append(SystemMessage(system))
+        # An explicit system text always leads; the client's default yields to system messages
+        # the request brings itself.
+        if self._system is not None:
+            messages.append(SystemMessage(self._system))
+        elif client.default_system is not None and not any(
+            isinstance(m, SystemMessage) for m in self._messages
+        ):
+            messages.append(SystemMessage(client.default_system))
         messages.extend(self._messages)
         if self._user is not None:
             messages.append(UserMessage(self._user))
@@ -319,7 +324,11 @@ class ChatClientRequestSpec:
         return CallResponseSpec(self)
 
     async def acall(self) -> CallResponseSpec:
-        """Run the chain now (async) and return the resolved response spec."""
+        """Run the chain now (async) and return the resolved response spec.
+
+        The chain has run by the time this returns, so a later ``entity(T)`` parses the answer
+        as it is; to send ``T``'s format instructions, use ``await spec.call().aentity(T)``.
+        """
         spec = CallResponseSpec(self)
         await spec.achat_client_response()
         return spec
@@ -412,7 +421,8 @@ class CallResponseSpec:
 
 
 def _content(response: ChatClientResponse) -> str | None:
-    return response.chat_response.text if response.chat_response is not None else None
+    chat_response = response.chat_response
+    return chat_response.text if chat_response is not None and chat_response.generations else None
 
 
 class StreamResponseSpec:

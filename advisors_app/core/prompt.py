@@ -29,8 +29,8 @@ class ChatOptions:
     temperature: float | None = None
     max_tokens: int | None = None
     top_p: float | None = None
-    top_k: int | None = None
     stop: tuple[str, ...] | None = None
+    top_k: int | None = None
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     seed: int | None = None
@@ -91,11 +91,17 @@ class ToolCallingChatOptions(ChatOptions):
         object.__setattr__(self, "tool_context", freeze(self.tool_context))
 
 
+_MERGED_MAPPINGS = frozenset({"extra", "tool_context"})
+_JOINED_TOOLS = frozenset({"tool_callbacks", "tool_names"})
+
+
 def merge_options(base: ChatOptions | None, override: ChatOptions | None) -> ChatOptions | None:
     """Merge two option sets: every field set (not ``None``/empty) in ``override`` wins.
 
     The result is a :class:`ToolCallingChatOptions` when either input is one; ``extra`` and
-    ``tool_context`` are merged key by key.
+    ``tool_context`` are merged key by key, and the tools of both are kept (``tool_callbacks``
+    and ``tool_names`` are joined, the base's first, without repeats), as Spring AI merges a
+    request's tools with its options' callbacks.
     """
     if base is None or override is None:
         return override if base is None else base
@@ -108,8 +114,10 @@ def merge_options(base: ChatOptions | None, override: ChatOptions | None) -> Cha
     for f in fields(cls):
         old = getattr(base, f.name, None)
         new = getattr(override, f.name, None)
-        if isinstance(old, Mapping) or isinstance(new, Mapping):
+        if f.name in _MERGED_MAPPINGS:
             values[f.name] = merged(old, new)
+        elif f.name in _JOINED_TOOLS:
+            values[f.name] = tuple(dict.fromkeys((*(old or ()), *(new or ()))))
         elif new is None or (isinstance(new, tuple) and not new):
             values[f.name] = old if old is not None else new
         else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,8 +73,11 @@ class Usage:
         return data
 
 
-class _ExtraMapping:
-    """Read-only mapping access to a metadata object's ``extra`` entries (Spring's metadata map)."""
+class _ExtraMapping(Mapping[str, Any]):
+    """Read-only mapping over a metadata object's ``extra`` entries (Spring's metadata map).
+
+    Note that, as a mapping, such an object is falsy when it has no extra entries.
+    """
 
     __slots__ = ()
     extra: Mapping[str, Any]
@@ -88,14 +91,8 @@ class _ExtraMapping:
     def __iter__(self) -> Iterator[str]:
         return iter(self.extra)
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.extra.get(key, default)
-
-    def keys(self) -> Iterable[str]:
-        return self.extra.keys()
-
-    def items(self) -> Iterable[tuple[str, Any]]:
-        return self.extra.items()
+    def __len__(self) -> int:
+        return len(self.extra)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ _FIELDS = ("model", "base_url", "api_key_env", "timeout", "max_retries", "option
 
 def _field_of(message: str) -> str:
     """The form field a provider-registry message is about (``__all__`` when unclear)."""
-    if "unknown key" in message or "'responses'" in message or "'chunk_delay'" in message:
+    if "unknown key" in message or "'responses'" in message:
         return "settings"
     named = [f for f in _FIELDS if f"'{f}'" in message]
     if "provider" in message and not named:

@@ -176,3 +176,12 @@ def test_usage_accumulator_with_nothing_reported_changes_nothing():
 def test_usage_with_prompt_tokens_but_zero_total_is_not_empty():
     assert not Usage(10, 0, 0).is_empty
     assert Usage().is_empty
+
+
+def test_usage_each_count_is_resolved_on_its_own():
+    # Anthropic-style: the prompt on the first chunk, a growing output count.
+    assert combine_stream_usage([Usage(12, 1), Usage(0, 5)]) == Usage(12, 5, 17)
+    # The prompt repeated on every chunk of a cumulative stream counts once.
+    assert combine_stream_usage([Usage(5, 1), Usage(5, 3)]) == Usage(5, 3, 8)
+    # Totals that are not prompt + completion (reasoning tokens, say) follow the same rule.
+    assert combine_stream_usage([Usage(10, 1, 20), Usage(10, 2, 30)]) == Usage(10, 2, 30)

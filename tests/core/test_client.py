@@ -73,7 +73,7 @@ async def test_async_twins_and_concurrent_accessors_share_one_execution():
 
 async def test_sync_facade_refuses_to_run_inside_an_event_loop():
     spec = ChatClient(ScriptedChatModel(["a"])).prompt("q").call()
-    with pytest.raises(RuntimeError, match="use the async twin"):
+    with pytest.raises(RuntimeError, match="await its async twin"):
         spec.content()
 
 
@@ -254,3 +254,61 @@ def test_client_chain_is_assembled_once_and_observers_stay_per_call():
     assert seen == ["Tool Calling Advisor", "r", "call"]
     assert client.prompt("q").call().content() == "c"
     assert len(seen) == 3
+
+
+def test_explicit_system_leads_even_when_messages_bring_one():
+    model = ScriptedChatModel(["ok", "ok"])
+    client = ChatClient(model, default_system="default")
+    client.prompt().system("S").messages(SystemMessage("M"), UserMessage("u")).call().content()
+    assert [m.text for m in model.prompts[0].instructions] == ["S", "M", "u"]
+    client.prompt().messages(SystemMessage("M"), UserMessage("u")).call().content()
+    assert [m.text for m in model.prompts[1].instructions] == ["M", "u"]
+
+
+def test_template_params_may_be_called_text():
+    model = ScriptedChatModel(["ok"])
+    ChatClient(model).prompt().user("Say {text}", text="hi").call().content()
+    assert model.prompts[0].user_message.text == "Say hi"
+
+
+def test_request_tools_join_the_tools_of_the_options():
+    from advisors_app.core import ToolCallingChatOptions
+    from advisors_app.core.tools import tool
+
+    @tool
+    def first() -> str:
+        """One."""
+        return "1"
+
+    @tool("second")
+    def other() -> str:
+        """Two."""
+        return "2"
+
+    model = ScriptedChatModel(["ok"])
+    options = ToolCallingChatOptions(tool_callbacks=(first,))
+    ChatClient(model, default_options=options).prompt("q").tools(other).call().content()
+    assert [cb.name for cb in model.prompts[0].options.tool_callbacks] == ["first", "second"]
+
+
+def test_chat_options_positional_order_follows_the_api():
+    assert ChatOptions("m", 0.5, 10, 0.9, ["x"]) == ChatOptions(
+        model="m", temperature=0.5, max_tokens=10, top_p=0.9, stop=("x",)
+    )
+
+
+def test_response_metadata_is_a_read_only_mapping_of_its_extras():
+    from collections.abc import Mapping
+
+    from advisors_app.core import ChatResponseMetadata
+
+    metadata = ChatResponseMetadata(id="r", extra={"qa_retrieved_documents": []})
+    assert isinstance(metadata, Mapping)
+    assert len(metadata) == 1 and dict(metadata) == {"qa_retrieved_documents": []}
+    assert metadata.get("missing") is None
+
+
+def test_content_of_a_response_without_generations_is_none():
+    from advisors_app.core import ChatResponse
+
+    assert ChatClient(ScriptedChatModel([ChatResponse()])).prompt("q").call().content() is None

@@ -9,9 +9,13 @@ for the text searched:
    Default_Ignorable_Code_Point characters of Unicode's DerivedCoreProperties (variation
    selectors, combining grapheme joiner, Hangul fillers, Khmer inherent vowels);
 3. homoglyph folding with the Unicode TR39 confusables data shipped by the
-   ``confusable-homoglyphs`` package (Cyrillic ``о`` → ``o``, ``0`` → ``O``, ``m`` → ``rn``):
-   each character that the data maps to a prototype is replaced by that prototype, repeated
-   with NFKC and case folding until stable;
+   ``confusable-homoglyphs`` package (Cyrillic ``о`` → ``o``, digit ``0`` → ``O``): each
+   character that the data maps to a prototype is replaced by that prototype, repeated with
+   NFKC and case folding until stable. ASCII letters are never folded into other letters:
+   TR39 maps ``m`` to ``rn``, which would make the word "porn" match "pompous";
+3b. diacritics removed: accented Latin, Greek and Cyrillic letters fold to their base letter
+   (``bómb`` → ``bomb``) and combining diacritical marks left after NFKC are dropped
+   (``b̵omb`` → ``bomb``); marks of other scripts (Indic vowel signs, kana voicing) are kept;
 4. case folding (``str.casefold``, locale-independent; skipped when case-sensitive), after
    the homoglyphs (Cyrillic ``В`` looks like ``B``, its lower case ``в`` not like ``b``),
    then step 3 again for what case folding produced.
@@ -102,8 +106,29 @@ def _prototypes() -> dict[str, str]:
     return mapping
 
 
+# Blocks of generic combining diacritics (accents, overlays) — not script-specific marks.
+_DIACRITIC_RANGES = (
+    (0x0300, 0x036F),
+    (0x1AB0, 0x1AFF),
+    (0x1DC0, 0x1DFF),
+    (0x20D0, 0x20FF),
+    (0xFE20, 0xFE2F),
+)
+# Latin, Greek and Cyrillic letters with precomposed accents all lie below U+2000.
+_ACCENTED_LETTERS_END = 0x2000
+
+
+def _is_diacritic(char: str) -> bool:
+    code = ord(char)
+    return any(low <= code <= high for low, high in _DIACRITIC_RANGES)
+
+
 def _build_table(case_sensitive: bool) -> dict[int, str | None]:
-    prototypes = _prototypes()
+    prototypes = {
+        source: target
+        for source, target in _prototypes().items()
+        if not (source.isascii() and source.isalpha())
+    }
 
     def settle(text: str) -> str:
         for _ in range(8):
@@ -120,6 +145,12 @@ def _build_table(case_sensitive: bool) -> dict[int, str | None]:
         folded = settle(char)
         if folded != char:
             table[ord(char)] = folded
+    for code in range(0x80, _ACCENTED_LETTERS_END):
+        decomposed = unicodedata.normalize("NFD", chr(code))
+        if code not in table and len(decomposed) > 1 and all(map(_is_diacritic, decomposed[1:])):
+            table[code] = settle(decomposed[0])
+    for low, high in _DIACRITIC_RANGES:
+        table.update(dict.fromkeys(range(low, high + 1)))
     table.update(_invisible())
     return table
 

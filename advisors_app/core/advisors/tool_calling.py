@@ -58,6 +58,15 @@ def _chunk_has_tool_calls(chunk: ChatClientResponse) -> bool:
     return chunk.chat_response is not None and chunk.chat_response.has_tool_calls()
 
 
+def _chunk_has_text(chunk: ChatClientResponse) -> bool:
+    response = chunk.chat_response
+    return response is not None and any(g.output.text for g in response.generations)
+
+
+#: How a streamed round's text is released (see ``ToolCallingAdvisor``).
+ROUND_STREAMING_MODES = ("first_content", "hold", "eager")
+
+
 class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
     """The recursive tool loop; the one ``ToolAdvisor`` of a chain.
 
@@ -77,11 +86,21 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
     Subclasses extend the loop through the ``do_*`` hooks (all ``async`` except
     ``do_finalize_loop_stream``), as Spring AI's protected methods.
 
-    Streams: a tool-call round never reaches the client, not even text streamed before its
-    tool-call chunk (fix, defect 5.4.26): each round is held until it ends and released only
-    if it is the final answer. ``stream_text_eagerly=True`` forwards text chunks as they come
-    (lower latency; text a model writes before a tool call then reaches the client, as in
-    Spring AI); tool-call chunks are always held. Forwarded chunks carry no usage; one trailing
+    Streams: tool-call chunks never reach the client. ``round_streaming`` decides what happens
+    to a round's text, since whether a round is a tool round is only certain when it ends:
+
+    * ``"first_content"`` (default): the round's first chunk with content decides. Tool calls
+      first → the round is held and dropped; text first → the round streams as it arrives.
+      Providers send tool calls before any text (OpenAI, the embedded model's emulation), so
+      answers stream token by token and tool rounds stay invisible; only a text preamble that a
+      model writes *before* a tool call (some hosted models do) reaches the client, as in
+      Spring AI;
+    * ``"hold"``: every round is held until it ends and released only if it is the final
+      answer — no preamble ever leaks (fix for defect 5.4.26), at the price of the answer
+      arriving in one burst;
+    * ``"eager"``: text is forwarded as it comes, as in Spring AI.
+
+    Forwarded chunks carry no usage; one trailing
     chunk without generations carries the whole turn's usage and the round figures, so the
     aggregate a consumer builds has the turn's total. A return-direct or limit-breach ending is
     one chunk with the accumulated usage.
@@ -100,7 +119,7 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
         conversation_history_enabled: bool = True,
         order: int = DEFAULT_TOOL_CALLING_ORDER,
         *,
-        stream_text_eagerly: bool = False,
+        round_streaming: str = "first_content",
     ) -> None:
         if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
             raise ValueError(
@@ -111,7 +130,12 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
         self._checker = tool_execution_eligibility_checker or _has_tool_calls
         self._history = conversation_history_enabled
         self._order = order
-        self._eager = stream_text_eagerly
+        if round_streaming not in ROUND_STREAMING_MODES:
+            raise ValueError(
+                f"round_streaming must be one of {', '.join(ROUND_STREAMING_MODES)}, "
+                f"got {round_streaming!r}"
+            )
+        self._round_streaming = round_streaming
 
     @property
     def name(self) -> str:
@@ -269,10 +293,18 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
             options = processed.prompt.options
             accumulator = ChatClientResponseAccumulator()
             held: list[ChatClientResponse] = []
+            forward = self._round_streaming == "eager"
+            decided = self._round_streaming != "first_content"
             async with closing_stream(downstream.next_stream(processed)) as chunks:
                 async for chunk in chunks:
                     accumulator.add(chunk)
-                    if self._eager and not _chunk_has_tool_calls(chunk):
+                    has_tool_calls = _chunk_has_tool_calls(chunk)
+                    if not decided and (has_tool_calls or _chunk_has_text(chunk)):
+                        decided, forward = True, not has_tool_calls
+                    if forward and not has_tool_calls:
+                        for earlier in held:
+                            yield _without_usage(earlier)
+                        held.clear()
                         yield _without_usage(chunk)
                     else:
                         held.append(chunk)

@@ -137,14 +137,14 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         tool_execution_eligibility_checker: ToolExecutionEligibilityChecker | None = None,
         conversation_history_enabled: bool = True,
         order: int = DEFAULT_ORDER,
-        stream_text_eagerly: bool = False,
+        round_streaming: str = "first_content",
     ) -> None:
         super().__init__(
             tool_calling_manager,
             tool_execution_eligibility_checker,
             conversation_history_enabled,
             order,
-            stream_text_eagerly=stream_text_eagerly,
+            round_streaming=round_streaming,
         )
         if tool_index is None:
             raise ValueError("toolIndex is required")

@@ -19,6 +19,7 @@ from ..advisor import (
 from ..aggregation import ChatClientResponseAccumulator
 from ..attributes import CONVERSATION_ID
 from ..chain import CallAdvisorChain, StreamAdvisorChain
+from ..memory.ids import check_conversation_id
 from ..messages import Message
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..streams import closing_stream
@@ -57,13 +58,8 @@ _XML_ENTITIES = {'"': "&quot;", "'": "&apos;"}
 
 
 def conversation_id_of(context: Mapping[str, Any]) -> str:
-    """The request's conversation id; ``ValueError`` when missing or blank (fix 5.3.22)."""
-    value = context.get(CONVERSATION_ID)
-    if value is None:
-        raise ValueError("conversationId cannot be null")
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-        raise ValueError(f"conversationId cannot be null or empty, got {value!r}")
-    return str(value)
+    """The request's conversation id, checked as every memory component checks it (5.3.22)."""
+    return check_conversation_id(context.get(CONVERSATION_ID))
 
 
 def _json_safe(metadata: Mapping[str, Any]) -> dict[str, Any]:

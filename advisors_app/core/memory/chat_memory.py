@@ -27,6 +27,9 @@ __all__ = [
     "TokenWindowChatMemory",
 ]
 
+#: Spring AI ``ChatMemory``'s message for a missing or blank id (``Assert.hasText``).
+_NULL_OR_EMPTY = "conversationId cannot be null or empty"
+
 #: Spring AI ``MessageWindowChatMemory.DEFAULT_MAX_MESSAGES``.
 DEFAULT_MAX_MESSAGES = 20
 
@@ -120,7 +123,7 @@ class _WindowChatMemory(ChatMemory):
 
     def add(self, conversation_id: str, message_or_messages: Message | Iterable[Message]) -> None:
         """Append the messages to the conversation (O(batch)); an empty batch does nothing."""
-        check_conversation_id(conversation_id)
+        check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
         batch = _as_list(message_or_messages)
         if not batch:
             return
@@ -133,7 +136,7 @@ class _WindowChatMemory(ChatMemory):
 
     def get(self, conversation_id: str) -> list[Message]:
         """The stored system messages, then the window of the conversation, oldest first."""
-        check_conversation_id(conversation_id)
+        check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
         system = self._repository.find_system_messages(conversation_id)
         cost = self._cost_function()
         limit = self._first_read
@@ -146,13 +149,13 @@ class _WindowChatMemory(ChatMemory):
 
     def clear(self, conversation_id: str) -> None:
         """Forget the conversation (``repository.delete_by_conversation_id``)."""
-        check_conversation_id(conversation_id)
+        check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
         self._repository.delete_by_conversation_id(conversation_id)
 
     async def aadd(
         self, conversation_id: str, message_or_messages: Message | Iterable[Message]
     ) -> None:
-        check_conversation_id(conversation_id)
+        check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
         batch = _as_list(message_or_messages)
         if not batch:
             return
@@ -164,7 +167,7 @@ class _WindowChatMemory(ChatMemory):
             await self._repository.aappend(conversation_id, batch, replace_system=replace)
 
     async def aget(self, conversation_id: str) -> list[Message]:
-        check_conversation_id(conversation_id)
+        check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
         system = await self._repository.afind_system_messages(conversation_id)
         cost = self._cost_function()
         limit = self._first_read
@@ -176,7 +179,7 @@ class _WindowChatMemory(ChatMemory):
             limit *= 2
 
     async def aclear(self, conversation_id: str) -> None:
-        check_conversation_id(conversation_id)
+        check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
         await self._repository.adelete_by_conversation_id(conversation_id)
 
 

@@ -33,16 +33,19 @@ CANCELLED = "cancelled"
 ERROR = "error"
 
 
-def check_conversation_id(conversation_id: Any) -> str:
+def check_conversation_id(
+    conversation_id: Any, *, none_message: str = "conversationId cannot be null"
+) -> str:
     """Return ``conversation_id`` if it is a usable id, else raise ``ValueError``.
 
     A usable id is a ``str`` with a non-whitespace character and at most
     :data:`MAX_CONVERSATION_ID_LENGTH` characters. Messages: ``"conversationId cannot be null"``
     (``None``, Spring AI's text), ``"conversationId cannot be null or empty"`` (blank, Spring AI's
     ``ChatMemory`` text), and one naming the type or the length for the other cases.
+    ``none_message`` replaces the first (``ChatMemory`` says "... null or empty" for ``None`` too).
     """
     if conversation_id is None:
-        raise ValueError("conversationId cannot be null")
+        raise ValueError(none_message)
     if not isinstance(conversation_id, str):
         raise ValueError(
             f"conversationId must be a string, got {type(conversation_id).__name__} "

@@ -18,9 +18,9 @@ openai     chat       ``model`` (required), ``base_url``, ``api_key_env``, ``opt
 openai     embedding  ``model`` (required), ``base_url``, ``api_key_env``, ``dimensions``,
                       ``send_dimensions``, ``batch_size``, ``timeout``, ``max_retries``,
                       ``headers``
-scripted   chat       ``responses`` (answers: a text, or a list of texts streamed as chunks),
-                      ``repeat`` (default true), ``chunk_delay`` (seconds before each
-                      streamed chunk), ``options``
+scripted   chat       ``responses`` (list of answers: a text, or a list of texts streamed as
+                      chunks), ``repeat`` (default true), ``chunk_delay`` (seconds slept
+                      before each streamed chunk, default 0), ``options``
 =========  =========  ========================================================================
 
 ``api_key_env`` defaults to ``"OPENAI_API_KEY"`` when no ``base_url`` is given (OpenAI
@@ -132,11 +132,10 @@ def validate_model_config(config: Mapping[str, Any], kind: str, name: str = "") 
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{label}: {exc}") from exc
     if provider == "scripted" and not all(
-        isinstance(r, str) or (isinstance(r, list) and all(isinstance(c, str) for c in r))
-        for r in config.get("responses", [])
+        _is_scripted_answer(r) for r in config.get("responses", [])
     ):
         raise ValueError(
-            f"{label}: 'responses' must be a list of texts (or of lists of texts: chunks)"
+            f"{label}: 'responses' must be a list of strings (or of lists of strings: chunks)"
         )
     if config.get("chunk_delay", 0) < 0:
         raise ValueError(f"{label}: 'chunk_delay' must be >= 0, got {config['chunk_delay']!r}")
@@ -146,6 +145,12 @@ def validate_model_config(config: Mapping[str, Any], kind: str, name: str = "") 
             raise ValueError(f"{label}: {key!r} must be positive, got {config[key]!r}")
     if config.get("max_retries", 0) < 0:
         raise ValueError(f"{label}: 'max_retries' must be >= 0, got {config['max_retries']!r}")
+
+
+def _is_scripted_answer(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(isinstance(chunk, str) for chunk in value)
+    return isinstance(value, str)
 
 
 def _is_bool_for_number(value: Any, expected: tuple[type, ...]) -> bool:
@@ -198,8 +203,8 @@ def create_chat_model(config: Mapping[str, Any], *, name: str = "") -> ChatModel
         return ScriptedChatModel(
             config.get("responses", []),
             default_options=options,
+            chunk_delay=float(config.get("chunk_delay", 0)),
             repeat=config.get("repeat", True),
-            chunk_delay=config.get("chunk_delay", 0.0),
         )
     from .openai_compatible import OpenAiCompatibleChatModel
 

@@ -261,25 +261,28 @@ def tool(function: Callable[..., Any], /) -> FunctionToolCallback: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, return_direct: bool = False
+    name: str | None = None,
+    description: str | None = None,
+    return_direct: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionToolCallback]: ...
 
 
 def tool(
-    function: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
+    name: Callable[..., Any] | str | None = None,
     description: str | None = None,
     return_direct: bool = False,
 ) -> Any:
     """Make a :class:`ToolCallback` of a typed function (Spring AI ``@Tool``).
 
-    Use bare (``@tool``) or with options (``@tool(name="weather", return_direct=True)``).
-    ``name`` defaults to the function name, ``description`` to its docstring (or the name).
+    Use bare (``@tool``) or with options (``@tool("weather")``,
+    ``@tool(name="weather", return_direct=True)``). ``name`` defaults to the function name,
+    ``description`` to its docstring (or the name). Raises ``TypeError`` when ``name`` is
+    neither a string nor the decorated function.
     """
-    if function is not None:
-        return FunctionToolCallback(function)
+    if callable(name):
+        return FunctionToolCallback(name)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"tool() name must be a string, got {type(name).__name__}")
 
     def decorate(fn: Callable[..., Any]) -> FunctionToolCallback:
         return FunctionToolCallback(

@@ -13,6 +13,7 @@ from advisors_app.core import (
     UserMessage,
 )
 from advisors_app.core.advisors import DEFAULT_FAILURE_RESPONSE, SafeGuardAdvisor
+from advisors_app.core.advisors._matching import WordMatch, WordMatcher
 from advisors_app.core.advisors.safe_guard import (
     CONTENT_FILTER,
     SAFEGUARD_LISTS,
@@ -246,3 +247,20 @@ async def test_output_guard_whole_word_waits_for_the_next_character():
     )
     received = await stream(client, "insult me")
     assert received[-1].context[SAFEGUARD_MATCHED] == ["ass"]
+
+
+@pytest.mark.parametrize("text", ["pompous", "pomegranate juice", "I love Pomona", "my pom pom"])
+def test_ascii_letters_are_not_folded_into_other_letters(text):
+    # TR39 maps "m" to "rn"; folding ASCII letters would make "porn" match these.
+    assert WordMatcher({None: ["porn"]}).search(text) == []
+
+
+@pytest.mark.parametrize("text", ["bómb", "b\u0335omb", "BÖMB", "b\u0301o\u0301mb"])
+def test_diacritics_and_combining_overlays_are_folded_away(text):
+    assert WordMatcher({None: ["bomb"]}).search(text) == [WordMatch("bomb")]
+
+
+def test_script_specific_marks_are_kept():
+    # Kana voicing and Devanagari vowel signs change the word; they are not decoration.
+    assert WordMatcher({None: ["かき"]}).search("がき") == []
+    assert WordMatcher({None: ["क"]}, whole_words=True).search("कि") == []

@@ -400,8 +400,9 @@ async def test_b12_stream_with_incremental_usage_chunks():
         tool_call_response(("weather", {"city": "A"}), usage=Usage(0, 20)),
     ]
     round_two = [
-        ChatResponse.of_text("sun", finish_reason=None, usage=Usage(150, 1)),
-        ChatResponse.of_text("ny", usage=Usage(0, 29)),
+        # Decreasing counts: unambiguously increments (1 then 29 would read as cumulative).
+        ChatResponse.of_text("sun", finish_reason=None, usage=Usage(150, 20)),
+        ChatResponse.of_text("ny", usage=Usage(0, 10)),
     ]
     model = ScriptedChatModel([round_one, round_two])
     response, _ = await run(client_for(model).prompt("x").tools(weather), "stream")
@@ -409,16 +410,33 @@ async def test_b12_stream_with_incremental_usage_chunks():
     assert response.metadata.usage == Usage(250, 50, 300)
 
 
-async def test_stream_never_leaks_text_of_a_tool_call_round():
+async def test_held_stream_never_leaks_text_of_a_tool_call_round():
     model = ScriptedChatModel(
         [
             ["Let me ", "check. ", tool_call_response(("weather", {"city": "A"}))],
             ["It is ", "sunny."],
         ]
     )
-    spec = client_for(model).prompt("x").tools(weather)
-    texts = [t async for t in spec.stream().content()]
+    client = client_for(model, ToolCallingAdvisor(round_streaming="hold"))
+    texts = [t async for t in client.prompt("x").tools(weather).stream().content()]
     assert texts == ["It is ", "sunny."]
+
+
+async def test_default_stream_hides_rounds_that_start_with_a_tool_call_and_streams_answers():
+    model = ScriptedChatModel(
+        [[tool_call_response(("weather", {"city": "A"}))], ["It is ", "sunny", "."]],
+        chunk_delay=0.05,
+    )
+    spec = client_for(model).prompt("x").tools(weather)
+    stream = spec.stream().content()
+    assert await anext(stream) == "It is "
+    assert model.events == ["stream", "complete", "stream"]  # the answer round is still running
+    assert [t async for t in stream] == ["sunny", "."]
+
+
+def test_round_streaming_mode_is_validated():
+    with pytest.raises(ValueError, match="round_streaming must be one of"):
+        ToolCallingAdvisor(round_streaming="fast")
 
 
 async def test_eager_stream_forwards_text_but_never_tool_call_chunks():
@@ -428,7 +446,7 @@ async def test_eager_stream_forwards_text_but_never_tool_call_chunks():
             ["It is ", "sunny."],
         ]
     )
-    client = client_for(model, ToolCallingAdvisor(stream_text_eagerly=True))
+    client = client_for(model, ToolCallingAdvisor(round_streaming="eager"))
     chunks = [c async for c in client.prompt("x").tools(weather).stream().chat_client_responses()]
     texts = [
         c.chat_response.text for c in chunks if c.chat_response and c.chat_response.generations
@@ -439,7 +457,7 @@ async def test_eager_stream_forwards_text_but_never_tool_call_chunks():
 
 async def test_early_close_of_the_stream_cancels_the_model_round():
     model = ScriptedChatModel([tool_call_response(("weather", {"city": "A"})), ["a", "b", "c"]])
-    client = client_for(model, ToolCallingAdvisor(stream_text_eagerly=True))
+    client = client_for(model, ToolCallingAdvisor(round_streaming="eager"))
     stream = client.prompt("x").tools(weather).stream().content()
     assert await anext(stream) == "a"
     await stream.aclose()

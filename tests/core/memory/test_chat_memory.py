@@ -149,7 +149,7 @@ def test_empty_batches_store_nothing_and_clear_forgets():
 @pytest.mark.parametrize(
     ("conversation_id", "message"),
     [
-        (None, "^conversationId cannot be null$"),
+        (None, "^conversationId cannot be null or empty$"),  # Spring ChatMemory: Assert.hasText
         ("", "^conversationId cannot be null or empty$"),
         ("  \t", "^conversationId cannot be null or empty$"),
         ("x" * 256, "at most 255 characters"),

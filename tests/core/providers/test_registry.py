@@ -46,12 +46,11 @@ async def test_a_scripted_config_repeats_its_answers() -> None:
     assert answers == ["one", "two", "one"]
 
 
-async def test_a_scripted_config_may_stream_chunks_slowly() -> None:
-    model = create_chat_model(
-        {"provider": "scripted", "responses": [["Hel", "lo"]], "chunk_delay": 0.01}
-    )
+async def test_a_scripted_config_streams_chunk_lists_with_a_delay() -> None:
+    config = {"provider": "scripted", "responses": [["Hel", "lo"]], "chunk_delay": 0.01}
+    model = create_chat_model(config)
     assert isinstance(model, ScriptedChatModel) and model.chunk_delay == 0.01
-    assert [chunk.text async for chunk in model.stream(Prompt("x"))] == ["Hel", "lo"]
+    assert [c.text async for c in model.stream(Prompt("x"))] == ["Hel", "lo"]
     assert (await model.call(Prompt("x"))).text == "Hello"
 
 
@@ -122,8 +121,8 @@ def test_which_variable_holds_the_key(config: dict, expected: str | None) -> Non
         ("chat", {"provider": "openai", "model": "m", "max_retries": True}, "must be int"),
         ("chat", {"provider": "openai", "model": "m", "max_retries": -1}, "must be >= 0"),
         ("chat", {"provider": "embedded", "options": {"temprature": 1}}, "unknown chat option"),
-        ("chat", {"provider": "scripted", "responses": [1]}, "list of texts"),
-        ("chat", {"provider": "scripted", "responses": [["a", 2]]}, "lists of texts: chunks"),
+        ("chat", {"provider": "scripted", "responses": [1]}, "list of strings"),
+        ("chat", {"provider": "scripted", "responses": [["a", 2]]}, "list of strings"),
         ("chat", {"provider": "scripted", "chunk_delay": -1}, "'chunk_delay' must be >= 0"),
         ("embedding", {"provider": "openai", "model": "m", "dimensions": 0}, "must be positive"),
     ],

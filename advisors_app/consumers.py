@@ -1,0 +1,282 @@
+"""The chat websocket: one connection streams turns of one chain, token by token.
+
+Route: ``/ws/chat/<slug>/`` (:mod:`advisors_app.routing`), behind the site's
+``AllowedHostsOriginValidator`` (a page from another origin cannot open it) and
+``AuthMiddlewareStack`` (the user comes from the Django session cookie).
+
+Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
+
+* Client ``{"type": "message", "text": str, "conversation_id"?: str | null, "params"?: {}}``
+  runs one turn through :func:`advisors_app.services.stream_turn` — the service every transport
+  calls — and the server answers ``start``, any number of ``delta`` (coalesced:
+  :mod:`advisors_app.streaming`), then exactly one ``done`` or ``error``. Refused input (blank
+  text, a bad conversation id, unknown params, unknown chain) is one ``error`` frame with
+  ``code`` and field ``errors`` and nothing is stored; frames say ``text`` where the service
+  says ``message``. Without ``conversation_id`` a conversation is started; its id is in the
+  ``start`` frame. Ids are namespaced per owner by the service: another user's id reaches
+  nothing of theirs (it starts a conversation of the caller's own under that id).
+* Client ``{"type": "cancel"}`` stops the turn being generated: the model stream is closed at
+  once, the partial answer stored flagged ``interrupted`` (memory advisor or service, bug
+  cases B06/B31), any text not yet sent is sent, then one ``done`` frame with
+  ``"reason": "cancelled"`` (``"complete"`` if the turn had already ended). With no turn
+  running, ``cancel`` does nothing (it may cross a ``done`` frame on the wire).
+* **One turn at a time per connection**: a ``message`` while a turn is being generated is
+  refused with an ``error`` frame, code ``"busy"``; the running turn is not disturbed. Send
+  ``cancel`` first, or wait for its ``done``.
+* Turns count against the same per-user budget as the REST chat endpoints
+  (``ADVISORS["CHAT_THROTTLE_RATE"]``, :mod:`advisors_app.api.throttles`): over it, a
+  ``message`` gets an ``error`` frame with code ``"throttled"`` and ``retry_after`` (seconds).
+* Malformed frames — not JSON, binary, not an object, an unknown ``type``, a missing, blank or
+  non-string ``text``, unknown fields, wrong types — get an ``error`` frame with code
+  ``"invalid"`` and field ``errors``; the connection stays open and usable. (``cancel``
+  ignores fields it does not know: it should always work.)
+* Server ``{"type": "conversation", "conversation_id", "title"}`` is sent to **every** open
+  chat socket of the same user — on any server process, through the channel layer (Redis with
+  ``REDIS_URL``) — when one of their conversations got a turn, so other tabs and devices can
+  refresh their conversation list.
+
+Anonymous users: the connection is accepted, sent one ``error`` frame with code
+``"not_authenticated"``, and closed with code **4401**, so a browser can tell "log in again"
+apart from a dropped connection (a refused handshake would only show code 1006).
+
+The turn runs in a task of its own, never inside ``receive`` (bug case B31): ``cancel`` and
+disconnects are handled while tokens stream. On disconnect every task of the connection is
+cancelled and awaited inside ``disconnect``, well within the server's shutdown timeout; the
+partial turn is stored as on ``cancel``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from advisors_app.api.throttles import chat_turn_wait
+from advisors_app.conversations import afind_conversation
+from advisors_app.events import DoneEvent, ErrorEvent, TurnError, error_event
+from advisors_app.services import TurnStream, stream_turn
+from advisors_app.streaming import DeltaCoalescer
+
+__all__ = ["CLOSE_NOT_AUTHENTICATED", "ChatConsumer", "user_group"]
+
+logger = logging.getLogger(__name__)
+
+#: Close code for a connection without a logged-in user (4000-4999: application codes).
+CLOSE_NOT_AUTHENTICATED = 4401
+
+_MESSAGE_FIELDS = ("type", "text", "conversation_id", "params")
+_FRAME_TYPES = ("cancel", "message")
+
+
+def user_group(user: Any) -> str:
+    """The channel-layer group of ``user``'s chat sockets (all processes)."""
+    return f"advisors.chat.user.{user.pk}"
+
+
+def _invalid(errors: dict[str, list[str]]) -> dict[str, Any]:
+    return ErrorEvent("invalid", "The frame is invalid.", errors=errors).to_dict()
+
+
+def _frame_errors(frame: Any) -> dict[str, list[str]]:
+    """Field errors of a decoded client frame (``{}``: well-formed)."""
+    if not isinstance(frame, dict):
+        return {"frame": ["Expected a JSON object."]}
+    kind = frame.get("type")
+    if kind not in _FRAME_TYPES:
+        return {"type": [f"Unknown frame type {kind!r}. Known types: {', '.join(_FRAME_TYPES)}."]}
+    if kind == "cancel":
+        return {}
+    errors: dict[str, list[str]] = {}
+    for name in sorted(set(frame) - set(_MESSAGE_FIELDS)):
+        errors[name] = [f"Unknown field. Known fields: {', '.join(sorted(_MESSAGE_FIELDS))}."]
+    if "text" not in frame:
+        errors["text"] = ["This field is required."]
+    elif not isinstance(frame["text"], str):
+        errors["text"] = ["Not a valid string."]
+    return errors
+
+
+def _as_frame_errors(error: TurnError) -> dict[str, Any]:
+    """The service's refusal as a frame: its field ``message`` is the frame's ``text``."""
+    payload = error.to_dict()
+    payload["errors"] = {
+        ("text" if field == "message" else field): messages
+        for field, messages in error.errors.items()
+    }
+    return payload
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    """Streams chat turns of the chain in the URL (see the module docstring for the protocol)."""
+
+    async def connect(self) -> None:
+        self.chain_slug: str = self.scope["url_route"]["kwargs"]["slug"]
+        self.user = self.scope.get("user")
+        self._generation: asyncio.Task[None] | None = None
+        #: True from a message's acceptance until its final frame is sent (the busy rule).
+        self._turn_active = False
+        self._stream: TurnStream | None = None
+        self._closing = False
+        self._authenticated = bool(getattr(self.user, "is_authenticated", False))
+        await self.accept()
+        if not self._authenticated:
+            await self.send_json(
+                ErrorEvent("not_authenticated", "Log in to chat.").to_dict(),
+                close=CLOSE_NOT_AUTHENTICATED,
+            )
+            return
+        if self.channel_layer is not None:
+            group = user_group(self.user)
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.groups.append(group)  # discarded by websocket_disconnect
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if text_data is None:
+            await self.send_json(_invalid({"frame": ["Send JSON text frames, not binary."]}))
+            return
+        try:
+            frame = json.loads(text_data)
+        except ValueError:
+            await self.send_json(_invalid({"frame": ["Not valid JSON."]}))
+            return
+        await self.receive_json(frame)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not self._authenticated:
+            return  # being closed: see connect()
+        errors = _frame_errors(content)
+        if errors:
+            await self.send_json(_invalid(errors))
+        elif content["type"] == "cancel":
+            await self._cancel_generation()
+        elif self._turn_active:
+            await self.send_json(
+                ErrorEvent(
+                    "busy",
+                    "A reply is still being generated on this connection: wait for its "
+                    'done frame or send {"type": "cancel"} first.',
+                ).to_dict()
+            )
+        else:
+            # A previous turn's task may still be announcing its conversation: let it.
+            self._turn_active = True
+            self._generation = asyncio.create_task(self._generate(content))
+
+    async def _cancel_generation(self) -> None:
+        """Cancel the running turn and wait until it has sent its final frame."""
+        task = self._generation
+        if not self._turn_active or task is None or task.done():
+            return
+        task.cancel()
+        await asyncio.wait((task,))
+
+    async def _generate(self, frame: dict[str, Any]) -> None:
+        """Run one turn, then tell the user's sockets its conversation changed.
+
+        This is the task ``cancel`` and ``disconnect`` cancel. The turn counts as running
+        (``busy``) only until its final frame is sent, not while it is being announced.
+        """
+        self._stream = None
+        try:
+            await self._run_turn(frame)
+        finally:
+            self._turn_active = False
+            if self._stream is not None:
+                await self._announce(self._stream.conversation_id)
+
+    async def _run_turn(self, frame: dict[str, Any]) -> None:
+        """Send the turn's frames: ``start``, deltas, then ``done`` or ``error``."""
+        stream: TurnStream | None = None
+        events: DeltaCoalescer | None = None
+        final_sent = False
+        try:
+            wait = await sync_to_async(chat_turn_wait)(self.user)
+            if wait is not None:
+                await self.send_json(
+                    ErrorEvent(
+                        "throttled",
+                        f"Too many messages: try again in {math.ceil(wait)} s.",
+                        retry_after=wait,
+                    ).to_dict()
+                )
+                return
+            stream = self._stream = await stream_turn(
+                self.chain_slug,
+                self.user,
+                frame["text"],
+                conversation_id=frame.get("conversation_id"),
+                params=frame.get("params"),
+            )
+            events = DeltaCoalescer(stream)
+            async for event in events:
+                await self.send_json(event.to_dict())
+                final_sent = isinstance(event, (DoneEvent, ErrorEvent))
+        except TurnError as refused:
+            await self.send_json(_as_frame_errors(refused))
+            return
+        except Exception as exc:  # the service failed outside the chain (database down, ...)
+            logger.exception("Chat turn on chain %r failed", self.chain_slug)
+            await self.send_json(error_event(exc).to_dict())
+            return
+        except asyncio.CancelledError:
+            if events is not None:
+                # Closes the model stream; the service stores the partial turn.
+                await events.aclose()
+            if not self._closing and not final_sent:
+                await self._send_cancelled(stream, events, frame)
+            raise
+
+    async def _send_cancelled(
+        self, stream: TurnStream | None, events: DeltaCoalescer | None, frame: dict[str, Any]
+    ) -> None:
+        """The rest of the text, then the one final frame of a turn stopped by ``cancel``."""
+        rest = events.take_pending_text() if events is not None else ""
+        if rest:
+            await self.send_json({"type": "delta", "text": rest})
+        final = stream.final_event if stream is not None else None
+        if final is None:  # cancelled before the chain started: nothing ran, nothing stored
+            conversation_id = stream.conversation_id if stream is not None else ""
+            trace_id = stream.trace_id if stream is not None else ""
+            final = DoneEvent("cancelled", conversation_id, "", None, {}, None, trace_id)
+        await self.send_json(final.to_dict())
+
+    async def _announce(self, conversation_id: str) -> None:
+        """Tell the user's other sockets (any process) that the conversation changed."""
+        if self.channel_layer is None:
+            return
+        try:
+            conversation = await afind_conversation(self.user, conversation_id)
+            await self.channel_layer.group_send(
+                user_group(self.user),
+                {
+                    "type": "conversation.updated",
+                    "conversation_id": conversation_id,
+                    "title": conversation.title if conversation is not None else "",
+                },
+            )
+        except Exception:  # a notification must never fail the turn
+            logger.exception("Could not announce conversation %s", conversation_id)
+
+    async def conversation_updated(self, event: dict[str, Any]) -> None:
+        """Channel-layer handler: forward a ``conversation`` frame to this socket."""
+        if not self._closing:
+            await self.send_json(
+                {
+                    "type": "conversation",
+                    "conversation_id": event["conversation_id"],
+                    "title": event["title"],
+                }
+            )
+
+    async def disconnect(self, code: int) -> None:
+        """Cancel and await every task of the connection (the partial turn gets stored)."""
+        self._closing = True
+        task = getattr(self, "_generation", None)
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait((task,))

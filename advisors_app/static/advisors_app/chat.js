@@ -1,0 +1,501 @@
+/* The chat page: one websocket per chain (/ws/chat/<slug>/), replies streamed as Markdown.
+ *
+ * Frames are those of advisors_app/consumers.py. Model output is rendered by markdown-it with
+ * raw HTML off and images off (a remote image in an answer could leak the conversation through
+ * its URL); everything else the server sends is inserted as text. No build step: plain script.
+ */
+(function () {
+  "use strict";
+
+  var config = JSON.parse(document.getElementById("chat-config").textContent);
+  var $ = function (id) { return document.getElementById(id); };
+  var messages = $("messages");
+  var prompt = $("prompt");
+  var sendButton = $("send");
+  var stopButton = $("stop");
+  var picker = $("chain-picker");
+  var connection = $("connection");
+  var alertBox = $("alert");
+  var list = $("conversation-list");
+  var drawer = $("trace-drawer");
+
+  var md = window.markdownit({ html: false, linkify: true, breaks: false });
+  md.disable("image");
+  var renderLink = md.renderer.rules.link_open || function (tokens, idx, options, env, self) {
+    return self.renderToken(tokens, idx, options);
+  };
+  md.renderer.rules.link_open = function (tokens, idx, options, env, self) {
+    tokens[idx].attrSet("rel", "noopener noreferrer nofollow");
+    tokens[idx].attrSet("target", "_blank");
+    return renderLink(tokens, idx, options, env, self);
+  };
+
+  function renderMarkdown(element, text) {
+    element.innerHTML = md.render(text);
+  }
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  }
+
+  var state = {
+    chain: config.chain,
+    conversationId: config.conversationId,
+    ws: null,
+    attempt: 0,
+    timer: null,
+    reply: null,
+  };
+
+  /* ---- connection ------------------------------------------------------------------ */
+
+  function setConnection(kind, text) {
+    connection.dataset.state = kind;
+    connection.textContent = text;
+  }
+
+  function showAlert(text) {
+    alertBox.textContent = "";
+    if (text) alertBox.appendChild(typeof text === "string" ? document.createTextNode(text) : text);
+    alertBox.hidden = !text;
+  }
+
+  function updateControls() {
+    var open = state.ws !== null && state.ws.readyState === WebSocket.OPEN;
+    var busy = state.reply !== null;
+    prompt.disabled = !open && !busy;
+    sendButton.disabled = !open || busy;
+    sendButton.hidden = busy;
+    stopButton.hidden = !busy;
+    picker.disabled = busy || picker.options.length === 0 || !state.chain;
+  }
+
+  function connect() {
+    clearTimeout(state.timer);
+    if (!state.chain) {
+      setConnection("closed", "No chain");
+      updateControls();
+      return;
+    }
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    var ws = new WebSocket(scheme + location.host + config.wsPath + encodeURIComponent(state.chain) + "/");
+    state.ws = ws;
+    setConnection("connecting", "Connecting…");
+    ws.onopen = function () {
+      if (state.ws !== ws) return;
+      state.attempt = 0;
+      setConnection("open", "Connected");
+      showAlert("");
+      updateControls();
+    };
+    ws.onmessage = function (event) {
+      if (state.ws === ws) handleFrame(JSON.parse(event.data));
+    };
+    ws.onclose = function (event) {
+      if (state.ws !== ws) return; // replaced on purpose (another chain)
+      state.ws = null;
+      if (state.reply) {
+        finishReply({ note: "The connection dropped; what arrived so far was saved." });
+      }
+      if (event.code === 4401) {
+        setConnection("closed", "Signed out");
+        var message = el("span", null, "You are signed out. ");
+        var link = el("a", null, "Log in again");
+        link.href = config.loginUrl + "?next=" + encodeURIComponent(location.pathname);
+        message.appendChild(link);
+        showAlert(message);
+        updateControls();
+        return;
+      }
+      scheduleReconnect();
+      updateControls();
+    };
+  }
+
+  function scheduleReconnect() {
+    // Exponential backoff with jitter: 0.5 s, 1 s, 2 s ... at most 15 s.
+    var delay = Math.min(15000, 500 * Math.pow(2, state.attempt)) * (0.8 + Math.random() * 0.4);
+    state.attempt += 1;
+    setConnection("reconnecting", "Connection lost; reconnecting in " + Math.ceil(delay / 1000) + " s…");
+    state.timer = setTimeout(connect, delay);
+  }
+
+  window.addEventListener("online", function () {
+    if (state.ws === null) connect();
+  });
+
+  function switchChain(slug) {
+    state.chain = slug;
+    var url = new URL(location.href);
+    url.searchParams.set("chain", slug);
+    history.replaceState(history.state, "", url);
+    var old = state.ws;
+    state.ws = null;
+    if (old) old.close(1000, "chain changed");
+    connect();
+  }
+
+  /* ---- messages -------------------------------------------------------------------- */
+
+  function scrollToEnd() {
+    messages.scrollTop = messages.scrollHeight;
+  }
+
+  function addMessage(role, text) {
+    var article = el("article", "msg msg-" + role);
+    article.appendChild(el("h2", "visually-hidden", role === "user" ? "You" : "Assistant"));
+    var body = el("div", "msg-body");
+    if (role === "user") body.textContent = text;
+    article.appendChild(body);
+    messages.appendChild(article);
+    scrollToEnd();
+    return { article: article, body: body };
+  }
+
+  function startReply() {
+    var parts = addMessage("assistant", "");
+    parts.article.setAttribute("aria-busy", "true");
+    parts.body.appendChild(el("span", "msg-typing", "…"));
+    state.reply = {
+      article: parts.article, body: parts.body, text: "", traceId: null,
+      sentAt: performance.now(), firstAt: null, frame: null, scheduled: false,
+    };
+  }
+
+  function scheduleRender() {
+    var reply = state.reply;
+    if (!reply || reply.scheduled) return;
+    reply.scheduled = true;
+    requestAnimationFrame(function () {
+      reply.scheduled = false;
+      renderMarkdown(reply.body, reply.text);
+      scrollToEnd();
+    });
+  }
+
+  function seconds(ms) {
+    return (ms / 1000).toFixed(2) + " s";
+  }
+
+  function replyMeta(reply, done) {
+    var parts = [];
+    if (reply.firstAt !== null) parts.push("first token " + seconds(reply.firstAt - reply.sentAt));
+    parts.push("total " + seconds(performance.now() - reply.sentAt));
+    var usage = done && done.usage;
+    if (usage) {
+      parts.push(usage.prompt_tokens + " prompt + " + usage.completion_tokens + " completion tokens");
+    }
+    if (done && done.finish_reason) parts.push("finish " + done.finish_reason);
+    return el("p", "msg-meta", parts.join(" · "));
+  }
+
+  function sourcesOf(metadata) {
+    if (!metadata) return [];
+    if (Array.isArray(metadata.citations) && metadata.citations.length) {
+      return metadata.citations.map(function (c) {
+        return { label: c.title || c.source || c.id || "document", source: c.source, score: c.score };
+      });
+    }
+    var documents = metadata.qa_retrieved_documents || metadata.rag_document_context || [];
+    if (!Array.isArray(documents)) return [];
+    return documents.map(function (d) {
+      var meta = d.metadata || {};
+      return {
+        label: meta.title || meta.source || meta.file_name || d.id || "document",
+        source: meta.source || meta.url,
+        score: d.score,
+        snippet: typeof d.text === "string" ? d.text.slice(0, 240) : "",
+      };
+    });
+  }
+
+  function safeHref(value) {
+    // Only absolute web links: a document's source is often a file name, not a URL.
+    if (typeof value !== "string" || !/^https?:\/\//i.test(value)) return null;
+    try {
+      var url = new URL(value, location.href);
+      return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+    } catch (error) {
+      return null;
+    }
+  }
+
+  function renderSources(sources) {
+    var box = el("details", "msg-sources");
+    box.open = true;
+    box.appendChild(el("summary", null, "Sources (" + sources.length + ")"));
+    var ol = el("ol");
+    sources.forEach(function (source) {
+      var li = el("li");
+      var href = source.source && safeHref(source.source);
+      var title = href ? el("a", "source-title", source.label) : el("span", "source-title", source.label);
+      if (href) {
+        title.href = href;
+        title.rel = "noopener noreferrer nofollow";
+        title.target = "_blank";
+      }
+      li.appendChild(title);
+      if (typeof source.score === "number") li.appendChild(el("span", "source-score", " " + source.score.toFixed(2)));
+      if (source.snippet) li.appendChild(el("p", "source-snippet", source.snippet));
+      ol.appendChild(li);
+    });
+    box.appendChild(ol);
+    return box;
+  }
+
+  function finishReply(options) {
+    var reply = state.reply;
+    if (!reply) return;
+    state.reply = null;
+    var done = options.done;
+    if (done && typeof done.content === "string" && done.content) reply.text = done.content;
+    if (reply.text) renderMarkdown(reply.body, reply.text);
+    else reply.body.textContent = "";
+    reply.article.removeAttribute("aria-busy");
+    if (options.note) reply.article.appendChild(el("p", "msg-note", options.note));
+    if (options.error) reply.article.appendChild(errorBox(options.error));
+    if (done) {
+      var sources = sourcesOf(done.metadata);
+      if (sources.length) reply.article.appendChild(renderSources(sources));
+    }
+    var footer = el("div", "msg-footer");
+    footer.appendChild(replyMeta(reply, done));
+    if (config.traceUrl && reply.traceId) {
+      var button = el("button", "chat-link-button msg-trace", "Trace");
+      button.type = "button";
+      button.setAttribute("aria-haspopup", "dialog");
+      button.addEventListener("click", function () { openTrace(reply.traceId); });
+      footer.appendChild(button);
+    }
+    reply.article.appendChild(footer);
+    scrollToEnd();
+    updateControls();
+    if (document.activeElement === stopButton || document.activeElement === document.body) prompt.focus();
+  }
+
+  function errorBox(frame) {
+    var box = el("div", "msg-error");
+    box.setAttribute("role", "alert");
+    box.appendChild(el("strong", null, frame.message || "Something went wrong."));
+    var details = [];
+    Object.keys(frame.errors || {}).forEach(function (field) {
+      frame.errors[field].forEach(function (text) { details.push(field + ": " + text); });
+    });
+    if (frame.retry_after) details.push("Try again in " + frame.retry_after + " s.");
+    if (details.length) {
+      var ul = el("ul");
+      details.forEach(function (text) { ul.appendChild(el("li", null, text)); });
+      box.appendChild(ul);
+    }
+    box.appendChild(el("span", "msg-error-code", frame.code));
+    return box;
+  }
+
+  /* ---- conversations --------------------------------------------------------------- */
+
+  function conversationUrl(id) {
+    return config.chatUrl + "c/" + encodeURIComponent(id) + "/";
+  }
+
+  function upsertConversation(id, title) {
+    var empty = $("no-conversations");
+    if (empty) empty.remove();
+    var link = list.querySelector('a[data-id="' + CSS.escape(id) + '"]');
+    if (!link) {
+      link = el("a");
+      link.href = conversationUrl(id);
+      link.dataset.id = id;
+      var li = el("li");
+      li.appendChild(link);
+      list.insertBefore(li, list.firstChild);
+    } else {
+      list.insertBefore(link.parentNode, list.firstChild);
+    }
+    if (title) link.textContent = title;
+    else if (!link.textContent) link.textContent = "Untitled";
+    if (id === state.conversationId) {
+      list.querySelectorAll("a[aria-current]").forEach(function (a) { a.removeAttribute("aria-current"); });
+      link.setAttribute("aria-current", "page");
+    }
+  }
+
+  /* ---- frames ---------------------------------------------------------------------- */
+
+  function handleFrame(frame) {
+    var reply = state.reply;
+    switch (frame.type) {
+      case "start":
+        if (!reply) return;
+        reply.traceId = frame.trace_id;
+        if (state.conversationId !== frame.conversation_id) {
+          state.conversationId = frame.conversation_id;
+          history.replaceState(null, "", conversationUrl(frame.conversation_id));
+          upsertConversation(frame.conversation_id, reply.question);
+        }
+        break;
+      case "delta":
+        if (!reply) return;
+        if (reply.firstAt === null) reply.firstAt = performance.now();
+        reply.text += frame.text;
+        scheduleRender();
+        break;
+      case "done":
+        if (!reply) return;
+        finishReply({
+          done: frame,
+          note: frame.reason === "cancelled" ? "Stopped; the answer so far was saved." : null,
+        });
+        break;
+      case "error":
+        if (frame.code === "busy") {
+          showAlert(frame.message);
+          return;
+        }
+        if (reply) finishReply({ error: frame });
+        else showAlert(frame.message);
+        break;
+      case "conversation":
+        upsertConversation(frame.conversation_id, frame.title);
+        break;
+    }
+  }
+
+  /* ---- composer -------------------------------------------------------------------- */
+
+  function send() {
+    var text = prompt.value;
+    if (!text.trim() || state.reply || !state.ws || state.ws.readyState !== WebSocket.OPEN) return;
+    showAlert("");
+    addMessage("user", text);
+    startReply();
+    state.reply.question = text.replace(/\s+/g, " ").trim().slice(0, 80);
+    var frame = { type: "message", text: text };
+    if (state.conversationId) frame.conversation_id = state.conversationId;
+    state.ws.send(JSON.stringify(frame));
+    prompt.value = "";
+    updateControls();
+    stopButton.focus();
+  }
+
+  function stop() {
+    if (state.reply && state.ws && state.ws.readyState === WebSocket.OPEN) {
+      state.ws.send(JSON.stringify({ type: "cancel" }));
+    }
+  }
+
+  $("composer").addEventListener("submit", function (event) {
+    event.preventDefault();
+    send();
+  });
+  prompt.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  stopButton.addEventListener("click", stop);
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape" && state.reply && !drawer.open) stop();
+  });
+  picker.addEventListener("change", function () { switchChain(picker.value); });
+  $("new-chat").addEventListener("click", function (event) {
+    if (state.reply || event.metaKey || event.ctrlKey || event.shiftKey) return;
+    event.preventDefault();
+    state.conversationId = null;
+    messages.querySelectorAll(".msg").forEach(function (node) { node.remove(); });
+    list.querySelectorAll("a[aria-current]").forEach(function (a) { a.removeAttribute("aria-current"); });
+    var url = new URL(config.chatUrl, location.href);
+    if (state.chain) url.searchParams.set("chain", state.chain);
+    history.pushState(null, "", url);
+    showAlert("");
+    prompt.focus();
+  });
+  window.addEventListener("popstate", function () { location.reload(); });
+
+  var toggle = $("sidebar-toggle");
+  toggle.addEventListener("click", function () {
+    var open = toggle.getAttribute("aria-expanded") !== "true";
+    toggle.setAttribute("aria-expanded", String(open));
+    $("chat-sidebar").classList.toggle("is-open", open);
+  });
+
+  /* ---- trace drawer (staff) -------------------------------------------------------- */
+
+  function ms(value) {
+    return typeof value === "number" ? (value * 1000).toFixed(1) + " ms" : "";
+  }
+
+  function openTrace(traceId) {
+    var body = $("trace-body");
+    body.textContent = "Loading…";
+    $("trace-title").textContent = "Trace " + traceId;
+    if (!drawer.open) drawer.showModal();
+    fetch(config.traceUrl.replace("TRACE_ID", encodeURIComponent(traceId)), {
+      credentials: "same-origin", headers: { Accept: "application/json" },
+    }).then(function (response) {
+      return response.json().then(function (data) { return { ok: response.ok, data: data }; });
+    }).then(function (result) {
+      body.textContent = "";
+      if (!result.ok) {
+        body.appendChild(el("p", "msg-error", result.data.detail || "Could not load the trace."));
+        return;
+      }
+      var data = result.data;
+      var summary = el("p", "trace-summary",
+        data.chain + " · " + data.status + " · " + ms(data.latency) +
+        (data.time_to_first_token !== null ? " · first token " + ms(data.time_to_first_token) : "") +
+        (data.usage && data.usage.total_tokens ? " · " + data.usage.total_tokens + " tokens" : ""));
+      body.appendChild(summary);
+      if (data.error) body.appendChild(el("p", "msg-error", data.error));
+      var table = el("table", "trace-table");
+      var head = el("tr");
+      ["Advisor", "Order", "Mode", "Duration", "Self", "First chunk", "Chunks", "Status", "Tokens"]
+        .forEach(function (name) {
+          var th = el("th", null, name);
+          th.scope = "col";
+          head.appendChild(th);
+        });
+      var thead = el("thead");
+      thead.appendChild(head);
+      table.appendChild(thead);
+      var tbody = el("tbody");
+      data.rows.forEach(function (row) {
+        var tr = el("tr");
+        var name = el("th", null, row.name);
+        name.scope = "row";
+        name.style.paddingLeft = (0.5 + row.depth) + "rem";
+        tr.appendChild(name);
+        [row.order, row.mode, row.duration, row.self_duration, row.first_chunk, row.chunks,
+         row.status + (row.error ? ": " + row.error : ""), row.tokens].forEach(function (value) {
+          tr.appendChild(el("td", null, String(value)));
+        });
+        tbody.appendChild(tr);
+      });
+      table.appendChild(tbody);
+      var wrap = el("div", "trace-scroll");
+      wrap.appendChild(table);
+      body.appendChild(wrap);
+      if (data.admin_url) {
+        var link = el("a", null, "Open the call log in the admin");
+        link.href = data.admin_url;
+        body.appendChild(link);
+      }
+    }).catch(function () {
+      body.textContent = "Could not load the trace.";
+    });
+  }
+
+  $("trace-close").addEventListener("click", function () { drawer.close(); });
+
+  /* ---- start ----------------------------------------------------------------------- */
+
+  messages.querySelectorAll("[data-markdown]").forEach(function (node) {
+    renderMarkdown(node, node.textContent);
+  });
+  scrollToEnd();
+  updateControls();
+  connect();
+})();

@@ -1,0 +1,137 @@
+"""The chat page (``/chat/``) and the staff trace view it opens in its drawer.
+
+The page is a Django template with a small script (``static/advisors_app/chat.js``, no build
+step): conversations, the transcript of the open one and the chain list are rendered here, on
+the server; replies stream over the websocket (:mod:`advisors_app.consumers`). Only the
+caller's own conversations are listed or opened (another user's id is a 404, as an id never
+used). The trace view is JSON for staff with the ``view_calllog`` permission: the per-advisor
+trace of one turn, by the trace id its ``start``/``done`` frames carry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render, resolve_url
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET
+
+from advisors_app.admin.traces import trace_rows
+from advisors_app.conf import app_settings
+from advisors_app.conversations import find_conversation, public_conversation_id, user_conversations
+from advisors_app.core.messages import MessageType
+from advisors_app.models import AdvisorChain, CallLog, ChatMessage
+
+__all__ = ["chat", "trace"]
+
+#: Conversations listed in the sidebar (newest first).
+CONVERSATION_LIST_SIZE = 100
+
+
+def _reverse_or_none(name: str, *args: Any) -> str | None:
+    """The URL of ``name``, or ``None`` where the project does not route it (admin, logout)."""
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return None
+
+
+def _transcript(conversation: Any) -> list[dict[str, Any]]:
+    """The user and assistant messages to show (tool rounds and system text are not)."""
+    rows = ChatMessage.objects.filter(
+        conversation=conversation,
+        message_type__in=(MessageType.USER.value, MessageType.ASSISTANT.value),
+    ).order_by("sequence")
+    return [
+        {
+            "role": row.message_type,
+            "text": row.text,
+            "interrupted": bool((row.metadata or {}).get("interrupted")),
+        }
+        for row in rows
+        if row.text.strip()
+    ]
+
+
+@require_GET
+@login_required
+def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpResponse:
+    """The chat page; with ``conversation_id``, that conversation of the user's is open."""
+    chains = list(AdvisorChain.objects.filter(enabled=True).values("slug", "name", "description"))
+    slugs = [c["slug"] for c in chains]
+    current = None
+    messages: list[dict[str, Any]] = []
+    chain = request.GET.get("chain")
+    if conversation_id is not None:
+        current = find_conversation(request.user, conversation_id)
+        if current is None:
+            raise Http404("No such conversation.")
+        messages = _transcript(current)
+        if chain not in slugs:
+            # The chain the conversation was last continued with.
+            chain = (
+                CallLog.objects.filter(conversation_id=current.conversation_id)
+                .order_by("-created")
+                .values_list("chain_slug", flat=True)
+                .first()
+            )
+    if chain not in slugs:
+        chain = slugs[0] if slugs else None
+    conversations = [
+        {"id": public_conversation_id(c.conversation_id), "title": c.title}
+        for c in user_conversations(request.user).only("conversation_id", "title")[
+            :CONVERSATION_LIST_SIZE
+        ]
+    ]
+    staff = request.user.is_staff and request.user.has_perm("advisors_app.view_calllog")
+    context = {
+        "chains": chains,
+        "chain": chain,
+        "conversations": conversations,
+        "current_id": conversation_id,
+        "messages": messages,
+        "max_chars": app_settings.MAX_MESSAGE_CHARS,
+        "logout_url": _reverse_or_none("logout"),
+        "config": {
+            "chain": chain,
+            "conversationId": conversation_id,
+            "chatUrl": reverse("advisors_app:chat"),
+            "wsPath": "/ws/chat/",
+            "loginUrl": resolve_url(settings.LOGIN_URL),
+            "traceUrl": reverse("advisors_app:chat-trace", args=["TRACE_ID"]) if staff else None,
+        },
+    }
+    return render(request, "advisors_app/chat.html", context)
+
+
+@require_GET
+@login_required
+def trace(request: HttpRequest, trace_id: str) -> JsonResponse:
+    """One turn's call log as JSON: status, timings (seconds), usage and per-advisor rows.
+
+    403 unless the user is staff with the ``advisors_app.view_calllog`` permission (what the
+    admin's call-log pages need too); 404 for an unknown trace id.
+    """
+    if not (request.user.is_staff and request.user.has_perm("advisors_app.view_calllog")):
+        return JsonResponse({"detail": "Only staff who may view call logs see traces."}, status=403)
+    log = CallLog.objects.filter(trace_id=trace_id).first()
+    if log is None:
+        return JsonResponse({"detail": "No call log has this trace id."}, status=404)
+    return JsonResponse(
+        {
+            "trace_id": log.trace_id,
+            "chain": log.chain_slug,
+            "mode": log.mode,
+            "status": log.status,
+            "latency": log.latency,
+            "time_to_first_token": log.time_to_first_token,
+            "usage": log.usage,
+            "finish_reason": log.finish_reason,
+            "error": f"{log.error_type}: {log.error_message}" if log.error_type else "",
+            "rows": trace_rows(log.trace),
+            "admin_url": _reverse_or_none("admin:advisors_app_calllog_change", log.pk),
+        }
+    )

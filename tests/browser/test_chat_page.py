@@ -1,0 +1,314 @@
+"""The chat page in Chromium: log in, stream, stop, reload, ownership, safety, phone, staff."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from playwright.sync_api import expect
+
+from advisors_app.ingestion import ingest_text
+from advisors_app.models import AdvisorChain, ChatMessage, Collection
+from tests.browser.screenshots import save
+from tests.factories import make_chain, scripted_model
+from tests.live_server import LiveServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ANSWER = (
+    "Refunds go back to the **original payment method**.\n\n"
+    "How long it takes:\n\n"
+    "- card payments: *5 business days*\n"
+    "- bank transfers: up to 10 business days\n\n"
+    "Start one from `Orders → Refund`, or ask support with your order number."
+)
+SLOW_ANSWER = " ".join(f"word{i}" for i in range(200))
+HOSTILE_ANSWER = (
+    'Look: <img src=x onerror="window.pwned=1"> <script>window.pwned=2</script>\n\n'
+    "[click me](javascript:window.pwned=3) and ![pixel](http://127.0.0.1:9/leak.png?q=secret)"
+)
+
+
+def words(text: str) -> list[str]:
+    """``text`` as streamed chunks: one word (with its following space) per chunk."""
+    return re.findall(r"\S+\s*", text)
+
+
+@pytest.fixture
+def site(django_user_model: Any) -> dict[str, Any]:
+    """Users, a handbook collection, and chains on scripted models that stream visibly."""
+    users = {
+        "alice": django_user_model.objects.create_user("alice", password="pw"),
+        "bob": django_user_model.objects.create_user("bob", password="pw"),
+        "admin": django_user_model.objects.create_superuser("admin", password="pw"),
+    }
+    handbook = Collection.objects.create(slug="handbook", name="Handbook")
+    ingest_text(
+        handbook,
+        "refunds.md",
+        "Refunds are paid to the original payment method: card refunds take 5 business days.",
+    )
+    ingest_text(
+        handbook, "bank-transfers.md", "Bank transfer refunds can take up to 10 business days."
+    )
+
+    def chain(slug: str, name: str, answer: str, delay: float, *advisors: Any) -> AdvisorChain:
+        model = scripted_model(
+            f"{slug}-model",
+            responses=[words(answer)],
+        )
+        model.settings["chunk_delay"] = delay
+        model.save()
+        made = make_chain(slug, model=model, advisors=advisors)
+        made.name = name
+        made.save()
+        return made
+
+    memory = ("message_chat_memory", {"max_messages": 20})
+    retrieval = ("question_answer", {"collection": "handbook", "top_k": 2})
+    chains = {
+        "support": chain("support", "Support (handbook)", ANSWER, 0.03, memory, retrieval),
+        "slow": chain("slow", "Slow storyteller", SLOW_ANSWER, 0.05, memory),
+        "hostile": chain("hostile", "Hostile model", HOSTILE_ANSWER, 0.0),
+    }
+    return {**users, "chains": chains}
+
+
+def log_in(page: Any, server: LiveServer, username: str, path: str = "/chat/") -> None:
+    """Log in through the site's login form, which then opens ``path``."""
+    page.goto(f"{server.url}/accounts/login/?next={quote(path)}")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill("pw")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(server.url + path)
+
+
+def connected(page: Any) -> None:
+    expect(page.locator("#connection")).to_have_text("Connected")
+
+
+def last_reply(page: Any) -> Any:
+    return page.locator(".msg-assistant").last
+
+
+def send(page: Any, text: str) -> None:
+    page.get_by_role("textbox", name="Message").fill(text)
+    page.get_by_role("textbox", name="Message").press("Enter")
+
+
+def wait_done(page: Any) -> None:
+    expect(last_reply(page).locator(".msg-meta")).to_be_visible()
+
+
+def test_a_reply_streams_in_token_by_token_with_markdown_and_sources(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    page = new_page()
+    log_in(page, chat_server, "alice")
+    connected(page)
+    page.get_by_label("Chain").select_option("support")
+    connected(page)
+    send(page, "How long does a refund take?")
+    expect(page.locator(".msg-user .msg-body").last).to_have_text("How long does a refund take?")
+
+    lengths = []
+    body = last_reply(page).locator(".msg-body")
+    while not last_reply(page).locator(".msg-meta").count():
+        lengths.append(len(body.inner_text()))
+        time.sleep(0.04)
+    growth = [b for a, b in itertools.pairwise(lengths) if b > a]
+    assert len(growth) >= 4, lengths  # the answer grew over several observations
+
+    reply = last_reply(page)
+    expect(reply.locator("strong")).to_have_text("original payment method")
+    expect(reply.locator(".msg-body li")).to_have_count(2)
+    expect(reply.locator(".msg-body code")).to_have_text("Orders → Refund")
+    expect(reply.locator(".msg-sources summary")).to_have_text("Sources (2)")
+    expect(reply.locator(".msg-sources li").first).to_contain_text("refunds.md")
+    expect(reply.locator(".msg-meta")).to_contain_text("first token")
+    expect(reply.locator(".msg-meta")).to_contain_text("total")
+    expect(reply).not_to_have_attribute("aria-busy", "true")
+    # The new conversation has its own URL and sits in the sidebar, current.
+    page.wait_for_url(re.compile(r"/chat/c/[0-9a-f]{32}/$"))
+    expect(page.locator("#conversation-list a[aria-current=page]")).to_have_text(
+        "How long does a refund take?"
+    )
+    assert not reply.locator(".msg-trace").count()  # no trace drawer for non-staff
+    save(page, "chat", readme=True)
+
+
+def test_stop_ends_a_reply_and_keeps_what_arrived(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    page = new_page()
+    log_in(page, chat_server, "alice", "/chat/?chain=slow")
+    connected(page)
+    send(page, "Tell me a long story")
+    expect(last_reply(page).locator(".msg-body")).to_contain_text("word5")
+    stop = page.get_by_role("button", name="Stop")
+    expect(stop).to_be_focused()  # keyboard users land on it after sending
+    stop.press("Enter")
+    expect(last_reply(page).locator(".msg-note")).to_have_text(
+        "Stopped; the answer so far was saved."
+    )
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    shown = last_reply(page).locator(".msg-body").inner_text()
+    assert "word5" in shown and "word199" not in shown
+    stored = ChatMessage.objects.filter(message_type="assistant").get()
+    assert stored.metadata == {"interrupted": True, "finish_reason": "cancelled"}
+    assert stored.text.strip() == shown.strip()
+
+    # Escape stops a reply too.
+    send(page, "Another one")
+    expect(last_reply(page).locator(".msg-body")).to_contain_text("word3")
+    page.keyboard.press("Escape")
+    expect(last_reply(page).locator(".msg-note")).to_contain_text("Stopped")
+
+
+def test_a_reload_shows_the_conversation_and_it_continues(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    page = new_page()
+    log_in(page, chat_server, "alice", "/chat/?chain=support")
+    connected(page)
+    send(page, "Refunds?")
+    wait_done(page)
+    page.wait_for_url(re.compile(r"/chat/c/\w+/$"))
+    url = page.url
+    page.reload()
+    connected(page)
+    expect(page.locator(".msg-user .msg-body")).to_have_text(["Refunds?"])
+    expect(last_reply(page).locator("strong")).to_have_text("original payment method")
+    expect(page.get_by_label("Chain")).to_have_value("support")
+    send(page, "And for bank transfers?")
+    wait_done(page)
+    assert page.url == url
+    expect(page.locator(".msg-user")).to_have_count(2)
+    assert ChatMessage.objects.filter(conversation__owner=site["alice"]).count() == 4
+
+
+def test_another_user_cannot_open_the_conversation(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    page = new_page()
+    log_in(page, chat_server, "alice", "/chat/?chain=support")
+    connected(page)
+    send(page, "My order number is 8812")
+    wait_done(page)
+    page.wait_for_url(re.compile(r"/chat/c/\w+/$"))
+    url = page.url
+
+    other = new_page()
+    log_in(other, chat_server, "bob")
+    expect(other.locator("#conversation-list")).not_to_contain_text("8812")
+    response = other.goto(url)
+    assert response.status == 404
+    assert "8812" not in other.content()
+
+
+def test_model_output_cannot_inject_html_scripts_or_images(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    page = new_page()
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    log_in(page, chat_server, "alice", "/chat/?chain=hostile")
+    connected(page)
+    send(page, "Say something")
+    wait_done(page)
+    body = last_reply(page).locator(".msg-body")
+    expect(body).to_contain_text('<img src=x onerror="window.pwned=1">')
+    assert page.evaluate("window.pwned") is None
+    assert body.locator("img, script").count() == 0
+    assert body.locator("a[href^='javascript']").count() == 0
+    assert not [url for url in requests if "leak.png" in url]
+
+
+def test_errors_are_shown_and_a_dropped_socket_reconnects(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    page = new_page()
+    log_in(page, chat_server, "alice", "/chat/?chain=slow")
+    connected(page)
+    AdvisorChain.objects.filter(slug="slow").update(enabled=False)
+    send(page, "Hello?")
+    error = last_reply(page).locator(".msg-error")
+    expect(error).to_have_attribute("role", "alert")
+    expect(error).to_contain_text("No enabled chain 'slow'.")
+    expect(error).to_contain_text("chain_not_found")
+    AdvisorChain.objects.filter(slug="slow").update(enabled=True)
+
+    send(page, "Tell me a story")
+    expect(last_reply(page).locator(".msg-body")).to_contain_text("word2")
+    chat_server.stop()
+    expect(last_reply(page).locator(".msg-note")).to_contain_text("The connection dropped")
+    expect(page.locator("#connection")).to_contain_text("reconnecting")
+    chat_server.start()
+    expect(page.locator("#connection")).to_have_text("Connected", timeout=30_000)
+    send(page, "Still there?")
+    expect(last_reply(page).locator(".msg-body")).to_contain_text("word3")
+    page.get_by_role("button", name="Stop").click()
+    expect(last_reply(page).locator(".msg-note")).to_contain_text("Stopped")
+
+
+def test_staff_open_the_trace_drawer(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    page = new_page()
+    log_in(page, chat_server, "admin", "/chat/?chain=support")
+    connected(page)
+    send(page, "Refunds?")
+    wait_done(page)
+    last_reply(page).get_by_role("button", name="Trace").click()
+    drawer = page.get_by_role("dialog")
+    expect(drawer).to_be_visible()
+    expect(drawer.locator("table")).to_contain_text("MessageChatMemoryAdvisor")
+    expect(drawer.locator("table")).to_contain_text("QuestionAnswerAdvisor")
+    expect(drawer.get_by_role("link", name="Open the call log in the admin")).to_be_visible()
+    save(page, "trace-drawer")
+    page.keyboard.press("Escape")
+    expect(drawer).to_be_hidden()
+
+
+def test_the_page_works_on_a_phone(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    page = new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    log_in(page, chat_server, "alice", "/chat/?chain=support")
+    connected(page)
+    sidebar = page.get_by_role("navigation", name="Conversations")
+    expect(sidebar).to_be_hidden()
+    send(page, "Refunds?")
+    wait_done(page)
+    toggle = page.get_by_role("button", name="Conversations")
+    toggle.click()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    expect(sidebar).to_be_visible()
+    expect(sidebar.get_by_role("link", name="Refunds?")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    expect(page.get_by_role("textbox", name="Message")).to_be_in_viewport()
+    save(page, "chat-phone")
+
+
+def test_the_chain_editor_in_the_admin(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    """The README's second image: the admin change page of a chain with its advisors."""
+    # The admin's advisors inline needs about 1800 px (its JSON params boxes).
+    page = new_page(viewport={"width": 1840, "height": 900})
+    chain = site["chains"]["support"]
+    chain.description = "Answers customers from the handbook and remembers the conversation."
+    chain.system_prompt = "You are a friendly support agent. Answer from the handbook only."
+    chain.save()
+    log_in(page, chat_server, "admin", f"/admin/advisors_app/advisorchain/{chain.pk}/change/")
+    page.evaluate("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
+    page.reload()
+    expect(page.locator("#content h1")).to_have_text("Change advisor chain")
+    inline = page.locator(".inline-group")
+    expect(inline).to_contain_text("message_chat_memory")
+    expect(inline).to_contain_text("question_answer")
+    save(page, "chain-editor", readme=True, full_page=True)
