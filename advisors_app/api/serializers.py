@@ -85,6 +85,9 @@ class UsageSerializer(serializers.Serializer):
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
+    cached_prompt_tokens = serializers.IntegerField(
+        required=False, help_text="Prompt tokens the provider served from its cache, if told."
+    )
 
     class Meta:
         ref_name = "Usage"

@@ -39,7 +39,7 @@ from advisors_app.api.throttles import ChatRateThrottle
 from advisors_app.events import TurnEvent
 from advisors_app.services import TurnStream, call_turn, stream_turn
 
-__all__ = ["ChainCallView", "ChainStreamView", "sse_events"]
+__all__ = ["ChainCallView", "ChainStreamView", "JSONOnlyNegotiation", "sse_event", "sse_events"]
 
 _FIELDS = ("message", "conversation_id", "params")
 
