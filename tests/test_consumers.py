@@ -471,4 +471,5 @@ async def test_turns_over_the_chat_rate_are_refused(socket: Any, chain: Any) -> 
     assert 0 < refused["retry_after"] <= 60
     assert refused["message"].startswith("Too many messages: try again in ")
     await socket.send_json_to({"type": "cancel"})  # nothing runs: still a usable socket
-    assert await socket.receive_nothing(timeout=0.2)
+    # Only the first turn's conversation notice may still arrive (the layer is asynchronous).
+    assert {frame["type"] for frame in await drain(socket, quiet=0.2)} <= {"conversation"}
