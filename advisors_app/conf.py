@@ -25,6 +25,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGE_CHARS": 8000,
     "STREAM_COALESCE_MS": 40,
     "STREAM_COALESCE_CHARS": 64,
+    "CHAT_THROTTLE_RATE": "30/minute",
+    "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
+    "TENANT_RESOLVER": "",
     "CHAT_MODELS": {},
     "EMBEDDING_MODELS": {},
 }
@@ -86,6 +89,29 @@ class AdvisorsSettings:
     def STREAM_COALESCE_CHARS(self) -> int:
         """Held-back streamed text is sent at once when it reaches this many characters."""
         return int(self._get("STREAM_COALESCE_CHARS"))
+
+    @property
+    def CHAT_THROTTLE_RATE(self) -> str:
+        """Chat turns allowed per user, as DRF writes rates (``"30/minute"``); ``""``: no limit.
+
+        Counted in Django's default cache (per process unless the cache is shared).
+        """
+        return str(self._get("CHAT_THROTTLE_RATE"))
+
+    @property
+    def MAX_UPLOAD_BYTES(self) -> int:
+        """Largest document file accepted by the REST upload, in bytes."""
+        return int(self._get("MAX_UPLOAD_BYTES"))
+
+    @property
+    def TENANT_RESOLVER(self) -> str:
+        """Dotted path of a callable ``user -> str | None`` naming the user's tenant.
+
+        ``""`` (the default): no tenants. With a resolver, a user's searches, retrievals and
+        uploads are limited to documents of their tenant, and they see the collections without a
+        tenant and those of theirs (see :mod:`advisors_app.scoping`).
+        """
+        return str(self._get("TENANT_RESOLVER"))
 
 
 app_settings = AdvisorsSettings()

@@ -3,24 +3,40 @@
 Built chains are cached and shared by every user, so their retrieval advisors cannot hold a
 per-user store. They hold a :class:`UserScopedVectorStore` instead: each operation asks
 :func:`current_user` (a context variable the turn service sets around every step of a turn)
-and works on ``PgVectorStore.for_user(collection, user)`` — the collection's shared rows plus
-that user's own; rows the user adds belong to them. Without a user (code that runs a chain
-directly) it is the anonymous view: shared rows only, and a private collection is refused.
+and works on ``PgVectorStore.for_user(collection, user, tenant=user_tenant(user))`` — the
+collection's shared rows plus that user's own, of the user's tenant when
+``ADVISORS["TENANT_RESOLVER"]`` names one; rows the user adds belong to them. Without a user
+(code that runs a chain directly) it is the anonymous view: shared rows only, and a private
+collection is refused. The REST API scopes collections and documents with the same functions.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.db.models import Q, QuerySet
+from django.utils.module_loading import import_string
+
+from advisors_app.conf import app_settings
 from advisors_app.core.model import EmbeddingModel
 from advisors_app.core.vectorstore import Document, Filter, SearchRequest, VectorStore
 from advisors_app.models import Collection
+from advisors_app.models import Document as DocumentRow
 from advisors_app.stores.vectors import PgVectorStore
 
-__all__ = ["UserScopedVectorStore", "acting_for", "current_user"]
+__all__ = [
+    "UserScopedVectorStore",
+    "acting_for",
+    "current_user",
+    "user_tenant",
+    "visible_collections",
+    "visible_documents",
+]
 
 _user: contextvars.ContextVar[Any] = contextvars.ContextVar("advisors_app_user", default=None)
 
@@ -38,6 +54,43 @@ def acting_for(user: Any) -> Iterator[None]:
         yield
     finally:
         _user.reset(token)
+
+
+@functools.lru_cache(maxsize=8)
+def _resolver(path: str) -> Callable[[Any], str | None]:
+    return import_string(path)  # type: ignore[no-any-return]
+
+
+def user_tenant(user: Any) -> str | None:
+    """``user``'s tenant from ``ADVISORS["TENANT_RESOLVER"]``; ``None``: no tenant scope.
+
+    Synchronous (a resolver may query the database).
+    """
+    path = app_settings.TENANT_RESOLVER
+    if not path or user is None or not getattr(user, "is_authenticated", False):
+        return None
+    return _resolver(path)(user) or None
+
+
+def visible_collections(user: Any) -> QuerySet[Collection]:
+    """Collections ``user`` may use: shared ones and their own; of their tenant or none."""
+    collections = Collection.objects.filter(Q(owner__isnull=True) | Q(owner_id=user.pk))
+    tenant = user_tenant(user)
+    if tenant is not None:
+        collections = collections.filter(tenant__in=("", tenant))
+    return collections
+
+
+def visible_documents(user: Any) -> QuerySet[DocumentRow]:
+    """Documents ``user`` may see: shared and own rows of :func:`visible_collections`, of
+    their tenant (the rows ``PgVectorStore.for_user`` searches)."""
+    documents = DocumentRow.objects.filter(
+        Q(owner__isnull=True) | Q(owner_id=user.pk), collection__in=visible_collections(user)
+    )
+    tenant = user_tenant(user)
+    if tenant is not None:
+        documents = documents.filter(tenant=tenant)
+    return documents
 
 
 class UserScopedVectorStore(VectorStore):
@@ -58,14 +111,17 @@ class UserScopedVectorStore(VectorStore):
     def name(self) -> str:
         return f"UserScopedVectorStore({self._collection.slug})"
 
-    def _store(self) -> PgVectorStore:
-        return PgVectorStore.for_user(self._collection, current_user(), self._embedding_model)
+    async def _store(self) -> PgVectorStore:
+        user = current_user()
+        # Without a resolver there is nothing to look up: no thread hop.
+        tenant = await sync_to_async(user_tenant)(user) if app_settings.TENANT_RESOLVER else None
+        return PgVectorStore.for_user(self._collection, user, self._embedding_model, tenant=tenant)
 
     async def aadd(self, documents: Sequence[Document]) -> None:
-        await self._store().aadd(documents)
+        await (await self._store()).aadd(documents)
 
     async def adelete(self, ids_or_filter: Sequence[str] | Filter | str) -> None:
-        await self._store().adelete(ids_or_filter)
+        await (await self._store()).adelete(ids_or_filter)
 
     async def asimilarity_search(self, request: SearchRequest | str) -> list[Document]:
-        return await self._store().asimilarity_search(request)
+        return await (await self._store()).asimilarity_search(request)

@@ -11,13 +11,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError as SchemaValidationError
 
 from advisors_app.core.prompt import ChatOptions
+from advisors_app.core.vectorstore import FilterExpressionTextParser
 
 __all__ = [
     "CHAT_OPTIONS_SCHEMA",
+    "FILTER_EXPRESSION_FORMAT",
     "REQUEST_OPTIONS",
     "FieldErrors",
     "chat_options_errors",
@@ -64,9 +66,24 @@ REQUEST_OPTIONS = (
 )
 
 
+#: ``{"type": "string", "format": "filter-expression"}``: text in Spring AI's filter language,
+#: parsed when validated, so a bad filter is refused with its position before a turn runs.
+FILTER_EXPRESSION_FORMAT = "filter-expression"
+
+# Only the formats defined here are checked (jsonschema checks none unless asked).
+_formats = FormatChecker(formats=())
+
+
+@_formats.checks(FILTER_EXPRESSION_FORMAT, raises=ValueError)
+def _is_filter_expression(value: object) -> bool:
+    if isinstance(value, str) and value.strip():
+        FilterExpressionTextParser().parse(value)
+    return True
+
+
 @functools.lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json))
+    return Draft202012Validator(json.loads(schema_json), format_checker=_formats)
 
 
 def check_schema(schema: Mapping[str, Any]) -> None:
@@ -94,6 +111,8 @@ def _message(error: SchemaValidationError) -> str:
         return f"Unknown field. Known fields: {known}."
     if error.validator == "required":
         return "This field is required."
+    if error.validator == "format" and error.cause is not None:
+        return str(error.cause)
     return str(error.message)
 
 

@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI assets served locally, never from a CDN
     "advisors_app",
     "advisors_app.demo",  # the demo: load_demo, retrieval_check and the demo tools
 ]
@@ -90,9 +91,10 @@ CHANNEL_LAYERS = {
 }
 
 REST_FRAMEWORK = {
+    # Token first: an anonymous request then gets 401 with "WWW-Authenticate: Token".
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -100,6 +102,13 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "advisors_app API",
     "DESCRIPTION": "Run advisor chains, manage conversations and documents.",
+    "VERSION": "1",
+    # Request bodies without the read-only fields of the responses.
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 ADVISORS: dict[str, object] = {}

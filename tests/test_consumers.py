@@ -457,3 +457,19 @@ async def test_every_socket_of_the_user_hears_of_a_changed_conversation(
     assert await stranger.receive_nothing(timeout=0.2)
     for communicator in (talking, other_tab, stranger):
         await communicator.disconnect()
+
+
+@override_settings(ADVISORS={"CHAT_THROTTLE_RATE": "1/minute"})
+async def test_turns_over_the_chat_rate_are_refused(socket: Any, chain: Any) -> None:
+    """The websocket spends the per-user budget of the REST chat endpoints."""
+    await script(chain.slug, "one", "two")
+    await socket.send_json_to({"type": "message", "text": "first"})
+    assert (await frames_until_end(socket))[-1]["type"] == "done"
+    await socket.send_json_to({"type": "message", "text": "second"})
+    [refused] = await frames_until_end(socket)
+    assert refused["type"] == "error" and refused["code"] == "throttled"
+    assert 0 < refused["retry_after"] <= 60
+    assert refused["message"].startswith("Too many messages: try again in ")
+    await socket.send_json_to({"type": "cancel"})  # nothing runs: still a usable socket
+    # Only the first turn's conversation notice may still arrive (the layer is asynchronous).
+    assert {frame["type"] for frame in await drain(socket, quiet=0.2)} <= {"conversation"}

@@ -10,6 +10,7 @@ from typing import Any
 
 from advisors_app.core.advisor import DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER
 from advisors_app.registry import AdvisorSpec, AdvisorType
+from advisors_app.validation import FILTER_EXPRESSION_FORMAT
 
 from ._schema import BuiltinTypes, advisor, object_schema
 
@@ -108,6 +109,7 @@ _SEARCH = {
     },
     "filter_expression": {
         "type": "string",
+        "format": FILTER_EXPRESSION_FORMAT,
         "description": "Metadata filter, e.g. source == 'faq.md' && year >= 2024.",
     },
 }
@@ -138,6 +140,7 @@ TYPES: BuiltinTypes = (
             request_params={
                 "qa_filter_expression": {
                     "type": "string",
+                    "format": FILTER_EXPRESSION_FORMAT,
                     "description": "A filter for this request's search.",
                 }
             },
@@ -191,6 +194,7 @@ TYPES: BuiltinTypes = (
             request_params={
                 "vector_store_filter_expression": {
                     "type": "string",
+                    "format": FILTER_EXPRESSION_FORMAT,
                     "description": "A filter for this request's search.",
                 }
             },

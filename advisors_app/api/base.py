@@ -1,0 +1,79 @@
+"""Base views of the API: the error shape, explicit permissions, and an async ``APIView``.
+
+DRF's ``APIView.dispatch`` is synchronous, so under ASGI Django would run a chat view in its
+one thread-sensitive worker thread, and a model call of a minute would hold that thread (every
+other synchronous view of the process waits behind it). :class:`AsyncAPIView` runs DRF's request
+pipeline — authentication, permissions, throttles and body parsing, which may touch the database
+or a cache — in a worker thread through ``sync_to_async``, then awaits the ``async def`` handler
+on the event loop, so a turn costs no thread while it waits for the model. (``adrf`` does the
+same and more; we need only this, so we do not depend on it.)
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponseBase
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from advisors_app.api.errors import api_exception_handler
+
+__all__ = ["ApiView", "AsyncAPIView"]
+
+
+class ApiView(APIView):
+    """An ``APIView`` with the app's error handler and explicit permission checks.
+
+    Permission classes are set on every view (not left to ``DEFAULT_PERMISSION_CLASSES``), so
+    a project whose default is ``AllowAny`` still keeps anonymous users out. Authentication
+    follows the project's ``DEFAULT_AUTHENTICATION_CLASSES`` (session and token in the example
+    site).
+    """
+
+    permission_classes = [IsAuthenticated]
+
+    def get_exception_handler(self) -> Any:
+        return api_exception_handler
+
+
+class AsyncAPIView(ApiView):
+    """An ``ApiView`` whose handlers are ``async def`` (see the module docstring).
+
+    The request body is parsed in the worker thread too, so ``request.data`` is ready (and a
+    malformed body already answered with 400) when the handler runs. Subclasses define only
+    ``async def`` handlers (Django then serves the view asynchronously); ``OPTIONS`` keeps
+    DRF's synchronous metadata answer.
+    """
+
+    def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        self.initial(request, *args, **kwargs)
+        if request.method not in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            request.data  # noqa: B018 - parse now, off the event loop
+
+    async def dispatch(  # type: ignore[override]
+        self, request: HttpRequest, *args: Any, **kwargs: Any
+    ) -> HttpResponseBase:
+        self.args = args
+        self.kwargs = kwargs
+        drf_request = self.initialize_request(request, *args, **kwargs)
+        self.request = drf_request
+        self.headers = self.default_response_headers
+        try:
+            await sync_to_async(self._prepare)(drf_request, *args, **kwargs)
+            method = (drf_request.method or "").lower()
+            handler = (
+                getattr(self, method, self.http_method_not_allowed)
+                if method in self.http_method_names
+                else self.http_method_not_allowed
+            )
+            response = handler(drf_request, *args, **kwargs)
+            if inspect.isawaitable(response):
+                response = await response
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        self.response = self.finalize_response(drf_request, response, *args, **kwargs)
+        return self.response

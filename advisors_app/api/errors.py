@@ -1,0 +1,221 @@
+"""One JSON error shape for every 4xx and 5xx answer of the API.
+
+Every error body is::
+
+    {"error": {"code": "invalid",
+               "message": "The request is invalid.",
+               "fields": {"message": ["This field may not be blank."]},
+               "provider_status": null, "retry_after": null,
+               "conversation_id": null, "trace_id": null}}
+
+- ``code``: a stable, machine-readable string: DRF's codes (``parse_error``,
+  ``not_authenticated``, ``authentication_failed``, ``permission_denied``, ``not_found``,
+  ``method_not_allowed``, ``not_acceptable``, ``unsupported_media_type``, ``throttled``), the
+  turn service's (``invalid``, ``chain_not_found``, ``chain_misconfigured``), the provider codes
+  of :func:`advisors_app.events.error_event` (``rate_limited``, ``provider_timeout``,
+  ``provider_unreachable``, ``provider_unavailable``, ``provider_malformed_response``,
+  ``provider_authentication``, ``provider_bad_request``, ``provider_error``), ``output_invalid``
+  and ``internal_error``.
+- ``message``: one sentence for people.
+- ``fields``: dotted field path → messages (``"advisors.1.params.top_k"``); ``{}`` when the error
+  is not about a field. DRF's ``non_field_errors`` keeps its name.
+- ``provider_status``: the model provider's HTTP status for provider errors, else ``null``.
+- ``retry_after``: seconds to wait (throttling and provider rate limits; also sent as the
+  ``Retry-After`` header), else ``null``.
+- ``conversation_id`` and ``trace_id``: set when a chat turn failed after it started (the
+  call log row has the trace id).
+
+The ``error`` events of the SSE stream and the websocket carry the same information in the
+flat event shape of :mod:`advisors_app.events` (``errors`` instead of ``fields``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from advisors_app.events import ErrorEvent, TurnError, error_event
+
+__all__ = [
+    "PROVIDER_HTTP_STATUS",
+    "ErrorSerializer",
+    "api_exception_handler",
+    "api_not_found",
+    "error_body",
+    "event_status",
+    "flatten_errors",
+]
+
+logger = logging.getLogger("advisors_app.api")
+
+#: HTTP status of a REST answer for each ``error_event`` code of a failed turn.
+PROVIDER_HTTP_STATUS: dict[str, int] = {
+    "rate_limited": status.HTTP_429_TOO_MANY_REQUESTS,
+    "provider_timeout": status.HTTP_504_GATEWAY_TIMEOUT,
+    "provider_unreachable": status.HTTP_502_BAD_GATEWAY,
+    "provider_unavailable": status.HTTP_503_SERVICE_UNAVAILABLE,
+    "provider_malformed_response": status.HTTP_502_BAD_GATEWAY,
+    "provider_authentication": status.HTTP_502_BAD_GATEWAY,
+    "provider_bad_request": status.HTTP_502_BAD_GATEWAY,
+    "provider_error": status.HTTP_502_BAD_GATEWAY,
+    "output_invalid": status.HTTP_502_BAD_GATEWAY,
+}
+
+
+def error_body(
+    code: str,
+    message: str,
+    fields: Mapping[str, list[str]] | None = None,
+    *,
+    provider_status: int | None = None,
+    retry_after: float | None = None,
+    conversation_id: str | None = None,
+    trace_id: str | None = None,
+) -> dict[str, Any]:
+    """The JSON body of an error answer (see the module docstring)."""
+    return {
+        "error": {
+            "code": code,
+            "message": message,
+            "fields": dict(fields or {}),
+            "provider_status": provider_status,
+            "retry_after": retry_after,
+            "conversation_id": conversation_id,
+            "trace_id": trace_id,
+        }
+    }
+
+
+def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested ``ValidationError.detail`` as ``{"advisors.0.params": ["..."]}``."""
+    if isinstance(detail, Mapping):
+        flat: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            for field, messages in flatten_errors(value, path).items():
+                flat.setdefault(field, []).extend(messages)
+        return flat
+    if isinstance(detail, list):
+        if all(not isinstance(item, (list, Mapping)) for item in detail):
+            return {prefix: [str(item) for item in detail]} if detail else {}
+        flat = {}
+        for index, value in enumerate(detail):
+            path = f"{prefix}.{index}" if prefix else str(index)
+            for field, messages in flatten_errors(value, path).items():
+                flat.setdefault(field, []).extend(messages)
+        return flat
+    return {prefix: [str(detail)]}
+
+
+def event_status(event: ErrorEvent) -> int:
+    """The HTTP status answering a turn that failed with ``event``."""
+    return PROVIDER_HTTP_STATUS.get(event.code, status.HTTP_500_INTERNAL_SERVER_ERROR)
+
+
+def _retry_header(seconds: float | None) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(seconds)))} if seconds else {}
+
+
+def _from_event(event: ErrorEvent, http_status: int) -> Response:
+    body = error_body(
+        event.code,
+        event.message,
+        event.errors,
+        provider_status=event.provider_status,
+        retry_after=event.retry_after,
+        conversation_id=event.conversation_id,
+        trace_id=event.trace_id,
+    )
+    return Response(body, status=http_status, headers=_retry_header(event.retry_after))
+
+
+def _code(exc: exceptions.APIException) -> str:
+    codes = exc.get_codes()
+    return codes if isinstance(codes, str) else exc.default_code
+
+
+def _from_api_exception(exc: exceptions.APIException) -> Response:
+    headers = _retry_header(getattr(exc, "wait", None))
+    if getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+    code = _code(exc)
+    if isinstance(exc.detail, (list, dict)):
+        fields = flatten_errors(exc.detail)
+        message = "The request is invalid."
+        code = "invalid"
+    else:
+        fields = {}
+        message = str(exc.detail)
+    body = error_body(code, message, fields, retry_after=getattr(exc, "wait", None))
+    return Response(body, status=exc.status_code, headers=headers)
+
+
+def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response:
+    """DRF exception handler: every exception becomes the one error shape, never HTML.
+
+    Handles DRF's exceptions, Django's ``Http404``/``PermissionDenied``,
+    :class:`~advisors_app.events.TurnError` (its ``http_status``), provider errors of a
+    failed call (502/503/504/429 with the provider's status and message, through
+    :func:`~advisors_app.events.error_event`), and anything else as a logged 500
+    ``internal_error`` that reveals no detail.
+    """
+    set_rollback()
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(*exc.args)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(*exc.args)
+    if isinstance(exc, exceptions.APIException):
+        return _from_api_exception(exc)
+    if isinstance(exc, TurnError):
+        return _from_event(exc.to_event(), exc.http_status)
+    event = error_event(exc)
+    if event.code == "internal_error":
+        logger.error("API request failed", exc_info=exc)
+        body = error_body("internal_error", "The server could not complete this request.")
+        return Response(body, status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+    return _from_event(event, event_status(event))
+
+
+@csrf_exempt  # a POST to a mistyped path is still answered in JSON, not a CSRF page
+def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """JSON 404 for any path under the API prefix that names no endpoint."""
+    body = error_body("not_found", f"No API endpoint at {request.path}.")
+    return JsonResponse(body, status=status.HTTP_404_NOT_FOUND)
+
+
+class _ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable error code, e.g. invalid, not_found.")
+    message = serializers.CharField(help_text="What went wrong, for people.")
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text='Field path → messages, e.g. {"params.options.temperature": ["..."]}.',
+    )
+    provider_status = serializers.IntegerField(
+        allow_null=True, help_text="The model provider's HTTP status (provider errors)."
+    )
+    retry_after = serializers.FloatField(
+        allow_null=True, help_text="Seconds to wait before retrying (429)."
+    )
+    conversation_id = serializers.CharField(allow_null=True)
+    trace_id = serializers.CharField(allow_null=True)
+
+    class Meta:
+        ref_name = "ErrorDetail"
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The body of every error answer (documentation only)."""
+
+    error = _ErrorDetailSerializer()
+
+    class Meta:
+        ref_name = "Error"

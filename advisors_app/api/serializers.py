@@ -1,0 +1,463 @@
+"""Serializers of the API: request validation for CRUD, and the documented response shapes.
+
+Chat requests are not validated here: the turn service validates them (the same messages for
+REST, websocket and admin), so :class:`ChatRequestSerializer` and the chat responses only
+describe the JSON for the OpenAPI schema. Chain writes validate through the registry
+(:func:`advisors_app.registry.params_errors`), the model's own ``clean()`` and the chain lint
+(:func:`advisors_app.lint.lint_chain`), so the API, the admin and the runtime agree.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from advisors_app.conversations import public_conversation_id
+from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
+from advisors_app.core.vectorstore import Filter, FilterExpressionTextParser
+from advisors_app.lint import lint_chain
+from advisors_app.models import (
+    AdvisorChain,
+    AdvisorConfig,
+    ChatMessage,
+    ChatModelConfig,
+    Collection,
+    Conversation,
+    Document,
+    PromptTemplate,
+)
+from advisors_app.registry import params_errors
+from advisors_app.runtime import ChainConfigurationError, ChainNotFound, load_chain
+
+__all__ = [
+    "AdvisorRowSerializer",
+    "ChainConfigSerializer",
+    "ChainSerializer",
+    "ChatRequestSerializer",
+    "ChatResultSerializer",
+    "CollectionSerializer",
+    "ConversationDetailSerializer",
+    "ConversationSerializer",
+    "DocumentSerializer",
+    "FileUploadSerializer",
+    "IngestResultSerializer",
+    "SearchRequestSerializer",
+    "SearchResultSerializer",
+    "TextUploadSerializer",
+    "UploadResultSerializer",
+    "UsageSerializer",
+]
+
+_OBJECT = {"type": "object", "additionalProperties": {}}
+
+
+# -- chat ------------------------------------------------------------------------------------
+
+
+class ChatRequestSerializer(serializers.Serializer):
+    """A chat turn (documentation; the turn service validates)."""
+
+    message = serializers.CharField(help_text="The user's message (at most MAX_MESSAGE_CHARS).")
+    conversation_id = serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=128,
+        help_text="Continue this conversation of yours; omit to start one (the answer says "
+        "its id). A new id you choose (letters, digits, ._:-) starts a conversation with it.",
+    )
+    params = serializers.JSONField(
+        required=False,
+        help_text='Per-request params the chain accepts (its params_schema): "options" '
+        '(temperature, max_tokens, ...), "system_params", and advisor params such as '
+        '"qa_filter_expression".',
+    )
+
+    class Meta:
+        ref_name = "Chat"
+
+
+class UsageSerializer(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cached_prompt_tokens = serializers.IntegerField(
+        required=False, help_text="Prompt tokens the provider served from its cache, if told."
+    )
+
+    class Meta:
+        ref_name = "Usage"
+
+
+class ChatResultSerializer(serializers.Serializer):
+    """The answer of ``POST /api/chains/<slug>/call/`` (``TurnResult.to_dict()``)."""
+
+    conversation_id = serializers.CharField()
+    content = serializers.CharField(allow_blank=True)
+    usage = UsageSerializer(allow_null=True, help_text="Tokens, when the model reports them.")
+    metadata = serializers.JSONField(
+        help_text="Response metadata: retrieved documents (qa_retrieved_documents), "
+        "citations, semantic_cache_hit, model, ..."
+    )
+    finish_reason = serializers.CharField(allow_null=True)
+    trace_id = serializers.CharField(help_text="Finds the call log row of this turn.")
+
+    class Meta:
+        ref_name = "ChatResult"
+
+
+# -- conversations ---------------------------------------------------------------------------
+
+
+class ConversationSerializer(serializers.ModelSerializer):
+    id = serializers.SerializerMethodField(help_text="The conversation id clients use.")
+    title = serializers.CharField(max_length=200, allow_blank=True)
+
+    class Meta:
+        model = Conversation
+        fields = ["id", "title", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+    def get_id(self, conversation: Conversation) -> str:
+        return public_conversation_id(conversation.conversation_id)
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    type = serializers.CharField(source="message_type")
+
+    class Meta:
+        model = ChatMessage
+        fields = ["sequence", "type", "text", "metadata", "tool_calls", "tool_responses"]
+        fields += ["created_at"]
+        ref_name = "ConversationMessage"
+
+
+class ConversationDetailSerializer(ConversationSerializer):
+    messages = MessageSerializer(many=True, read_only=True)
+
+    class Meta(ConversationSerializer.Meta):
+        fields = [*ConversationSerializer.Meta.fields, "messages"]
+
+
+# -- chains ----------------------------------------------------------------------------------
+
+
+def _params_schema(chain: AdvisorChain) -> dict[str, Any] | None:
+    if not chain.enabled:
+        return None
+    try:
+        return dict(load_chain(chain.slug).params_schema)
+    except (ChainNotFound, ChainConfigurationError):
+        return None
+
+
+class ChainSerializer(serializers.ModelSerializer):
+    """What a client needs to call a chain."""
+
+    params_schema = serializers.SerializerMethodField(
+        help_text="JSON Schema of the params a request may send (null: the chain cannot run)."
+    )
+
+    class Meta:
+        model = AdvisorChain
+        fields = ["slug", "name", "description", "enabled", "tools", "params_schema"]
+        read_only_fields = fields
+
+    @extend_schema_field({**_OBJECT, "nullable": True})
+    def get_params_schema(self, chain: AdvisorChain) -> dict[str, Any] | None:
+        return _params_schema(chain)
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "integer"}, {"type": "string", "example": "HIGHEST+200"}],
+        "nullable": True,
+    }
+)
+class OrderField(serializers.Field):
+    """An advisor order: an integer, ``"HIGHEST+N"`` or ``"LOWEST-N"``; null: the type's default."""
+
+    def to_internal_value(self, data: Any) -> int | None:
+        from advisors_app.admin.forms import OrderField as FormOrderField
+
+        if isinstance(data, bool) or not isinstance(data, (int, str)):
+            raise serializers.ValidationError("Enter a whole number, HIGHEST+N or LOWEST-N.")
+        try:
+            value: int | None = FormOrderField(required=False).clean(str(data))
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from None
+        return value
+
+    def to_representation(self, value: Any) -> int | None:
+        return value
+
+
+class AdvisorRowSerializer(serializers.ModelSerializer):
+    """One advisor of a chain: a registered type key, its order, params checked by its schema."""
+
+    order = OrderField(
+        required=False,
+        allow_null=True,
+        help_text=f"Smaller runs first ({HIGHEST_PRECEDENCE}..{LOWEST_PRECEDENCE}); "
+        "HIGHEST+N and LOWEST-N are accepted; null: the type's default.",
+    )
+    params = serializers.JSONField(required=False, help_text="Checked by the type's JSON Schema.")
+
+    class Meta:
+        model = AdvisorConfig
+        fields = ["id", "advisor_type", "order", "enabled", "params"]
+        read_only_fields = ["id"]
+        ref_name = "ChainAdvisor"
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs.setdefault("params", {})
+        errors = params_errors(attrs["advisor_type"], attrs["params"])
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+class LintMessageSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    level = serializers.ChoiceField(choices=["error", "warning"])
+    message = serializers.CharField()
+
+    class Meta:
+        ref_name = "LintMessage"
+
+
+class ChainConfigSerializer(serializers.ModelSerializer):
+    """A chain's whole configuration, for staff: create, replace, update."""
+
+    chat_model = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=ChatModelConfig.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text="Slug of a chat-model configuration; null: ADVISORS['DEFAULT_CHAT_MODEL'].",
+    )
+    system_template = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=PromptTemplate.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text="Slug of a prompt template (instead of system_prompt).",
+    )
+    default_options = serializers.JSONField(required=False, help_text="Chat options.")
+    advisors = AdvisorRowSerializer(
+        many=True,
+        required=False,
+        help_text="The chain's advisors; a write that sends them replaces them all.",
+    )
+    params_schema = serializers.SerializerMethodField()
+    lint = serializers.SerializerMethodField(help_text="Chain lint warnings of the saved chain.")
+
+    class Meta:
+        model = AdvisorChain
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "enabled",
+            "chat_model",
+            "system_prompt",
+            "system_template",
+            "default_options",
+            "tools",
+            "advisors",
+            "config_hash",
+            "updated_at",
+            "params_schema",
+            "lint",
+        ]
+        read_only_fields = ["config_hash", "updated_at"]
+        ref_name = "ChainConfig"
+
+    @extend_schema_field({**_OBJECT, "nullable": True})
+    def get_params_schema(self, chain: AdvisorChain) -> dict[str, Any] | None:
+        return _params_schema(chain)
+
+    @extend_schema_field(LintMessageSerializer(many=True))
+    def get_lint(self, chain: AdvisorChain) -> list[dict[str, str]]:
+        return [
+            {"id": m.id, "level": m.level, "message": str(m)}
+            for m in lint_chain(chain.advisors.all())
+        ]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        chain = copy.copy(self.instance) if self.instance is not None else AdvisorChain()
+        for name, value in attrs.items():
+            if name != "advisors":
+                setattr(chain, name, value)
+        if chain.default_options is None:
+            chain.default_options = {}
+        try:
+            chain.clean()
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+        rows = [AdvisorConfig(**row) for row in attrs.get("advisors", ())]
+        lint_errors = [f"{m.id}: {m}" for m in lint_chain(rows) if m.is_error]
+        if lint_errors:
+            raise serializers.ValidationError({"advisors": lint_errors})
+        return attrs
+
+    def _save_advisors(self, chain: AdvisorChain, rows: list[dict[str, Any]] | None) -> None:
+        if rows is None:
+            return
+        chain.advisors.all().delete()
+        for row in rows:
+            AdvisorConfig.objects.create(chain=chain, **row)
+
+    def create(self, validated_data: dict[str, Any]) -> AdvisorChain:
+        rows = validated_data.pop("advisors", [])
+        with transaction.atomic():
+            chain = AdvisorChain.objects.create(**validated_data)
+            self._save_advisors(chain, rows)
+        chain.refresh_from_db()
+        return chain
+
+    def update(self, instance: AdvisorChain, validated_data: dict[str, Any]) -> AdvisorChain:
+        rows = validated_data.pop("advisors", None)
+        with transaction.atomic():
+            for name, value in validated_data.items():
+                setattr(instance, name, value)
+            instance.save()
+            self._save_advisors(instance, rows)
+        instance.refresh_from_db()
+        return instance
+
+
+# -- collections and documents ---------------------------------------------------------------
+
+
+class CollectionSerializer(serializers.ModelSerializer):
+    shared = serializers.SerializerMethodField(help_text="True: every user's; false: yours.")
+
+    class Meta:
+        model = Collection
+        fields = ["slug", "name", "description", "shared", "created_at"]
+        read_only_fields = ["created_at"]
+
+    def get_shared(self, collection: Collection) -> bool:
+        return collection.owner_id is None
+
+
+class DocumentSerializer(serializers.ModelSerializer):
+    """One stored chunk: its text, metadata, source and whether it is yours."""
+
+    collection = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    text = serializers.CharField(source="content", read_only=True)
+    shared = serializers.SerializerMethodField(help_text="True: shared; false: yours.")
+
+    class Meta:
+        model = Document
+        fields = ["id", "collection", "source", "text", "metadata", "shared", "created_at"]
+        read_only_fields = fields
+
+    def get_shared(self, document: Document) -> bool:
+        return document.owner_id is None
+
+
+class _MetadataMixin(serializers.Serializer):
+    metadata = serializers.JSONField(
+        required=False,
+        help_text="A JSON object added to every chunk's metadata (multipart: its JSON text).",
+    )
+
+    def validate_metadata(self, value: Any) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Enter a JSON object.")
+        return value
+
+
+class TextUploadSerializer(_MetadataMixin):
+    """A text document sent as JSON."""
+
+    collection = serializers.SlugField(help_text="Slug of a collection you may use.")
+    name = serializers.CharField(
+        max_length=500, help_text="The source name (re-sending it replaces the document)."
+    )
+    text = serializers.CharField(help_text="Plain text or Markdown.")
+
+    class Meta:
+        ref_name = "TextUpload"
+
+
+class FileUploadSerializer(_MetadataMixin):
+    """Files sent as multipart form data (.txt, .md, .html, .pdf)."""
+
+    collection = serializers.SlugField(help_text="Slug of a collection you may use.")
+    file = serializers.ListField(
+        child=serializers.FileField(max_length=500),
+        allow_empty=False,
+        help_text="One or more files; each file's name is its source name.",
+    )
+
+    class Meta:
+        ref_name = "FileUpload"
+
+
+class IngestResultSerializer(serializers.Serializer):
+    source = serializers.CharField()
+    chunks = serializers.IntegerField(help_text="Chunks of the source now stored.")
+    added = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    removed = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "IngestResult"
+
+
+class UploadResultSerializer(serializers.Serializer):
+    collection = serializers.CharField()
+    documents = IngestResultSerializer(many=True)
+
+    class Meta:
+        ref_name = "UploadResult"
+
+
+class SearchRequestSerializer(serializers.Serializer):
+    collection = serializers.SlugField(help_text="Slug of a collection you may use.")
+    query = serializers.CharField(max_length=8000)
+    filter = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="Spring AI's filter language over metadata, e.g. "
+        "\"source == 'faq.md' && year >= 2024\".",
+    )
+    top_k = serializers.IntegerField(required=False, default=4, min_value=1, max_value=100)
+    similarity_threshold = serializers.FloatField(
+        required=False,
+        default=0.0,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="Lowest cosine similarity kept (0 keeps everything).",
+    )
+
+    class Meta:
+        ref_name = "Search"
+
+    def validate_filter(self, value: str | None) -> Filter | None:
+        if value is None or not value.strip():
+            return None
+        try:
+            return FilterExpressionTextParser().parse(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class SearchResultSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    text = serializers.CharField()
+    metadata = serializers.JSONField()
+    score = serializers.FloatField(help_text="Cosine similarity (1 - cosine distance).")
+
+    class Meta:
+        ref_name = "SearchResult"

@@ -1,0 +1,41 @@
+"""Routes of the REST API (included by ``advisors_app.urls`` under ``api/``)."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern, URLResolver, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from advisors_app.api.errors import api_not_found
+from advisors_app.api.views.chains import ChainDetailView, ChainListView
+from advisors_app.api.views.chat import ChainCallView, ChainStreamView
+from advisors_app.api.views.conversations import ConversationDetailView, ConversationListView
+from advisors_app.api.views.documents import (
+    CollectionListView,
+    DocumentDetailView,
+    DocumentListView,
+    DocumentSearchView,
+)
+
+__all__ = ["urlpatterns"]
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("chains/", ChainListView.as_view(), name="api-chains"),
+    path("chains/<slug:slug>/", ChainDetailView.as_view(), name="api-chain"),
+    path("chains/<slug:slug>/call/", ChainCallView.as_view(), name="api-chain-call"),
+    path("chains/<slug:slug>/stream/", ChainStreamView.as_view(), name="api-chain-stream"),
+    path("conversations/", ConversationListView.as_view(), name="api-conversations"),
+    path(
+        "conversations/<str:conversation_id>/",
+        ConversationDetailView.as_view(),
+        name="api-conversation",
+    ),
+    path("collections/", CollectionListView.as_view(), name="api-collections"),
+    path("documents/", DocumentListView.as_view(), name="api-documents"),
+    path("documents/search/", DocumentSearchView.as_view(), name="api-documents-search"),
+    path("documents/<str:document_id>/", DocumentDetailView.as_view(), name="api-document"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path(
+        "docs/", SpectacularSwaggerView.as_view(url_name="advisors_app:api-schema"), name="api-docs"
+    ),
+    re_path(r"^[\s\S]*$", api_not_found),  # any path, even one with a newline
+]

@@ -1,0 +1,186 @@
+"""Chat endpoints: ``call`` (one JSON answer) and ``stream`` (Server-Sent Events).
+
+Both hand the request to the turn service (:func:`~advisors_app.services.call_turn`,
+:func:`~advisors_app.services.stream_turn`) and translate; nothing here builds a chain or writes
+a message. Refused input (blank or oversized message, unknown chain, bad params or filter) is a
+4xx JSON error before anything is stored; the stream endpoint validates before it opens the
+stream, so a refusal is never a 200 event stream.
+
+SSE: each event is ``event: <type>`` and ``data: <json>`` (the event's ``to_dict()``, exactly
+the websocket frame) followed by a blank line. Under ASGI the response body is an async
+generator. When the client goes away Django cancels the task serving the request
+(``ASGIHandler`` listens for ``http.disconnect`` while the response streams): the
+``CancelledError`` lands where the generator awaits the next event, inside the turn service,
+which closes the model stream at once, stores the partial reply flagged as interrupted and logs
+the turn as cancelled; if it lands while a chunk is being sent, closing the generator closes
+the turn stream the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from advisors_app.api.base import AsyncAPIView
+from advisors_app.api.errors import ErrorSerializer
+from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerializer
+from advisors_app.api.throttles import ChatRateThrottle
+from advisors_app.events import TurnEvent
+from advisors_app.services import TurnStream, call_turn, stream_turn
+
+__all__ = ["ChainCallView", "ChainStreamView", "JSONOnlyNegotiation", "sse_event", "sse_events"]
+
+_FIELDS = ("message", "conversation_id", "params")
+
+_ERRORS = {
+    400: OpenApiResponse(ErrorSerializer, description="Refused input (code invalid)."),
+    401: OpenApiResponse(ErrorSerializer, description="Not authenticated."),
+    404: OpenApiResponse(ErrorSerializer, description="No enabled chain with this slug."),
+    415: OpenApiResponse(ErrorSerializer, description="The body is not JSON."),
+    429: OpenApiResponse(
+        ErrorSerializer,
+        description="Too many turns (code throttled) or the provider's rate limit "
+        "(code rate_limited, provider_status 429); see Retry-After.",
+    ),
+}
+_CALL_FAILURES = {
+    500: OpenApiResponse(ErrorSerializer, description="internal_error or chain_misconfigured."),
+    502: OpenApiResponse(ErrorSerializer, description="The provider failed or answered badly."),
+    503: OpenApiResponse(ErrorSerializer, description="The provider is unavailable."),
+    504: OpenApiResponse(ErrorSerializer, description="The provider timed out."),
+}
+
+SSE_DESCRIPTION = """\
+Runs one turn and streams it as Server-Sent Events (`text/event-stream`). Each event is
+`event: <type>` and `data: <JSON>` followed by a blank line; the JSON is identical to the
+websocket frame and holds `"type"` too. A stream is `start`, any number of `delta`, then exactly
+one `done` or `error`:
+
+- `start`: `{"type": "start", "conversation_id", "chain", "trace_id"}`
+- `delta`: `{"type": "delta", "text"}` — the next piece of the answer
+- `done`: `{"type": "done", "reason": "complete", "conversation_id", "content", "usage":
+  {"prompt_tokens", "completion_tokens", "total_tokens"} | null, "metadata", "finish_reason",
+  "trace_id"}`
+- `error`: `{"type": "error", "code", "message", "provider_status", "retry_after", "errors",
+  "conversation_id", "trace_id"}` — the turn failed after it started (codes as in the error
+  body: rate_limited, provider_timeout, provider_unavailable, ..., internal_error)
+
+Refused input is answered before the stream opens, with a JSON error and a 4xx status.
+Closing the connection stops the model at once; the partial answer is stored flagged as
+interrupted and the call log says cancelled. Use `curl -N` to see events as they come.
+"""
+
+_SSE_EXAMPLE = (
+    'event: start\ndata: {"type": "start", "conversation_id": "7f9c...", "chain": "support", '
+    '"trace_id": "4be1..."}\n\n'
+    'event: delta\ndata: {"type": "delta", "text": "Hel"}\n\n'
+    'event: delta\ndata: {"type": "delta", "text": "lo!"}\n\n'
+    'event: done\ndata: {"type": "done", "reason": "complete", "conversation_id": "7f9c...", '
+    '"content": "Hello!", "usage": null, "metadata": {}, "finish_reason": "STOP", '
+    '"trace_id": "4be1..."}\n\n'
+)
+
+
+def _turn_input(request: Request) -> dict[str, Any]:
+    """The turn's fields from the JSON body; unknown fields and non-objects are refused."""
+    data = request.data
+    if not isinstance(data, Mapping):
+        raise ValidationError({"non_field_errors": ["Send a JSON object."]})
+    unknown = sorted(str(k) for k in data if k not in _FIELDS)
+    if unknown:
+        known = ", ".join(_FIELDS)
+        raise ValidationError({k: [f"Unknown field. Known fields: {known}."] for k in unknown})
+    return {k: data.get(k) for k in _FIELDS}
+
+
+def sse_event(event: TurnEvent) -> str:
+    """One Server-Sent Event: ``event: <type>``, ``data: <json>``, blank line."""
+    data = json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    return f"event: {event.type}\ndata: {data}\n\n"
+
+
+async def sse_events(stream: TurnStream) -> AsyncIterator[str]:
+    """The turn's events as SSE text; closing or cancelling it stops the turn (see module)."""
+    try:
+        async for event in stream:
+            yield sse_event(event)
+    finally:
+        await stream.aclose()
+
+
+class JSONOnlyNegotiation(BaseContentNegotiation):
+    """JSON whatever ``Accept`` says: a stream client sends ``Accept: text/event-stream`` and
+    still needs a JSON error when its turn is refused (DRF would answer 406)."""
+
+    def select_parser(self, request: Request, parsers: Any) -> Any:
+        return parsers[0]
+
+    def select_renderer(self, request: Request, renderers: Any, format_suffix: Any = None) -> Any:
+        return renderers[0], renderers[0].media_type
+
+
+class _ChatView(AsyncAPIView):
+    parser_classes = [JSONParser]
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = JSONOnlyNegotiation
+    throttle_classes = [ChatRateThrottle]
+
+
+class ChainCallView(_ChatView):
+    """``POST /api/chains/<slug>/call/``: run one turn and answer with the whole reply."""
+
+    @extend_schema(
+        operation_id="chains_call",
+        tags=["chat"],
+        summary="Run one chat turn",
+        description="Runs the chain on the message and answers with the whole reply. "
+        "Provider failures answer 429/502/503/504 with the provider's status and message.",
+        request=ChatRequestSerializer,
+        responses={200: ChatResultSerializer, **_ERRORS, **_CALL_FAILURES},
+    )
+    async def post(self, request: Request, slug: str) -> Response:
+        turn = _turn_input(request)
+        result = await call_turn(slug, request.user, **turn)
+        return Response(result.to_dict())
+
+
+class ChainStreamView(_ChatView):
+    """``POST /api/chains/<slug>/stream/``: run one turn as Server-Sent Events."""
+
+    @extend_schema(
+        operation_id="chains_stream",
+        tags=["chat"],
+        summary="Run one chat turn as Server-Sent Events",
+        description=SSE_DESCRIPTION,
+        request=ChatRequestSerializer,
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="start, delta..., then done or error (see above).",
+                examples=[OpenApiExample("A short answer", value=_SSE_EXAMPLE)],
+            ),
+            **_ERRORS,
+            500: OpenApiResponse(ErrorSerializer, description="chain_misconfigured."),
+        },
+    )
+    async def post(self, request: Request, slug: str) -> StreamingHttpResponse:
+        turn = _turn_input(request)
+        stream = await stream_turn(slug, request.user, **turn)
+        response = StreamingHttpResponse(
+            sse_events(stream), content_type="text/event-stream; charset=utf-8"
+        )
+        # Proxies and browsers must pass each event on at once (nginx honours the header).
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response

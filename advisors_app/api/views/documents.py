@@ -1,0 +1,249 @@
+"""Collections and documents, as the caller may see them: shared rows plus their own.
+
+Uploads go through :mod:`advisors_app.ingestion` with the caller as owner (the chunks are
+theirs alone, even in a shared collection) and their tenant; searches go through
+``PgVectorStore.for_user``, whose scope (collection, shared + own rows, tenant) is ANDed with
+any filter, so no filter can widen it. Lists use the same scope
+(:func:`advisors_app.scoping.visible_documents`). A collection of another user or tenant
+behaves as one that does not exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import Http404
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import generics
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from advisors_app.api.base import ApiView
+from advisors_app.api.errors import ErrorSerializer
+from advisors_app.api.pagination import ApiPagination
+from advisors_app.api.serializers import (
+    CollectionSerializer,
+    DocumentSerializer,
+    FileUploadSerializer,
+    SearchRequestSerializer,
+    SearchResultSerializer,
+    TextUploadSerializer,
+    UploadResultSerializer,
+)
+from advisors_app.conf import app_settings
+from advisors_app.core.vectorstore import SearchRequest
+from advisors_app.ingestion import IngestResult, ingest_bytes, ingest_text
+from advisors_app.models import Collection, Document
+from advisors_app.scoping import user_tenant, visible_collections, visible_documents
+from advisors_app.stores.vectors import PgVectorStore
+
+__all__ = [
+    "CollectionListView",
+    "DocumentDetailView",
+    "DocumentListView",
+    "DocumentSearchView",
+]
+
+_AUTH = {401: OpenApiResponse(ErrorSerializer, description="Not authenticated.")}
+_INVALID = {400: OpenApiResponse(ErrorSerializer, description="Invalid input; see fields.")}
+
+
+def _collection(user: Any, slug: str) -> Collection:
+    found = visible_collections(user).filter(slug=slug).first()
+    if found is None:
+        raise ValidationError({"collection": [f"No collection {slug!r} that you may use."]})
+    return found
+
+
+@extend_schema_view(
+    get=extend_schema(
+        tags=["documents"],
+        summary="Collections you may use",
+        responses={200: CollectionSerializer(many=True), **_AUTH},
+    ),
+    post=extend_schema(
+        tags=["documents"],
+        summary="Create a collection of your own",
+        request=CollectionSerializer,
+        responses={201: CollectionSerializer, **_INVALID, **_AUTH},
+    ),
+)
+class CollectionListView(ApiView, generics.ListCreateAPIView):
+    """``/api/collections/``: shared and own collections; a new one belongs to the caller."""
+
+    serializer_class = CollectionSerializer
+    pagination_class = ApiPagination
+
+    def get_queryset(self) -> QuerySet[Collection]:
+        return visible_collections(self.request.user).order_by("slug")
+
+    def perform_create(self, serializer: Any) -> None:
+        serializer.save(owner=self.request.user)
+
+
+@extend_schema_view(
+    get=extend_schema(
+        tags=["documents"],
+        summary="Documents (chunks) you may see",
+        parameters=[
+            OpenApiParameter("collection", str, description="Only this collection (slug)."),
+            OpenApiParameter("source", str, description="Only this source name."),
+        ],
+        responses={200: DocumentSerializer(many=True), **_AUTH},
+    ),
+    post=extend_schema(
+        tags=["documents"],
+        summary="Upload documents",
+        description="JSON `{collection, name, text, metadata?}`, or multipart form data with "
+        "`collection`, one or more `file` parts (.txt, .md, .html, .pdf) and `metadata` "
+        "(JSON text). Each source is split, embedded and stored as your own chunks; sending "
+        "a source again replaces its chunks (unchanged ones are kept).",
+        request={
+            "application/json": TextUploadSerializer,
+            "multipart/form-data": FileUploadSerializer,
+        },
+        responses={201: UploadResultSerializer, **_INVALID, **_AUTH},
+    ),
+)
+class DocumentListView(ApiView, generics.ListAPIView):
+    """``/api/documents/``: list visible chunks; upload text or files."""
+
+    serializer_class = DocumentSerializer
+    pagination_class = ApiPagination
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def get_queryset(self) -> QuerySet[Document]:
+        documents = visible_documents(self.request.user).select_related("collection")
+        params = self.request.query_params
+        if params.get("collection"):
+            documents = documents.filter(collection__slug=params["collection"])
+        if params.get("source"):
+            documents = documents.filter(source=params["source"])
+        return documents.order_by("collection__slug", "source", "created_at", "id")
+
+    def post(self, request: Request) -> Response:
+        multipart = request.content_type.startswith(("multipart/", "application/x-www-form"))
+        serializer = (FileUploadSerializer if multipart else TextUploadSerializer)(
+            data=request.data
+        )
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        collection = _collection(request.user, data["collection"])
+        tenant = user_tenant(request.user)
+        limit = app_settings.MAX_UPLOAD_BYTES
+        results: list[IngestResult] = []
+        with transaction.atomic():  # several files: all stored or none
+            if multipart:
+                for upload in data["file"]:
+                    if upload.size > limit:
+                        raise ValidationError(
+                            {"file": [f"{upload.name} is larger than {limit} bytes."]}
+                        )
+                    results.append(
+                        _ingest(
+                            "file",
+                            ingest_bytes,
+                            collection,
+                            upload.name,
+                            upload.read(),
+                            upload.content_type,
+                            data.get("metadata", {}),
+                            owner=request.user,
+                            tenant=tenant,
+                        )
+                    )
+            else:
+                if len(data["text"].encode()) > limit:
+                    raise ValidationError({"text": [f"Larger than {limit} bytes."]})
+                results.append(
+                    _ingest(
+                        "text",
+                        ingest_text,
+                        collection,
+                        data["name"],
+                        data["text"],
+                        data.get("metadata", {}),
+                        owner=request.user,
+                        tenant=tenant,
+                    )
+                )
+        body = {"collection": collection.slug, "documents": [asdict(r) for r in results]}
+        return Response(UploadResultSerializer(body).data, status=201)
+
+
+def _ingest(field: str, ingest: Any, *args: Any, **kwargs: Any) -> IngestResult:
+    try:
+        result: IngestResult = ingest(*args, **kwargs)
+    except ValueError as exc:  # unreadable or unsupported content
+        raise ValidationError({field: [str(exc)]}) from None
+    return result
+
+
+@extend_schema_view(
+    delete=extend_schema(
+        tags=["documents"],
+        summary="Delete one of your documents (chunks)",
+        responses={
+            204: None,
+            **_AUTH,
+            403: OpenApiResponse(ErrorSerializer, description="A shared document."),
+            404: OpenApiResponse(ErrorSerializer, description="No such document."),
+        },
+    )
+)
+class DocumentDetailView(ApiView):
+    """``DELETE /api/documents/<id>/``: only the caller's own chunks."""
+
+    def delete(self, request: Request, document_id: str) -> Response:
+        document = visible_documents(request.user).filter(pk=document_id).first()
+        if document is None:
+            raise Http404("No document with this id that you may see.")
+        if document.owner_id != request.user.pk:
+            raise PermissionDenied("Only your own documents can be deleted; this one is shared.")
+        document.delete()
+        return Response(status=204)
+
+
+class DocumentSearchView(ApiView):
+    """``POST /api/documents/search/``: similarity search in one collection."""
+
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        tags=["documents"],
+        summary="Search a collection",
+        description="Nearest chunks to the query among the shared ones and your own, best "
+        "first. `filter` uses Spring AI's filter language over metadata (`==`, `!=`, `>`, "
+        "`>=`, `<`, `<=`, `in`, `nin`, `&&`, `||`, `NOT`, parentheses); an invalid filter "
+        "answers 400 naming the position.",
+        request=SearchRequestSerializer,
+        responses={200: SearchResultSerializer(many=True), **_INVALID, **_AUTH},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = SearchRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        collection = _collection(request.user, data["collection"])
+        store = PgVectorStore.for_user(collection, request.user, tenant=user_tenant(request.user))
+        found = store.similarity_search(
+            SearchRequest(
+                query=data["query"],
+                top_k=data["top_k"],
+                similarity_threshold=data["similarity_threshold"],
+                filter_expression=data.get("filter"),
+            )
+        )
+        results = [
+            {"id": d.id, "text": d.text, "metadata": d.metadata, "score": d.score} for d in found
+        ]
+        return Response(SearchResultSerializer(results, many=True).data)

@@ -1,0 +1,143 @@
+"""The OpenAPI schema, the offline Swagger UI, and a schemathesis run that finds no 5xx."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import schemathesis
+from django.contrib.staticfiles import finders
+from django.test import Client
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
+from rest_framework.authtoken.models import Token
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+
+from advisors_app.ingestion import ingest_text
+from advisors_app.models import Collection
+from tests.factories import make_chain, scripted_model
+
+ENDPOINTS = {
+    "/api/chains/": {"get", "post"},
+    "/api/chains/{slug}/": {"get", "put", "patch", "delete"},
+    "/api/chains/{slug}/call/": {"post"},
+    "/api/chains/{slug}/stream/": {"post"},
+    "/api/conversations/": {"get"},
+    "/api/conversations/{conversation_id}/": {"get", "patch", "delete"},
+    "/api/collections/": {"get", "post"},
+    "/api/documents/": {"get", "post"},
+    "/api/documents/{document_id}/": {"delete"},
+    "/api/documents/search/": {"post"},
+}
+
+
+@pytest.fixture
+def openapi(client: Client) -> dict[str, Any]:
+    response = client.get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_every_endpoint_is_documented_with_bodies_and_errors(openapi: dict[str, Any]) -> None:
+    paths = {p: set(ops) - {"parameters"} for p, ops in openapi["paths"].items()}
+    assert paths == ENDPOINTS
+    for path, methods in ENDPOINTS.items():
+        for method in methods:
+            operation = openapi["paths"][path][method]
+            assert operation.get("summary"), (path, method)
+            codes = set(operation["responses"])
+            assert "401" in codes, (path, method)
+            success = min(codes)
+            assert success in {"200", "201", "204"}
+            if success != "204":
+                assert operation["responses"][success]["content"], (path, method)
+            if method in {"post", "put", "patch"}:
+                assert operation["requestBody"]["content"], (path, method)
+            for code in codes - {success}:
+                [media] = operation["responses"][code]["content"]
+                schema = operation["responses"][code]["content"][media]["schema"]
+                assert schema == {"$ref": "#/components/schemas/Error"}, (path, method, code)
+
+
+def test_the_stream_endpoint_documents_server_sent_events(openapi: dict[str, Any]) -> None:
+    stream = openapi["paths"]["/api/chains/{slug}/stream/"]["post"]
+    assert set(stream["responses"]["200"]["content"]) == {"text/event-stream"}
+    for event in ("`start`", "`delta`", "`done`", "`error`"):
+        assert event in stream["description"]
+    call = openapi["paths"]["/api/chains/{slug}/call/"]["post"]
+    assert {"429", "502", "503", "504"} <= set(call["responses"])
+    error = openapi["components"]["schemas"]["ErrorDetail"]["properties"]
+    assert set(error) == {
+        "code",
+        "message",
+        "fields",
+        "provider_status",
+        "retry_after",
+        "conversation_id",
+        "trace_id",
+    }
+
+
+def test_swagger_ui_is_served_without_any_cdn(client: Client) -> None:
+    page = client.get("/api/docs/").content.decode()
+    assert "/api/schema/" in page
+    assert "cdn" not in page.lower() and "https://" not in page
+    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in page
+    assert finders.find("drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
+
+
+def reached_the_application(response: Any) -> bool:
+    """Whether Django answered: Twisted rejects unparsable HTTP with a bare status line, and
+    Daphne answers invalid header or path bytes with its own page, before any view runs."""
+    content_type = response.headers.get("content-type", [""])[0]
+    return bool(content_type) and "Daphne" not in response.text
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_fuzzed_requests_never_get_a_server_error(live_api: str, staff: Any) -> None:
+    """Every operation, with valid and invalid data, as staff; bounded (a few examples each).
+
+    Operations on a chain run once with random slugs and once on a real chain, so the fuzzed
+    messages and params reach the turn service.
+    """
+    make_chain("fuzz", model=scripted_model("fuzz-model", responses=["ok"]))
+    collection = Collection.objects.create(slug="kb", name="KB")
+    ingest_text(collection, "policy.md", "Refunds take 5 days.", metadata={"year": 2024})
+    token, _ = Token.objects.get_or_create(user=staff)
+    auth = {"Authorization": f"Token {token.key}"}
+    loaded = schemathesis.openapi.from_url(f"{live_api}/api/schema/?format=json")
+    runs = []
+    for result in loaded.get_all_operations():
+        operation = result.ok()
+        runs += [(operation, mode, None) for mode in GenerationMode]
+        if "{slug}" in operation.path:
+            runs.append((operation, GenerationMode.POSITIVE, {"slug": "fuzz"}))
+    assert len(runs) > 2 * len(ENDPOINTS)
+    unsatisfiable: list[str] = []
+    for operation, mode, path_parameters in runs:
+
+        @given(case=operation.as_strategy(mode, path_parameters=path_parameters))
+        @settings(
+            max_examples=5,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.generate],
+        )
+        def call(case: Any) -> None:
+            response = case.call(headers=auth, timeout=60)
+            case.validate_response(response, checks=[not_a_server_error])
+            if response.status_code >= 400 and reached_the_application(response):
+                # The one error shape, never an HTML page.
+                assert response.headers["content-type"][0] == "application/json", response.text
+                assert set(response.json()["error"]) >= {"code", "message", "fields"}
+
+        try:
+            call()
+        except Unsatisfiable:
+            # Nothing to make invalid (an operation without parameters or body).
+            assert mode is GenerationMode.NEGATIVE, operation.label
+            unsatisfiable.append(operation.label)
+    assert len(unsatisfiable) < len(runs) // 4, unsatisfiable

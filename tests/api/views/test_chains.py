@@ -1,0 +1,163 @@
+"""Chains over REST: users read enabled chains; staff write them, validated by the registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from advisors_app.core.advisor import HIGHEST_PRECEDENCE
+from advisors_app.models import AdvisorChain, AdvisorConfig
+from tests.api.conftest import client_for
+from tests.factories import make_chain, scripted_model
+
+pytestmark = pytest.mark.django_db
+
+PUBLIC_FIELDS = {"slug", "name", "description", "enabled", "tools", "params_schema"}
+
+
+@pytest.fixture
+def chains() -> None:
+    make_chain("support", advisors=(("append", {"text": "!"}),), description="Help desk.")
+    make_chain("retired", enabled=False)
+
+
+def test_users_list_enabled_chains_with_their_params_schema(chains: None, api: Any) -> None:
+    body = api.get("/api/chains/").json()
+    assert [c["slug"] for c in body["results"]] == ["support"]
+    [support] = body["results"]
+    assert set(support) == PUBLIC_FIELDS
+    assert support["description"] == "Help desk."
+    schema = support["params_schema"]
+    assert set(schema["properties"]) == {"options", "append_flag"}
+    assert schema["properties"]["append_flag"] == {"type": "boolean"}
+    assert api.get("/api/chains/support/").json() == support
+    assert api.get("/api/chains/retired/").status_code == 404
+    assert client_for(None).get("/api/chains/").status_code == 401
+
+
+def test_staff_see_every_chain_with_its_configuration(chains: None, staff: Any) -> None:
+    body = client_for(staff).get("/api/chains/").json()
+    assert [c["slug"] for c in body["results"]] == ["retired", "support"]
+    support = body["results"][1]
+    assert support["chat_model"] == "support-model"
+    assert support["advisors"] == [
+        {
+            "id": support["advisors"][0]["id"],
+            "advisor_type": "append",
+            "order": None,
+            "enabled": True,
+            "params": {"text": "!"},
+        }
+    ]
+    assert len(support["config_hash"]) == 64 and support["lint"] == []
+
+
+def new_chain(**fields: Any) -> dict[str, Any]:
+    scripted_model("writer-model", responses=["Written."])
+    return {
+        "slug": "writer",
+        "name": "Writer",
+        "chat_model": "writer-model",
+        "system_prompt": "Be brief.",
+        "default_options": {"temperature": 0.3},
+        "advisors": [{"advisor_type": "append", "order": "HIGHEST+10", "params": {"text": "?"}}],
+        **fields,
+    }
+
+
+def test_staff_create_a_chain_that_users_can_call(staff: Any, api: Any) -> None:
+    response = client_for(staff).post("/api/chains/", new_chain(), format="json")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["advisors"][0]["order"] == HIGHEST_PRECEDENCE + 10
+    chain = AdvisorChain.objects.get(slug="writer")
+    assert chain.config_hash == body["config_hash"] != ""
+    assert chain.default_options == {"temperature": 0.3}
+    answer = api.post("/api/chains/writer/call/", {"message": "hi"}, format="json")
+    assert answer.json()["content"] == "Written."
+
+
+@pytest.mark.parametrize(
+    ("change", "fields"),
+    [
+        (
+            {"advisors": [{"advisor_type": "append", "params": {"text": 3}}]},
+            {"advisors.0.params.text": ["3 is not of type 'string'"]},
+        ),
+        (
+            {"advisors": [{"advisor_type": "shout", "params": {}}]},
+            {"advisors.0.advisor_type": ["Unknown advisor type 'shout'."]},
+        ),
+        (
+            {"advisors": [{"advisor_type": "append", "order": "MIDDLE", "params": {"text": "!"}}]},
+            {"advisors.0.order": ["Enter a whole number, HIGHEST+N or LOWEST-N."]},
+        ),
+        (
+            {"advisors": [{"advisor_type": "tool_calling"}, {"advisor_type": "tool_calling"}]},
+            {"advisors": ["advisors_app.E101: At most one ToolAdvisor is allowed"]},
+        ),
+        (
+            {"advisors": [{"advisor_type": "append", "params": {"text": "!", "note": "gone"}}]},
+            {"advisors": ["advisors_app.E110: advisor #1 (append): params.note: no"]},
+        ),
+        ({"default_options": {"temperature": 7}}, {"default_options": ["temperature: 7 is"]}),
+        ({"tools": ["no_such_tool"]}, {"tools": ["Unknown tool(s): no_such_tool."]}),
+        ({"chat_model": "missing"}, {"chat_model": ["Object with slug=missing does not exist."]}),
+        ({"slug": "not a slug"}, {"slug": ['Enter a valid "slug"']}),
+    ],
+)
+def test_invalid_configurations_are_field_errors_and_store_nothing(
+    staff: Any, change: dict[str, Any], fields: dict[str, list[str]]
+) -> None:
+    response = client_for(staff).post("/api/chains/", new_chain(**change), format="json")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid"
+    assert set(error["fields"]) == set(fields)
+    for field, [start] in fields.items():
+        assert error["fields"][field][0].startswith(start), error["fields"]
+    assert not AdvisorChain.objects.exists() and not AdvisorConfig.objects.exists()
+
+
+def test_staff_change_and_delete_chains(chains: None, staff: Any) -> None:
+    admin = client_for(staff)
+    before = AdvisorChain.objects.get(slug="support")
+    renamed = admin.patch("/api/chains/support/", {"name": "Support desk"}, format="json")
+    assert renamed.status_code == 200
+    assert [a["params"] for a in renamed.json()["advisors"]] == [{"text": "!"}]  # kept
+
+    replaced = admin.put(
+        "/api/chains/support/",
+        {
+            "slug": "support",
+            "name": "Support",
+            "advisors": [
+                {"advisor_type": "message_chat_memory"},
+                {"advisor_type": "safe_guard", "order": 0, "params": {"words": ["x"]}},
+            ],
+        },
+        format="json",
+    )
+    assert replaced.status_code == 200, replaced.content
+    body = replaced.json()
+    assert [a["advisor_type"] for a in body["advisors"]] == ["message_chat_memory", "safe_guard"]
+    assert [m["id"] for m in body["lint"]] == ["advisors_app.W103"]  # warnings do not block
+    assert body["config_hash"] != before.config_hash
+
+    assert admin.delete("/api/chains/support/").status_code == 204
+    assert not AdvisorChain.objects.filter(slug="support").exists()
+    assert admin.delete("/api/chains/support/").status_code == 404
+
+
+def test_only_staff_may_write(chains: None, api: Any) -> None:
+    for response in (
+        api.post("/api/chains/", {"slug": "mine", "name": "Mine"}, format="json"),
+        api.patch("/api/chains/support/", {"name": "Hacked"}, format="json"),
+        api.delete("/api/chains/support/"),
+    ):
+        assert response.status_code == 403
+        assert response.json()["error"]["code"] == "permission_denied"
+    anonymous = client_for(None).delete("/api/chains/support/")
+    assert anonymous.status_code == 401
+    assert AdvisorChain.objects.get(slug="support").name == "Support"

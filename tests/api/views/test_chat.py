@@ -1,0 +1,359 @@
+"""``call`` and ``stream`` through DRF's test client: answers, refusals, provider failures."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from advisors_app.core import (
+    AssistantMessage,
+    ChatGenerationMetadata,
+    ChatResponse,
+    ChatResponseMetadata,
+    Generation,
+    ProviderError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
+    RateLimitedError,
+    ScriptedChatModel,
+    Usage,
+)
+from advisors_app.ingestion import ingest_text
+from advisors_app.models import CallLog, ChatMessage, Collection, Conversation
+from advisors_app.runtime import load_chain
+from tests.api.conftest import client_for
+from tests.factories import make_chain, scripted_model
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def chain() -> Any:
+    """A chain on a scripted model with an empty script: each test adds its answers."""
+    return make_chain(
+        model=scripted_model("script", responses=(), repeat=False),
+        advisors=(("append", {"text": "!"}),),
+    )
+
+
+def script(slug: str, *items: Any) -> ScriptedChatModel:
+    """The cached chain's scripted model, with ``items`` appended to its script."""
+    model: ScriptedChatModel = load_chain(slug).client.chat_model  # type: ignore[assignment]
+    model.add(*items)
+    return model
+
+
+def transcript(user: Any, conversation_id: str) -> list[tuple[str, str, dict]]:
+    rows = ChatMessage.objects.filter(
+        conversation__conversation_id=f"{user.pk}:{conversation_id}"
+    ).order_by("sequence")
+    return [(r.message_type, r.text, r.metadata) for r in rows]
+
+
+def read_stream(response: Any) -> str:
+    """The whole body of a streaming response whose content is an async iterator."""
+
+    async def read() -> bytes:
+        return b"".join([part async for part in response.streaming_content])
+
+    return async_to_sync(read)().decode()
+
+
+def parse_sse(body: str) -> list[tuple[str, dict[str, Any]]]:
+    """``[(event type, data)]`` of a Server-Sent Events body."""
+    events = []
+    for block in body.split("\n\n"):
+        if not block.strip():
+            continue
+        fields = dict(line.split(": ", 1) for line in block.split("\n"))
+        events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
+
+def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any, api: Any) -> None:
+    model = script(chain.slug, "Hi Alice.", "Again.")
+    response = api.post(f"/api/chains/{chain.slug}/call/", {"message": "hello"}, format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body == {
+        "conversation_id": body["conversation_id"],
+        "content": "Hi Alice.",
+        "usage": None,
+        "metadata": {},
+        "finish_reason": "STOP",
+        "trace_id": body["trace_id"],
+    }
+    assert len(body["conversation_id"]) == 32
+    assert model.prompts[-1].user_message.text == "hello!"
+    assert transcript(alice, body["conversation_id"]) == [
+        ("user", "hello", {}),
+        ("assistant", "Hi Alice.", {}),
+    ]
+    log = CallLog.objects.get(trace_id=body["trace_id"])
+    assert (log.status, log.mode, log.user_id) == ("ok", "call", alice.pk)
+
+    again = api.post(
+        f"/api/chains/{chain.slug}/call/",
+        {"message": "more", "conversation_id": body["conversation_id"]},
+        format="json",
+    )
+    assert again.json()["conversation_id"] == body["conversation_id"]
+    assert [t for _, t, _ in transcript(alice, body["conversation_id"])] == [
+        "hello",
+        "Hi Alice.",
+        "more",
+        "Again.",
+    ]
+
+
+def test_call_returns_usage_and_metadata(chain: Any, api: Any) -> None:
+    reply = ChatResponse(
+        (Generation(AssistantMessage("Done."), ChatGenerationMetadata("STOP")),),
+        ChatResponseMetadata(model="m1", usage=Usage(7, 2), extra={"citations": [{"id": "d1"}]}),
+    )
+    script(chain.slug, reply)
+    body = api.post(f"/api/chains/{chain.slug}/call/", {"message": "hi"}, format="json").json()
+    assert body["usage"] == {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}
+    assert body["metadata"] == {"citations": [{"id": "d1"}]}
+
+
+def test_a_client_chosen_id_is_namespaced_to_its_owner(
+    chain: Any, alice: Any, bob: Any, api: Any
+) -> None:
+    script(chain.slug, "for alice", "for bob")
+    url = f"/api/chains/{chain.slug}/call/"
+    assert (
+        api.post(url, {"message": "a", "conversation_id": "trip"}, format="json").status_code == 200
+    )
+    theirs = client_for(bob).post(url, {"message": "b", "conversation_id": "trip"}, format="json")
+    assert theirs.json()["conversation_id"] == "trip"
+    assert [t for _, t, _ in transcript(alice, "trip")] == ["a", "for alice"]
+    assert [t for _, t, _ in transcript(bob, "trip")] == ["b", "for bob"]
+
+
+@pytest.fixture
+def rag_chain(alice: Any) -> Any:
+    collection = Collection.objects.create(slug="kb", name="KB")
+    ingest_text(collection, "policy.md", "Refunds take 5 days.", metadata={"year": 2024})
+    return make_chain(
+        "rag",
+        model=scripted_model("rag-model", responses=("ok",)),
+        advisors=(("question_answer", {"collection": "kb"}),),
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "fields"),
+    [
+        ({"message": "   "}, 400, "invalid", {"message": ["This field may not be blank."]}),
+        ({"message": 5}, 400, "invalid", {"message": ["Not a valid string."]}),
+        ({}, 400, "invalid", {"message": ["Not a valid string."]}),
+        (
+            {"message": "x" * 11},
+            400,
+            "invalid",
+            {"message": ["Ensure this field has no more than 10 characters (it has 11)."]},
+        ),
+        (
+            {"message": "hi", "conversation_id": "../x"},
+            400,
+            "invalid",
+            {
+                "conversation_id": [
+                    "Use at most 128 letters, digits and ._:- (starting with a letter or digit)."
+                ]
+            },
+        ),
+        (
+            {"message": "hi", "params": {"options": {"temperature": 9}}},
+            400,
+            "invalid",
+            {"params.options.temperature": ["9 is greater than the maximum of 2"]},
+        ),
+        (
+            {"message": "hi", "params": {"qa_filter_expression": "year >= "}},
+            400,
+            "invalid",
+            {
+                "params.qa_filter_expression": [
+                    "Invalid filter expression at line 1, column 9: unexpected end of "
+                    "expression in 'year >= '"
+                ]
+            },
+        ),
+        (
+            {"message": "hi", "mesage": "typo"},
+            400,
+            "invalid",
+            {"mesage": ["Unknown field. Known fields: message, conversation_id, params."]},
+        ),
+        (["hi"], 400, "invalid", {"non_field_errors": ["Send a JSON object."]}),
+    ],
+)
+@pytest.mark.parametrize("mode", ["call", "stream"])
+@override_settings(ADVISORS={"MAX_MESSAGE_CHARS": 10})
+def test_refused_input_is_a_4xx_json_error_and_stores_nothing(
+    rag_chain: Any, api: Any, mode: str, body: Any, status: int, code: str, fields: dict
+) -> None:
+    response = api.post(
+        f"/api/chains/{rag_chain.slug}/{mode}/",
+        body,
+        format="json",
+        HTTP_ACCEPT="text/event-stream" if mode == "stream" else "application/json",
+    )
+    assert response.status_code == status
+    assert response["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert (error["code"], error["fields"]) == (code, fields)
+    assert error["message"] == "The request is invalid."
+    assert not Conversation.objects.exists()
+    assert not CallLog.objects.exists()
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+def test_malformed_json_unknown_chains_and_anonymous_callers_are_refused(
+    chain: Any, api: Any, mode: str
+) -> None:
+    url = f"/api/chains/{chain.slug}/{mode}/"
+    broken = api.post(url, '{"message": "hi"', content_type="application/json")
+    assert broken.status_code == 400
+    error = broken.json()["error"]
+    assert error["code"] == "parse_error"
+    assert "line 1 column 17" in error["message"]
+
+    missing = api.post(f"/api/chains/nope/{mode}/", {"message": "hi"}, format="json")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "chain_not_found"
+    assert missing.json()["error"]["fields"] == {"chain": ["No enabled chain 'nope'."]}
+
+    anonymous = client_for(None).post(url, {"message": "hi"}, format="json")
+    assert anonymous.status_code == 401
+    assert anonymous["WWW-Authenticate"] == "Token"
+    assert anonymous.json()["error"]["code"] == "not_authenticated"
+
+    wrong_token = client_for(None)
+    wrong_token.credentials(HTTP_AUTHORIZATION="Token nope")
+    assert wrong_token.post(url, {"message": "hi"}, format="json").status_code == 401
+    assert api.get(url).status_code == 405
+    assert not Conversation.objects.exists()
+    assert not CallLog.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("failure", "status", "code", "retry_after"),
+    [
+        (RateLimitedError("slow down", retry_after=2.5), 429, "rate_limited", "3"),
+        (ProviderUnavailableError("upstream down", status=503), 503, "provider_unavailable", None),
+        (ProviderTimeoutError("no answer in 30 s"), 504, "provider_timeout", None),
+        (ProviderError("teapot", status=418), 502, "provider_error", None),
+    ],
+)
+def test_provider_failures_keep_their_status_and_message(
+    chain: Any, api: Any, failure: Exception, status: int, code: str, retry_after: str | None
+) -> None:
+    script(chain.slug, failure)
+    response = api.post(f"/api/chains/{chain.slug}/call/", {"message": "hi"}, format="json")
+    assert response.status_code == status
+    assert response.get("Retry-After") == retry_after
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert error["message"] == failure.message  # type: ignore[attr-defined]
+    assert error["provider_status"] == failure.status  # type: ignore[attr-defined]
+    assert CallLog.objects.get().status == "error"
+
+
+def test_an_unexpected_failure_is_a_500_that_reveals_nothing(chain: Any, api: Any) -> None:
+    script(chain.slug, RuntimeError("database password is hunter2"))
+    response = api.post(f"/api/chains/{chain.slug}/call/", {"message": "hi"}, format="json")
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["code"] == "internal_error"
+    assert "hunter2" not in response.content.decode()
+
+
+def test_stream_sends_start_deltas_and_done_as_server_sent_events(
+    chain: Any, alice: Any, api: Any
+) -> None:
+    last = ChatResponse(
+        (Generation(AssistantMessage("!"), ChatGenerationMetadata("STOP")),),
+        ChatResponseMetadata(usage=Usage(5, 3)),
+    )
+    script(chain.slug, ["Hel", "lo", last])
+    response = api.post(f"/api/chains/{chain.slug}/stream/", {"message": "hi"}, format="json")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream; charset=utf-8"
+    assert response["Cache-Control"] == "no-cache"
+    assert response["X-Accel-Buffering"] == "no"
+    events = parse_sse(read_stream(response))
+    assert [kind for kind, _ in events] == ["start", "delta", "delta", "delta", "done"]
+    assert all(kind == data["type"] for kind, data in events)
+    start, done = events[0][1], events[-1][1]
+    assert start["chain"] == chain.slug
+    assert [data["text"] for _, data in events[1:4]] == ["Hel", "lo", "!"]
+    assert done == {
+        "type": "done",
+        "reason": "complete",
+        "conversation_id": start["conversation_id"],
+        "content": "Hello!",
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+        "metadata": {},
+        "finish_reason": "STOP",
+        "trace_id": start["trace_id"],
+    }
+    assert [t for _, t, _ in transcript(alice, start["conversation_id"])] == ["hi", "Hello!"]
+
+
+def test_a_provider_failure_mid_stream_is_an_error_event(chain: Any, alice: Any, api: Any) -> None:
+    script(chain.slug, ["partial ", RateLimitedError("slow down", retry_after=2.0)])
+    response = api.post(f"/api/chains/{chain.slug}/stream/", {"message": "hi"}, format="json")
+    events = parse_sse(read_stream(response))
+    assert [kind for kind, _ in events] == ["start", "delta", "error"]
+    error = events[-1][1]
+    assert (error["code"], error["message"], error["provider_status"], error["retry_after"]) == (
+        "rate_limited",
+        "slow down",
+        429,
+        2.0,
+    )
+    assert transcript(alice, events[0][1]["conversation_id"])[-1] == (
+        "assistant",
+        "partial ",
+        {"interrupted": True, "finish_reason": "error"},
+    )
+
+
+@pytest.mark.slow
+def test_call_on_the_embedded_default_model(api: Any) -> None:
+    """A chain without a model runs on the offline SmolLM2 (ADVISORS["DEFAULT_CHAT_MODEL"])."""
+    chain = make_chain("embedded", model=None)
+    chain.chat_model = None
+    chain.save()
+    response = api.post(
+        f"/api/chains/{chain.slug}/call/",
+        {"message": "Say hello.", "params": {"options": {"max_tokens": 8, "temperature": 0}}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["content"].strip()
+    assert body["usage"]["completion_tokens"] <= 8
+
+
+def test_a_browser_session_needs_its_csrf_token(chain: Any, alice: Any) -> None:
+    script(chain.slug, "Signed in.")
+    browser = APIClient(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    url = f"/api/chains/{chain.slug}/call/"
+    refused = browser.post(url, {"message": "hi"}, format="json")
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert error["code"] == "permission_denied" and "CSRF" in error["message"]
+    secret = "s3cr3t" * 5 + "ok"
+    browser.cookies["csrftoken"] = secret
+    answer = browser.post(url, {"message": "hi"}, format="json", HTTP_X_CSRFTOKEN=secret)
+    assert answer.status_code == 200 and answer.json()["content"] == "Signed in."

@@ -1,0 +1,28 @@
+"""JSON Schema validation: field paths, and filter-expression text parsed while validating."""
+
+from __future__ import annotations
+
+from advisors_app.registry import params_errors
+from advisors_app.validation import FILTER_EXPRESSION_FORMAT, schema_errors
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"filter": {"type": "string", "format": FILTER_EXPRESSION_FORMAT}},
+}
+
+
+def test_a_filter_expression_is_parsed_and_its_error_names_the_position() -> None:
+    assert schema_errors(SCHEMA, {"filter": "genre == 'drama' && year >= 2020"}) == {}
+    assert schema_errors(SCHEMA, {"filter": "  "}) == {}  # blank: no filter
+    assert schema_errors(SCHEMA, {"filter": "genre = 'drama'"}, "params") == {
+        "params.filter": [
+            "Invalid filter expression at line 1, column 7: unexpected character '=' in "
+            "\"genre = 'drama'\""
+        ]
+    }
+
+
+def test_advisor_params_with_a_bad_filter_are_refused_where_they_are_saved() -> None:
+    errors = params_errors("question_answer", {"collection": "kb", "filter_expression": "a >"})
+    [message] = errors["params.filter_expression"]
+    assert message.startswith("Invalid filter expression at line 1, column 4")
