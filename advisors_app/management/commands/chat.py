@@ -6,7 +6,9 @@ answer is printed as it streams, then the cited sources, the token usage, the ti
 the conversation id to pass to ``--conversation`` for a follow-up. Colours only when the
 output is a terminal (Django's ``--no-color`` / ``--force-color`` apply). ``--json`` prints
 one JSON object per event instead (``start``, ``delta``..., then ``done`` or ``error``: the
-payloads of :mod:`advisors_app.events`). Exit status 1 when the turn is refused or fails.
+payloads of :mod:`advisors_app.events`). Exit status 1 when the input is refused (unknown
+chain, blank message, bad conversation id: the service's ``TurnError``) or the turn fails; a
+guard's refusal is an answer (its finish reason ``CONTENT_FILTER``, printed as such).
 """
 
 from __future__ import annotations
