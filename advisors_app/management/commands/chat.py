@@ -3,7 +3,9 @@
 Runs the turn through :func:`advisors_app.services.stream_turn` — the service every transport
 uses — as a user (``--user``, default the ``admin`` user, else the first superuser). The
 answer is printed as it streams, then the cited sources, the token usage, the time taken and
-the conversation id to pass to ``--conversation`` for a follow-up. Colours only when the
+the conversation id to pass to ``--conversation`` for a follow-up; ``--params`` takes the
+request params the service and the API accept (``{"options": {"max_tokens": 64}}``, a
+filter...). Colours only when the
 output is a terminal (Django's ``--no-color`` / ``--force-color`` apply). ``--json`` prints
 one JSON object per event instead (``start``, ``delta``..., then ``done`` or ``error``: the
 payloads of :mod:`advisors_app.events`). Exit status 1 when the input is refused (unknown
@@ -71,12 +73,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--user", help=f"Username to chat as (default: {DEFAULT_USERNAME!r}, else a superuser)."
         )
+        parser.add_argument(
+            "--params",
+            type=json.loads,
+            help='Request params as JSON, as the API takes them: {"options": {"max_tokens": 64}}.',
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = _user(options["user"])
         asyncio.run(
             self._chat(
-                options["chain"], user, options["message"], options["conversation"], options["json"]
+                options["chain"],
+                user,
+                options["message"],
+                options["conversation"],
+                options["params"],
+                options["json"],
             )
         )
 
@@ -85,11 +97,17 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     async def _chat(
-        self, chain: str, user: Any, message: str, conversation: str | None, as_json: bool
+        self,
+        chain: str,
+        user: Any,
+        message: str,
+        conversation: str | None,
+        params: Any,
+        as_json: bool,
     ) -> None:
         started = time.perf_counter()
         try:
-            stream = await stream_turn(chain, user, message, conversation)
+            stream = await stream_turn(chain, user, message, conversation, params)
         except TurnError as exc:
             if as_json:
                 self._write(json.dumps(exc.to_dict(), ensure_ascii=False))
