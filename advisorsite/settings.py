@@ -6,6 +6,11 @@ Everything secret or deployment-specific comes from the environment:
 - ``REDIS_URL``: enables the Redis channel layer (several processes/hosts); unset means in-memory.
 - ``DJANGO_SECRET_KEY``: unset means a key generated once into ``var/secret_key``.
 - ``DJANGO_DEBUG`` (default ``true``), ``DJANGO_ALLOWED_HOSTS`` (comma-separated).
+- ``ADVISORS_CHAT_MODEL``: a model of an OpenAI-compatible API (hosted or self-hosted) for
+  every chain without a model of its own, instead of the embedded SmolLM2;
+  ``ADVISORS_CHAT_BASE_URL`` its endpoint (default: OpenAI's), ``ADVISORS_CHAT_API_KEY_ENV``
+  the name of the variable holding its key (default: ``OPENAI_API_KEY`` for OpenAI, none for
+  another base URL).
 - Model API keys are read by the model configurations from the variables they name.
 """
 
@@ -42,6 +47,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI assets served locally, never from a CDN
     "advisors_app",
+    "advisors_app.demo",  # the demo: load_demo, retrieval_check and the demo tools
 ]
 
 MIDDLEWARE = [
@@ -106,6 +112,18 @@ SPECTACULAR_SETTINGS = {
 }
 
 ADVISORS: dict[str, object] = {}
+CHAT_MODEL_ALIAS = "openai-compatible"
+if os.environ.get("ADVISORS_CHAT_MODEL"):
+    _chat_model: dict[str, object] = {
+        "provider": "openai",
+        "model": os.environ["ADVISORS_CHAT_MODEL"],
+    }
+    if os.environ.get("ADVISORS_CHAT_BASE_URL"):
+        _chat_model["base_url"] = os.environ["ADVISORS_CHAT_BASE_URL"]
+    if os.environ.get("ADVISORS_CHAT_API_KEY_ENV"):
+        _chat_model["api_key_env"] = os.environ["ADVISORS_CHAT_API_KEY_ENV"]
+    ADVISORS["CHAT_MODELS"] = {CHAT_MODEL_ALIAS: _chat_model}
+    ADVISORS["DEFAULT_CHAT_MODEL"] = CHAT_MODEL_ALIAS
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -10,7 +10,7 @@ import pytest
 
 from tests.pytest_ci import SkipsFail, ci_enabled
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.demo_fixtures"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

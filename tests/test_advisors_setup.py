@@ -1,4 +1,8 @@
-"""``manage.py advisors_setup``: idempotent, same printed password, user's changes kept."""
+"""``manage.py advisors_setup``: idempotent, same printed password, user's changes kept.
+
+The demo app is installed, so setup runs ``load_demo``: the ``demo`` fixture puts the demo in
+place first (as a previous run leaves it), which keeps that step from embedding the corpus.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from advisors_app.models import AdvisorChain, Collection
+
 
 def run_setup(password_file: Path) -> str:
     out = io.StringIO()
@@ -18,7 +24,9 @@ def run_setup(password_file: Path) -> str:
 
 
 @pytest.mark.django_db
-def test_setup_creates_admin_once_and_never_resets_its_password(tmp_path: Path) -> None:
+def test_setup_creates_admin_once_and_never_resets_its_password(
+    tmp_path: Path, demo: Collection
+) -> None:
     password_file = tmp_path / "admin-password"
 
     first = run_setup(password_file)
@@ -34,3 +42,4 @@ def test_setup_creates_admin_once_and_never_resets_its_password(tmp_path: Path) 
     assert f"password {password}  (unchanged" in second
     assert get_user_model().objects.get(username="admin").check_password("changed-by-the-user")
     assert get_user_model().objects.count() == 1
+    assert AdvisorChain.objects.filter(slug__startswith="python-docs").count() == 2

@@ -81,6 +81,7 @@ def test_wheel_holds_only_the_app_with_its_data_files(wheel: Path) -> None:
         "advisors_app/templates/advisors_app/base.html",
         "advisors_app/static/advisors_app/advisors.css",
         "advisors_app/core/__init__.py",
+        "advisors_app/demo/questions.json",
     ):
         assert required in names
 

@@ -1,0 +1,385 @@
+"""Load the demo: models, the ``python-docs`` collection, a word list, templates and two chains.
+
+:func:`load_demo` is idempotent and cheap when everything is there: rows are created only when
+missing (an operator's edits in the admin are kept), and the collection is re-embedded only
+when its build id — a hash of the corpus, the Python version and the chunking — differs from
+the one recorded in the collection's description. ``force=True`` restores every demo row to
+its shipped content and rebuilds the collection from scratch.
+
+What it creates (slugs):
+
+* chat model ``smollm2-135m-instruct`` (embedded SmolLM2, the slug of the default alias, so
+  chains without a model use it) and embedding model ``minilm`` (embedded all-MiniLM-L6-v2);
+* collection ``python-docs``: the Python Language Reference from ``pydoc_data.topics``
+  (:mod:`advisors_app.demo.corpus`), chunked by :class:`~advisors_app.demo.chunking.
+  TitledTextSplitter`, one source ``pydoc:<topic>`` per topic, metadata ``topic``, ``title``,
+  ``corpus`` and ``python``;
+* word list ``demo-sensitive-words`` (:data:`SENSITIVE_WORDS`);
+* templates ``python-docs-context`` and ``python-docs-no-context``;
+* chain ``python-docs``: SafeGuard → MessageChatMemory → RetrievalAugmentation → ToolCalling
+  → SimpleLogger (the tool loop has no tool enabled: see ``_CHAINS``);
+* chain ``python-docs-json``: SafeGuard → MessageChatMemory → RetrievalAugmentation →
+  StructuredOutputValidation, answering ``{"answer": ..., "topics": [...]}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from advisors_app.core.advisor import HIGHEST_PRECEDENCE
+from advisors_app.core.vectorstore import Document
+from advisors_app.ingestion import ingest_documents
+from advisors_app.models import (
+    AdvisorChain,
+    AdvisorConfig,
+    ChatModelConfig,
+    Collection,
+    EmbeddingModelConfig,
+    PromptTemplate,
+    SensitiveWordList,
+)
+from advisors_app.models import Document as DocumentRow
+
+from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, TitledTextSplitter
+from .corpus import CORPUS, Topic, corpus_fingerprint, python_reference_topics
+
+__all__ = [
+    "ANSWER_SCHEMA",
+    "CHAT_MODEL",
+    "COLLECTION",
+    "EMBEDDING_MODEL",
+    "JSON_CHAIN",
+    "MAIN_CHAIN",
+    "SENSITIVE_WORDS",
+    "WORD_LIST",
+    "DemoReport",
+    "build_id",
+    "ensure_demo_rows",
+    "load_demo",
+]
+
+CHAT_MODEL = "smollm2-135m-instruct"
+EMBEDDING_MODEL = "minilm"
+COLLECTION = "python-docs"
+WORD_LIST = "demo-sensitive-words"
+MAIN_CHAIN = "python-docs"
+JSON_CHAIN = "python-docs-json"
+CONTEXT_TEMPLATE = "python-docs-context"
+NO_CONTEXT_TEMPLATE = "python-docs-no-context"
+
+#: Words the demo's guard refuses (substrings, any case, look-alike characters folded): asking
+#: for help with malicious software is refused before the model is called.
+SENSITIVE_WORDS = ["keylogger", "ransomware", "malware", "botnet", "phishing"]
+
+#: Bumped when the chunk format changes, so an older collection is rebuilt.
+CHUNK_FORMAT = 1
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant who explains the Python programming language. "
+    "Answer in two to four short sentences of plain English, based on the Python Language "
+    "Reference excerpts you are given."
+)
+JSON_SYSTEM_PROMPT = (
+    "You explain the Python programming language. Reply with a JSON object: "
+    '"answer" holds a short answer in plain English based on the reference excerpts, '
+    '"topics" lists the titles of the excerpts you used.'
+)
+# The question comes first and again last: a 135M model answers the question it read last,
+# and with the question asked twice it strays less into the other excerpts.
+CONTEXT_TEMPLATE_TEXT = """\
+Question: {query}
+
+Excerpts from the Python Language Reference:
+
+{context}
+
+Answer the question "{query}" in two sentences, using the excerpts.
+"""
+NO_CONTEXT_TEMPLATE_TEXT = """\
+{query}
+
+(The Python Language Reference has no passage about this. Say so in one sentence.)
+"""
+
+#: SmolLM2-135M at its best on the demo's questions: one short paragraph (its first is its
+#: best; later ones drift into the other excerpts or loop) and a mild frequency penalty
+#: against repeated sentences. Constrained JSON never contains a blank line, so the stop
+#: sequence is harmless to the JSON chain.
+SMOLLM2_OPTIONS: dict[str, Any] = {
+    "temperature": 0.2,
+    "max_tokens": 120,
+    "frequency_penalty": 0.6,
+    "stop": ["\n\n"],
+}
+
+#: The JSON Schema of the ``python-docs-json`` chain's answers.
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string", "minLength": 1, "maxLength": 800},
+        "topics": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    },
+    "required": ["answer", "topics"],
+    "additionalProperties": False,
+}
+
+_RETRIEVAL = {
+    "collection": COLLECTION,
+    "embedding_model": EMBEDDING_MODEL,
+    "top_k": 3,
+    "similarity_threshold": 0.25,
+    "prompt_template": CONTEXT_TEMPLATE,
+    "empty_context_prompt_template": NO_CONTEXT_TEMPLATE,
+}
+_GUARD = {"word_lists": [WORD_LIST]}  # substrings: "keyloggers" is refused too
+#: Outside memory (guard at HIGHEST+100, memory at +200), inside nothing else: retrieval sees
+#: the history memory adds and runs once per turn, outside the tool loop (+300).
+_RETRIEVAL_ORDER = HIGHEST_PRECEDENCE + 250
+
+_CHAINS: dict[str, dict[str, Any]] = {
+    MAIN_CHAIN: {
+        "name": "Python docs (retrieval, memory, guard)",
+        "chat_model": None,
+        "system_template": None,
+        "enabled": True,
+        "description": "Answers questions about Python from the Python Language Reference "
+        "(pydoc_data.topics), remembers the conversation, refuses the demo's sensitive words "
+        "and may call the calculator, clock and Python-version tools.",
+        "system_prompt": SYSTEM_PROMPT,
+        # Model-specific tuning lives on the model configuration (SMOLLM2_OPTIONS), so a chain
+        # moved to another model does not inherit it.
+        "default_options": {},
+        # The loop is in place but no tool is enabled: SmolLM2-135M cannot tell when a tool
+        # helps (it called one for most documentation questions in trials). With a capable
+        # model, enable DEMO_TOOLS here or in the admin.
+        "tools": [],
+        "advisors": [
+            ("safe_guard", _GUARD, None),
+            ("message_chat_memory", {"max_messages": 10}, None),
+            ("retrieval_augmentation", _RETRIEVAL, _RETRIEVAL_ORDER),
+            ("tool_calling", {}, None),
+            ("simple_logger", {}, None),
+        ],
+    },
+    JSON_CHAIN: {
+        "name": "Python docs as JSON (structured output)",
+        "chat_model": None,
+        "system_template": None,
+        "enabled": True,
+        "description": 'Answers with a JSON object {"answer": ..., "topics": [...]}, '
+        "validated against a JSON Schema (the model decodes under that schema).",
+        "system_prompt": JSON_SYSTEM_PROMPT,
+        "default_options": {
+            # A JSON answer needs more room than SmolLM2's one-paragraph limit.
+            "max_tokens": 200,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA},
+            },
+        },
+        "tools": [],
+        "advisors": [
+            ("safe_guard", _GUARD, None),
+            ("message_chat_memory", {"max_messages": 10}, None),
+            ("retrieval_augmentation", _RETRIEVAL, _RETRIEVAL_ORDER),
+            (
+                "structured_output_validation",
+                {"output_json_schema": ANSWER_SCHEMA, "max_repeat_attempts": 2},
+                None,
+            ),
+        ],
+    },
+}
+
+#: ``progress(done, total)``: chunks handled so far and in all (embedded or already stored).
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class DemoReport:
+    """What :func:`load_demo` did: rows ``created``, ``reset`` (force), and the collection."""
+
+    created: list[str] = field(default_factory=list)
+    reset: list[str] = field(default_factory=list)
+    topics: int = 0
+    chunks: int = 0
+    embedded: int = 0
+    removed: int = 0
+    collection_up_to_date: bool = False
+
+
+def build_id(topics: list[Topic]) -> str:
+    """The collection's build id: 16 hex digits of a hash of the corpus and the chunking."""
+    recipe = f"{corpus_fingerprint(topics)}:{CHUNK_SIZE}:{CHUNK_OVERLAP}:{CHUNK_FORMAT}"
+    return hashlib.sha256(recipe.encode()).hexdigest()[:16]
+
+
+def _description(topics: list[Topic], build: str) -> str:
+    version = ".".join(map(str, sys.version_info[:3]))
+    return (
+        f"The Python {version} Language Reference as shipped in the standard library "
+        f"(pydoc_data.topics): {len(topics)} topics, each passage stored once under its most "
+        f"specific topic. Build {build}."
+    )
+
+
+def _ensure(model: Any, slug: str, values: dict[str, Any], force: bool, report: DemoReport) -> Any:
+    """The row ``slug`` of ``model``: created with ``values`` when missing, reset when forced."""
+    row, created = model.objects.get_or_create(slug=slug, defaults=values)
+    if created:
+        report.created.append(f"{model._meta.verbose_name} {slug}")
+    elif force:
+        for name, value in values.items():
+            setattr(row, name, value)
+        row.save()
+        report.reset.append(f"{model._meta.verbose_name} {slug}")
+    return row
+
+
+def _ensure_chain(slug: str, spec: dict[str, Any], force: bool, report: DemoReport) -> None:
+    values = {k: v for k, v in spec.items() if k != "advisors"}
+    exists = AdvisorChain.objects.filter(slug=slug).exists()
+    if exists and not force:
+        return
+    with transaction.atomic():
+        chain = _ensure(AdvisorChain, slug, values, force, report)
+        chain.full_clean()
+        chain.advisors.all().delete()
+        for advisor_type, params, order in spec["advisors"]:
+            row = AdvisorConfig(chain=chain, advisor_type=advisor_type, params=params, order=order)
+            row.full_clean()
+            row.save()
+
+
+def ensure_demo_rows(force: bool = False, report: DemoReport | None = None) -> Collection:
+    """Create the demo's rows that are missing (all of them, with ``force``); the collection."""
+    report = report if report is not None else DemoReport()
+    _ensure(
+        ChatModelConfig,
+        CHAT_MODEL,
+        {
+            "name": "SmolLM2-135M-Instruct (embedded)",
+            "provider": "embedded",
+            "options": SMOLLM2_OPTIONS,
+            # Seconds per read: a whole answer, in calls, on two busy cores.
+            "timeout": 300.0,
+        },
+        force,
+        report,
+    )
+    _ensure(
+        EmbeddingModelConfig,
+        EMBEDDING_MODEL,
+        {"name": "all-MiniLM-L6-v2 (embedded)", "provider": "embedded", "dimensions": 384},
+        force,
+        report,
+    )
+    _ensure(
+        SensitiveWordList,
+        WORD_LIST,
+        {"name": "Demo: malicious software", "words": list(SENSITIVE_WORDS)},
+        force,
+        report,
+    )
+    for slug, name, text, placeholders in (
+        (CONTEXT_TEMPLATE, "Python docs: context", CONTEXT_TEMPLATE_TEXT, ["context", "query"]),
+        (NO_CONTEXT_TEMPLATE, "Python docs: no context", NO_CONTEXT_TEMPLATE_TEXT, ["query"]),
+    ):
+        template = _ensure(
+            PromptTemplate,
+            slug,
+            {"name": name, "text": text, "placeholders": placeholders},
+            force,
+            report,
+        )
+        template.full_clean()
+    collection = _ensure(
+        Collection, COLLECTION, {"name": "Python Language Reference"}, False, report
+    )
+    for slug, spec in _CHAINS.items():
+        _ensure_chain(slug, spec, force, report)
+    return collection
+
+
+def _ingest(
+    collection: Collection,
+    topics: list[Topic],
+    report: DemoReport,
+    progress: Progress | None,
+    batch_size: int,
+) -> None:
+    splitter = TitledTextSplitter(CHUNK_SIZE, CHUNK_OVERLAP)
+    python = ".".join(map(str, sys.version_info[:2]))
+    documents = {
+        f"pydoc:{topic.name}": Document(
+            topic.text,
+            {"topic": topic.name, "title": topic.title, "corpus": CORPUS, "python": python},
+        )
+        for topic in topics
+    }
+    # Identical chunks of one source are stored once (ingest_documents), so count them once.
+    total = sum(len({c.text for c in splitter.split([d])}) for d in documents.values())
+    done = 0
+    for source, document in documents.items():
+
+        def step(embedded: int, _: int, before: int = done) -> None:
+            if progress is not None:
+                progress(before + embedded, total)
+
+        result = ingest_documents(
+            collection,
+            source,
+            [document],
+            splitter=splitter,
+            batch_size=batch_size,
+            progress=step,
+        )
+        done += result.chunks
+        if progress is not None:
+            progress(done, total)
+        report.chunks += result.chunks
+        report.embedded += result.added
+        report.removed += result.removed
+    stale = DocumentRow.objects.filter(collection=collection).exclude(source__in=list(documents))
+    report.removed += stale.count()
+    stale.delete()
+
+
+def load_demo(
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    batch_size: int = 32,
+    topics: list[Topic] | None = None,
+) -> DemoReport:
+    """Create what the demo needs (see the module docstring); returns what was done.
+
+    Blocking (ORM and embedding on the calling thread). ``progress`` is called while the
+    collection is embedded. ``topics`` replaces the corpus (default: every topic of the
+    running Python, :func:`~advisors_app.demo.corpus.python_reference_topics`); the
+    collection then holds exactly those. The first full run embeds about 550 chunks (about a
+    minute on two idle cores); later runs only compare the build id.
+    """
+    report = DemoReport()
+    topics = python_reference_topics() if topics is None else topics
+    report.topics = len(topics)
+    collection = ensure_demo_rows(force, report)
+    build = build_id(topics)
+    stored = DocumentRow.objects.filter(collection=collection)
+    if not force and f"Build {build}." in collection.description and stored.exists():
+        report.collection_up_to_date = True
+        report.chunks = stored.count()
+        return report
+    if force:
+        report.removed += stored.count()
+        stored.delete()
+    _ingest(collection, topics, report, progress, batch_size)
+    collection.description = _description(topics, build)
+    collection.save()
+    return report

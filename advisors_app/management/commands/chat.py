@@ -1,0 +1,152 @@
+"""``manage.py chat CHAIN "question"``: one turn of a stored chain, streamed to the terminal.
+
+Runs the turn through :func:`advisors_app.services.stream_turn` — the service every transport
+uses — as a user (``--user``, default the ``admin`` user, else the first superuser). The
+answer is printed as it streams, then the cited sources, the token usage, the time taken and
+the conversation id to pass to ``--conversation`` for a follow-up; ``--params`` takes the
+request params the service and the API accept (``{"options": {"max_tokens": 64}}``, a
+filter...). Colours only when the
+output is a terminal (Django's ``--no-color`` / ``--force-color`` apply). ``--json`` prints
+one JSON object per event instead (``start``, ``delta``..., then ``done`` or ``error``: the
+payloads of :mod:`advisors_app.events`). Exit status 1 when the input is refused (unknown
+chain, blank message, bad conversation id: the service's ``TurnError``) or the turn fails; a
+guard's refusal is an answer (its finish reason ``CONTENT_FILTER``, printed as such).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from advisors_app.core.advisors.safe_guard import CONTENT_FILTER, SAFEGUARD_MATCHED
+from advisors_app.events import DeltaEvent, DoneEvent, ErrorEvent, TurnError
+from advisors_app.services import stream_turn
+from advisors_app.sources import cited_sources
+
+DEFAULT_USERNAME = "admin"
+
+
+def _user(username: str | None) -> Any:
+    model = get_user_model()
+    if username:
+        try:
+            return model._default_manager.get_by_natural_key(username)
+        except model.DoesNotExist:
+            raise CommandError(f"no user {username!r}") from None
+    user = (
+        model._default_manager.filter(**{model.USERNAME_FIELD: DEFAULT_USERNAME}).first()
+        or model._default_manager.filter(is_superuser=True).order_by("pk").first()
+    )
+    if user is None:
+        raise CommandError(
+            "no admin user to chat as: run `manage.py advisors_setup` or pass --user"
+        )
+    return user
+
+
+def _usage(usage: dict[str, Any] | None) -> str:
+    if not usage:
+        return "usage unknown"
+    return (
+        f"{usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} "
+        f"completion = {usage.get('total_tokens', 0)} tokens"
+    )
+
+
+class Command(BaseCommand):
+    help = "Ask a chain one question and stream the answer, its sources and usage."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("chain", help="Slug of the chain, e.g. python-docs.")
+        parser.add_argument("message", help="The user's message.")
+        parser.add_argument(
+            "--conversation", help="Continue this conversation (the id a previous turn printed)."
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="Print each event as one line of JSON."
+        )
+        parser.add_argument(
+            "--user", help=f"Username to chat as (default: {DEFAULT_USERNAME!r}, else a superuser)."
+        )
+        parser.add_argument(
+            "--params",
+            type=json.loads,
+            help='Request params as JSON, as the API takes them: {"options": {"max_tokens": 64}}.',
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        user = _user(options["user"])
+        asyncio.run(
+            self._chat(
+                options["chain"],
+                user,
+                options["message"],
+                options["conversation"],
+                options["params"],
+                options["json"],
+            )
+        )
+
+    def _write(self, text: str, ending: str = "\n") -> None:
+        self.stdout.write(text, ending=ending)
+        self.stdout.flush()
+
+    async def _chat(
+        self,
+        chain: str,
+        user: Any,
+        message: str,
+        conversation: str | None,
+        params: Any,
+        as_json: bool,
+    ) -> None:
+        started = time.perf_counter()
+        try:
+            stream = await stream_turn(chain, user, message, conversation, params)
+        except TurnError as exc:
+            if as_json:
+                self._write(json.dumps(exc.to_dict(), ensure_ascii=False))
+            details = "; ".join(f"{f}: {' '.join(m)}" for f, m in exc.errors.items())
+            raise CommandError(f"{exc.message} {details}".strip(), returncode=1) from None
+        first_token: float | None = None
+        async with stream:
+            async for event in stream:
+                if as_json:
+                    self._write(json.dumps(event.to_dict(), ensure_ascii=False))
+                elif isinstance(event, DeltaEvent):
+                    if first_token is None:
+                        first_token = time.perf_counter() - started
+                    self._write(event.text, ending="")
+                elif isinstance(event, DoneEvent):
+                    self._summary(event, time.perf_counter() - started, first_token)
+                if isinstance(event, ErrorEvent):
+                    if not as_json:
+                        self._write("")
+                    raise CommandError(f"{event.code}: {event.message}", returncode=1)
+
+    def _summary(self, done: DoneEvent, elapsed: float, first_token: float | None) -> None:
+        style = self.style
+        self._write("")
+        if done.finish_reason == CONTENT_FILTER:
+            matched = ", ".join(done.metadata.get(SAFEGUARD_MATCHED) or ())
+            self._write(style.WARNING(f"Refused by the guard (matched: {matched or '?'})."))
+        sources = cited_sources(done.metadata)
+        if sources:
+            self._write(style.MIGRATE_HEADING("Sources:"))
+            for source in sources:
+                score = source["score"]
+                similarity = f"  similarity {score:.2f}" if isinstance(score, float) else ""
+                self._write(f"  - {source['title']} ({source['source']}){similarity}")
+        timing = f"{elapsed:.1f} s"
+        if first_token is not None:
+            timing += f", first text after {first_token:.1f} s"
+        self._write(style.NOTICE(f"{_usage(done.usage)}; {timing}."))
+        self._write(
+            style.NOTICE("Continue with: ")
+            + style.SQL_FIELD(f"--conversation {done.conversation_id}")
+        )

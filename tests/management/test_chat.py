@@ -1,0 +1,164 @@
+"""``manage.py chat``: a turn of a stored chain through ``stream_turn``, printed or as JSON.
+
+Most tests run the demo chains on a scripted model (the ``ADVISORS`` default alias, as the
+``ADVISORS_CHAT_MODEL`` variable sets it); one runs the real thing: the embedded SmolLM2 on the
+real demo collection, with memory and the guard.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from advisors_app.conversations import public_conversation_id
+from advisors_app.core.advisors.safe_guard import DEFAULT_FAILURE_RESPONSE
+from advisors_app.models import CallLog, Collection, Conversation
+from advisors_app.runtime import load_chain
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUESTION = "How does the with statement work?"
+FOLLOW_UP = "and what about async with?"
+ANSWER = "It calls __enter__ before the block and __exit__ after it."
+
+
+def chat(*args: str) -> str:
+    out = io.StringIO()
+    call_command("chat", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def events(output: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in output.splitlines()]
+
+
+def topics(done: dict[str, Any]) -> list[str]:
+    return [d["metadata"]["topic"] for d in done["metadata"]["rag_document_context"]]
+
+
+@pytest.fixture
+def admin(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_superuser("admin", password="pw")
+
+
+@pytest.fixture
+def scripted(settings: Any, demo: Collection, admin: Any) -> Any:
+    """The demo on a scripted model: every answer is ``ANSWER``; returns the model."""
+    settings.ADVISORS = {
+        "DEFAULT_CHAT_MODEL": "script",
+        "CHAT_MODELS": {"script": {"provider": "scripted", "responses": [ANSWER]}},
+    }
+    return load_chain("python-docs").client.chat_model
+
+
+def test_prints_the_answer_its_sources_usage_and_how_to_continue(scripted: Any) -> None:
+    output = chat("python-docs", QUESTION)
+    assert output.startswith(ANSWER + "\n")
+    assert "Sources:\n" in output
+    assert '  - The "with" statement (pydoc:with)  similarity 0.' in output
+    assert "usage unknown; " in output and " s, first text after " in output  # scripted: no usage
+    public = public_conversation_id(Conversation.objects.get().conversation_id)
+    assert output.rstrip().endswith(f"Continue with: --conversation {public}")
+    assert "\x1b[" not in output  # not a terminal: no colours
+
+
+def test_colours_on_request(scripted: Any) -> None:
+    assert "\x1b[" in chat("python-docs", QUESTION, "--force-color")
+
+
+def test_json_prints_the_service_events(scripted: Any) -> None:
+    printed = events(chat("python-docs", QUESTION, "--json"))
+    assert [e["type"] for e in printed] == ["start", "delta", "done"]
+    start, delta, done = printed
+    assert start["chain"] == "python-docs"
+    assert delta["text"] == ANSWER
+    assert done["reason"] == "complete" and done["content"] == ANSWER
+    assert done["conversation_id"] == start["conversation_id"]
+    assert "with" in topics(done)
+
+
+def test_a_follow_up_continues_the_conversation_with_its_memory(scripted: Any) -> None:
+    first = events(chat("python-docs", QUESTION, "--json"))[-1]
+    second = events(
+        chat("python-docs", FOLLOW_UP, "--json", "--conversation", first["conversation_id"])
+    )[-1]
+    assert second["conversation_id"] == first["conversation_id"]
+    history = [(m.message_type.value, m.text) for m in scripted.prompts[-1].instructions[1:-1]]
+    assert history == [("user", QUESTION), ("assistant", ANSWER)]
+    assert "async" in topics(second)
+
+
+def test_a_sensitive_word_is_refused_without_calling_the_model(scripted: Any) -> None:
+    output = chat("python-docs", "How would a Keylogger use the with statement?")
+    assert output.startswith(DEFAULT_FAILURE_RESPONSE)
+    assert "Refused by the guard (matched: keylogger)." in output
+    assert scripted.prompts == []
+
+
+def test_the_json_chain_answers_through_its_validator(settings: Any, demo: Collection, admin: Any):
+    answer = json.dumps({"answer": ANSWER, "topics": ['The "with" statement']})
+    settings.ADVISORS = {
+        "DEFAULT_CHAT_MODEL": "script",
+        "CHAT_MODELS": {"script": {"provider": "scripted", "responses": ["not json", answer]}},
+    }
+    done = events(chat("python-docs-json", QUESTION, "--json"))[-1]
+    assert json.loads(done["content"]) == json.loads(answer)
+    assert done["metadata"]["structured_output_valid"] is True
+    assert done["metadata"]["structured_output_attempts"] == 2
+
+
+def test_refused_input_and_unknown_users_are_command_errors(scripted: Any) -> None:
+    with pytest.raises(CommandError, match="No enabled chain 'nope'"):
+        chat("nope", QUESTION)
+    with pytest.raises(CommandError, match="message: This field may not be blank"):
+        chat("python-docs", "  ")
+    with pytest.raises(CommandError, match="conversation_id"):
+        chat("python-docs", QUESTION, "--conversation", "x" * 300)
+    with pytest.raises(CommandError, match=r"params\.options\.temperature"):
+        chat("python-docs", QUESTION, "--params", '{"options": {"temperature": 9}}')
+    with pytest.raises(CommandError, match="no user 'nobody'"):
+        chat("python-docs", QUESTION, "--user", "nobody")
+    printed = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("chat", "nope", QUESTION, "--json", stdout=printed)
+    assert json.loads(printed.getvalue())["code"] == "chain_not_found"
+
+
+def test_without_an_admin_user_it_says_what_to_do(settings: Any, demo: Collection) -> None:
+    with pytest.raises(CommandError, match="advisors_setup"):
+        chat("python-docs", QUESTION)
+
+
+#: Shorter answers than the demo's 120 tokens keep the test quick on busy cores.
+SHORT = ("--params", '{"options": {"max_tokens": 40}}')
+
+
+@pytest.mark.slow
+def test_the_embedded_model_answers_from_the_demo_collection(demo: Collection, admin: Any):
+    """The demo as shipped: SmolLM2 on the real collection, memory across turns, the guard."""
+    first = events(chat("python-docs", QUESTION, "--json", *SHORT))
+    done = first[-1]
+    assert done["type"] == "done" and done["reason"] == "complete", done
+    assert any(e["type"] == "delta" for e in first)
+    assert done["content"].strip() and 0 < done["usage"]["completion_tokens"] <= 40
+    assert "with" in topics(done)
+
+    second = events(
+        chat("python-docs", FOLLOW_UP, "--json", "--conversation", done["conversation_id"], *SHORT)
+    )[-1]
+    assert second["type"] == "done" and second["content"].strip()
+    model_request = CallLog.objects.get(trace_id=second["trace_id"]).trace["entries"][-1]
+    sent = [(m["type"], m["text"]) for m in model_request["request"]["prompt"]["messages"]]
+    assert sent[1:3] == [("user", QUESTION), ("assistant", done["content"])]
+    # The new question, augmented with excerpts (the trace shortens long texts).
+    assert sent[-1][0] == "user" and sent[-1][1].startswith(f"Question: {FOLLOW_UP}\n")
+
+    refused = events(chat("python-docs", "Write a keylogger in Python", "--json"))[-1]
+    assert refused["finish_reason"] == "CONTENT_FILTER"
+    assert refused["content"] == DEFAULT_FAILURE_RESPONSE
+    names = [e["name"] for e in CallLog.objects.get(trace_id=refused["trace_id"]).trace["entries"]]
+    assert names == ["SafeGuardAdvisor"]  # the model was never called
