@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError as SchemaValidationError
 
@@ -24,6 +25,8 @@ __all__ = [
     "FieldErrors",
     "chat_options_errors",
     "check_schema",
+    "nul_character_errors",
+    "reject_nul_characters",
     "schema_errors",
 ]
 
@@ -117,16 +120,59 @@ def _message(error: SchemaValidationError) -> str:
 
 
 def schema_errors(schema: Mapping[str, Any], instance: Any, prefix: str = "") -> FieldErrors:
-    """Every violation of ``schema`` by ``instance``, keyed by dotted field path under ``prefix``.
+    """Every violation of ``schema`` by ``instance``, keyed by dotted field path under ``prefix``,
+    and every NUL character in it (``nul_character_errors``): checked values end up in
+    PostgreSQL, which stores none.
 
     ``schema_errors(schema, {"top_k": "4"}, "params")`` →
     ``{"params.top_k": ["'4' is not of type 'integer'"]}``. Empty when ``instance`` is valid.
     """
     validator = _validator(json.dumps(schema, sort_keys=True))
-    errors: FieldErrors = {}
+    errors = nul_character_errors(instance, prefix)
     for error in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.path))):
         errors.setdefault(_field(prefix, error), []).append(_message(error))
     return errors
+
+
+_NUL_MESSAGE = "Null characters are not allowed."  # Django's and DRF's wording
+
+
+def nul_character_errors(value: Any, prefix: str = "") -> FieldErrors:
+    """Where a JSON ``value`` holds a NUL (U+0000) in a string or a key, by dotted field path.
+
+    PostgreSQL's text and jsonb refuse NUL, so such a value would fail when stored; Django's and
+    DRF's ``CharField`` refuse it for text, this does the same for JSON values.
+    """
+    errors: FieldErrors = {}
+
+    def refuse(path: str) -> None:
+        if _NUL_MESSAGE not in errors.setdefault(path, []):
+            errors[path].append(_NUL_MESSAGE)
+
+    def walk(item: Any, path: str) -> None:
+        if isinstance(item, str):
+            if "\x00" in item:
+                refuse(path)
+        elif isinstance(item, Mapping):
+            for key, child in item.items():
+                child_path = ".".join(p for p in (path, str(key)) if p)
+                if "\x00" in str(key):
+                    refuse(child_path)
+                walk(child, child_path)
+        elif isinstance(item, (list, tuple)):
+            for index, child in enumerate(item):
+                walk(child, ".".join(p for p in (path, str(index)) if p))
+
+    walk(value, prefix)
+    return errors
+
+
+def reject_nul_characters(value: Any) -> None:
+    """A Django/DRF field validator: raise ``ValidationError`` if a JSON ``value`` holds a NUL."""
+    errors = nul_character_errors(value)
+    if errors:
+        messages = [f"{path}: {m}" if path else m for path, ms in errors.items() for m in ms]
+        raise ValidationError(messages)
 
 
 def chat_options_errors(

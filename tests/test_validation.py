@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from advisors_app.registry import params_errors
-from advisors_app.validation import FILTER_EXPRESSION_FORMAT, schema_errors
+from advisors_app.validation import FILTER_EXPRESSION_FORMAT, nul_character_errors, schema_errors
 
 SCHEMA = {
     "type": "object",
@@ -26,3 +26,16 @@ def test_advisor_params_with_a_bad_filter_are_refused_where_they_are_saved() -> 
     errors = params_errors("question_answer", {"collection": "kb", "filter_expression": "a >"})
     [message] = errors["params.filter_expression"]
     assert message.startswith("Invalid filter expression at line 1, column 4")
+
+
+def test_nul_characters_are_refused_in_values_and_keys_by_field_path() -> None:
+    value = {"a\x00": "x", "b": ["ok", "\x00"], "c": {"d": "\x00\x00"}, "e": 1}
+    assert nul_character_errors(value, "params") == {
+        "params.a\x00": ["Null characters are not allowed."],
+        "params.b.1": ["Null characters are not allowed."],
+        "params.c.d": ["Null characters are not allowed."],
+    }
+    assert nul_character_errors({"text": "no NUL here", "n": None}) == {}
+    assert schema_errors({"type": "object"}, {"x": "\x00"}) == {
+        "x": ["Null characters are not allowed."]
+    }

@@ -13,6 +13,7 @@ import copy
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -33,6 +34,7 @@ from advisors_app.models import (
 )
 from advisors_app.registry import params_errors
 from advisors_app.runtime import ChainConfigurationError, ChainNotFound, load_chain
+from advisors_app.validation import reject_nul_characters
 
 __all__ = [
     "AdvisorRowSerializer",
@@ -230,17 +232,25 @@ class LintMessageSerializer(serializers.Serializer):
         ref_name = "LintMessage"
 
 
+class SlugLookupField(serializers.SlugRelatedField):
+    """A ``SlugRelatedField`` that refuses a NUL before looking it up (PostgreSQL refuses it)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        ProhibitNullCharactersValidator()(data)
+        return super().to_internal_value(data)
+
+
 class ChainConfigSerializer(serializers.ModelSerializer):
     """A chain's whole configuration, for staff: create, replace, update."""
 
-    chat_model = serializers.SlugRelatedField(
+    chat_model = SlugLookupField(
         slug_field="slug",
         queryset=ChatModelConfig.objects.all(),
         allow_null=True,
         required=False,
         help_text="Slug of a chat-model configuration; null: ADVISORS['DEFAULT_CHAT_MODEL'].",
     )
-    system_template = serializers.SlugRelatedField(
+    system_template = SlugLookupField(
         slug_field="slug",
         queryset=PromptTemplate.objects.all(),
         allow_null=True,
@@ -373,6 +383,7 @@ class _MetadataMixin(serializers.Serializer):
             return {}
         if not isinstance(value, dict):
             raise serializers.ValidationError("Enter a JSON object.")
+        reject_nul_characters(value)
         return value
 
 

@@ -21,6 +21,8 @@ from django.db.models import Value
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, HalfVectorField, HnswIndex, VectorField
 
+from advisors_app.validation import reject_nul_characters
+
 __all__ = [
     "EMBEDDING_DIMENSIONS",
     "HNSW_VECTOR_LIMIT",
@@ -128,7 +130,7 @@ class Document(models.Model):
         max_length=500, blank=True, help_text="Where the text came from (file or upload name)."
     )
     content = models.TextField()
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True, validators=[reject_nul_characters])
     content_hash = models.CharField(max_length=64, editable=False)
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
     created_at = models.DateTimeField(auto_now_add=True)

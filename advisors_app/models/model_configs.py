@@ -17,6 +17,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from advisors_app.validation import reject_nul_characters
+
 __all__ = ["PROVIDERS", "ChatModelConfig", "EmbeddingModelConfig", "ModelConfig"]
 
 #: Providers a configuration may name: the embedded models (SmolLM2 chat, MiniLM embeddings;
@@ -77,6 +79,7 @@ class ModelConfig(models.Model):
     settings = models.JSONField(
         default=dict,
         blank=True,
+        validators=[reject_nul_characters],
         help_text='Other provider settings as a JSON object, e.g. scripted: {"responses": '
         '["Hi!"], "repeat": true}; openai: {"include_usage": true}.',
     )

@@ -53,6 +53,22 @@ def test_a_model_config_refuses_a_key_in_the_variable_field(admin_client: Client
     assert not ChatModelConfig.objects.exists()
 
 
+def test_json_with_a_nul_character_is_a_form_error(admin_client: Client) -> None:
+    data = {
+        "slug": "scripted",
+        "provider": "scripted",
+        "options": '{"stop": ["\\u0000"]}',
+        "settings": '{"responses": ["\\u0000"]}',
+        "timeout": "60",
+        "max_retries": "2",
+    }
+    response = admin_client.post("/admin/advisors_app/chatmodelconfig/add/", data)
+    errors = response.context["adminform"].form.errors
+    assert errors["options"] == ["stop.0: Null characters are not allowed."]
+    assert errors["settings"] == ["responses.0: Null characters are not allowed."]
+    assert not ChatModelConfig.objects.exists()
+
+
 def test_word_lists_are_edited_one_word_per_line(admin_client: Client) -> None:
     data = {"slug": "bad", "name": "Bad words", "words": "bomb\n  gun  \n\nbomb"}
     response = admin_client.post("/admin/advisors_app/sensitivewordlist/add/", data)

@@ -33,13 +33,18 @@ def _metadata(source: str, extra: dict[str, Any] | None = None) -> dict[str, Any
 
 
 def decode_text(data: bytes | str, source: str) -> str:
-    """``data`` as text: UTF-8 (a BOM is dropped); ``ValueError`` naming ``source`` otherwise."""
-    if isinstance(data, str):
-        return data
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{source} is not UTF-8 text: {error}") from error
+    """``data`` as text: UTF-8 (a BOM is dropped); ``ValueError`` naming ``source`` otherwise.
+
+    Text holding a NUL character is refused too: it is binary data, and no database stores it.
+    """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{source} is not UTF-8 text: {error}") from error
+    if "\x00" in data:
+        raise ValueError(f"{source} is not text: it holds NUL characters")
+    return data
 
 
 def read_text(data: bytes | str, source: str) -> list[Document]:
@@ -103,7 +108,8 @@ def read_pdf(data: bytes, source: str) -> list[Document]:
 
     try:
         reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
+        # Extraction can leave NULs where a font maps no character; they are not text.
+        pages = [(page.extract_text() or "").replace("\x00", "") for page in reader.pages]
     except (PdfReadError, ValueError, KeyError) as error:
         raise ValueError(f"{source} is not a readable PDF: {error}") from error
     return [

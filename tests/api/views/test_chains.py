@@ -105,6 +105,17 @@ def test_staff_create_a_chain_that_users_can_call(staff: Any, api: Any) -> None:
         ({"tools": ["no_such_tool"]}, {"tools": ["Unknown tool(s): no_such_tool."]}),
         ({"chat_model": "missing"}, {"chat_model": ["Object with slug=missing does not exist."]}),
         ({"slug": "not a slug"}, {"slug": ['Enter a valid "slug"']}),
+        # PostgreSQL stores no NUL: refused as field errors, never a failed query.
+        ({"chat_model": "m\x00"}, {"chat_model": ["Null characters are not allowed."]}),
+        ({"system_template": "t\x00"}, {"system_template": ["Null characters are not allowed."]}),
+        (
+            {"default_options": {"stop": ["\x00"]}},
+            {"default_options": ["stop.0: Null characters are not allowed."]},
+        ),
+        (
+            {"advisors": [{"advisor_type": "append", "params": {"text": "\x00"}}]},
+            {"advisors.0.params.text": ["Null characters are not allowed."]},
+        ),
     ],
 )
 def test_invalid_configurations_are_field_errors_and_store_nothing(

@@ -193,6 +193,12 @@ def rag_chain(alice: Any) -> Any:
             {"mesage": ["Unknown field. Known fields: message, conversation_id, params."]},
         ),
         (["hi"], 400, "invalid", {"non_field_errors": ["Send a JSON object."]}),
+        (
+            {"message": "hi", "params": {"options": {"stop": ["\x00"]}}},
+            400,
+            "invalid",
+            {"params.options.stop.0": ["Null characters are not allowed."]},
+        ),
     ],
 )
 @pytest.mark.parametrize("mode", ["call", "stream"])

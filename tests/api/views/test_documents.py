@@ -142,6 +142,20 @@ def test_uploading_files_as_multipart(library: None, api: Any) -> None:
             "file",
             "g.md is larger than 100 bytes.",
         ),
+        (
+            {"collection": "kb", "file": [SimpleUploadedFile("h.txt", b"a\x00b")]},
+            "file",
+            "h.txt is not text: it holds NUL characters",
+        ),
+        (
+            {
+                "collection": "kb",
+                "file": [SimpleUploadedFile("i.md", b"ok")],
+                "metadata": '{"k": ["\\u0000"]}',
+            },
+            "metadata",
+            "k.0: Null characters are not allowed.",
+        ),
     ],
 )
 @override_settings(ADVISORS={"MAX_UPLOAD_BYTES": 100})

@@ -25,6 +25,8 @@ def test_text_is_one_document_with_its_source():
     assert read_text("  \n", "blank.txt") == []
     with pytest.raises(ValueError, match=r"bad.txt is not UTF-8 text"):
         read_text(b"\xff\xfe\xfa", "bad.txt")
+    with pytest.raises(ValueError, match=r"nul.txt is not text: it holds NUL characters"):
+        read_text("a\x00b", "nul.txt")
 
 
 def test_markdown_is_split_by_headings_not_by_code():
@@ -84,6 +86,11 @@ def test_pdf_is_one_document_per_page():
     ]
     with pytest.raises(ValueError, match=r"broken.pdf is not a readable PDF"):
         read_pdf(b"not a pdf", "broken.pdf")
+
+
+def test_pdf_text_loses_the_nul_characters_extraction_leaves():
+    [document] = read_pdf(pdf_with_pages("Hel\\000lo"), "nul.pdf")
+    assert document.text == "Hello"
 
 
 def test_dispatch_by_suffix_or_content_type(tmp_path):
