@@ -101,7 +101,8 @@ def check_settings(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
             errors.append(_settings_error(f"settings.ADVISORS has an unknown key {key!r}."))
             continue
         expected = type(DEFAULTS[key])
-        if type(item) is not expected:  # exact: True must not pass as an int
+        # Exact: True must not pass as an int; a whole number may stand for a float.
+        if type(item) is not expected and not (expected is float and type(item) is int):
             errors.append(
                 _settings_error(
                     f"settings.ADVISORS[{key!r}] must be {expected.__name__}, got {item!r}."

@@ -46,6 +46,7 @@ def test_e002_extension_is_not_available() -> None:
         ({"EMBEDING_DIMENSIONS": 384}, "unknown key 'EMBEDING_DIMENSIONS'"),
         ({"EMBEDDING_DIMENSIONS": "384"}, "['EMBEDDING_DIMENSIONS'] must be int, got '384'"),
         ({"MAX_MESSAGE_CHARS": True}, "['MAX_MESSAGE_CHARS'] must be int, got True"),
+        ({"SSE_KEEPALIVE_SECONDS": "15"}, "['SSE_KEEPALIVE_SECONDS'] must be float, got '15'"),
     ],
 )
 def test_e003_advisors_setting_is_invalid(advisors: object, fragment: str) -> None:
@@ -58,6 +59,8 @@ def test_e003_advisors_setting_is_invalid(advisors: object, fragment: str) -> No
 
 def test_valid_advisors_setting_passes() -> None:
     with override_settings(ADVISORS={"EMBEDDING_DIMENSIONS": 768, "DEFAULT_CHAT_MODEL": "gpt"}):
+        assert check_settings(None) == []
+    with override_settings(ADVISORS={"SSE_KEEPALIVE_SECONDS": 30}):  # a whole number of seconds
         assert check_settings(None) == []
 
 

@@ -65,10 +65,10 @@ def read_stream(response: Any) -> str:
 
 
 def parse_sse(body: str) -> list[tuple[str, dict[str, Any]]]:
-    """``[(event type, data)]`` of a Server-Sent Events body."""
+    """``[(event type, data)]`` of a Server-Sent Events body; comment lines are skipped."""
     events = []
     for block in body.split("\n\n"):
-        if not block.strip():
+        if not block.strip() or block.startswith(":"):
             continue
         fields = dict(line.split(": ", 1) for line in block.split("\n"))
         events.append((fields["event"], json.loads(fields["data"])))
@@ -312,6 +312,26 @@ def test_stream_sends_start_deltas_and_done_as_server_sent_events(
         "trace_id": start["trace_id"],
     }
     assert [t for _, t, _ in transcript(alice, start["conversation_id"])] == ["hi", "Hello!"]
+
+
+@override_settings(ADVISORS={"SSE_KEEPALIVE_SECONDS": 0.05})
+def test_a_silent_stream_gets_keep_alive_comments_and_loses_nothing(
+    chain: Any, alice: Any, api: Any
+) -> None:
+    model = script(chain.slug, ["slow ", "answer"])
+    model.chunk_delay = 0.3  # a model that thinks longer than the keep-alive interval
+    response = api.post(f"/api/chains/{chain.slug}/stream/", {"message": "hi"}, format="json")
+    body = read_stream(response)
+    assert body.count(": keep-alive\n\n") >= 2
+    events = parse_sse(body)
+    kinds = [kind for kind, _ in events]
+    assert (kinds[0], set(kinds[1:-1]), kinds[-1]) == ("start", {"delta"}, "done")
+    assert "".join(data["text"] for _, data in events[1:-1]) == "slow answer"
+    assert events[-1][1]["content"] == "slow answer"
+    assert [t for _, t, _ in transcript(alice, events[0][1]["conversation_id"])] == [
+        "hi",
+        "slow answer",
+    ]
 
 
 def test_a_provider_failure_mid_stream_is_an_error_event(chain: Any, alice: Any, api: Any) -> None:
