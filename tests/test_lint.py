@@ -9,7 +9,7 @@ from django.core.checks import run_checks
 
 from advisors_app.core import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, RecordingAdvisor
 from advisors_app.lint import format_order, lint_chain
-from advisors_app.models import AdvisorConfig, PromptTemplate
+from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate
 from advisors_app.registry import AdvisorType, advisor_types
 from tests.factories import make_chain
 
@@ -155,3 +155,10 @@ def test_manage_py_check_reports_every_stored_chain() -> None:
     assert sorted(m.id for m in found) == ["advisors_app.E101", "advisors_app.W103"]
     assert all(m.obj == chain and m.msg.startswith("Chain 'bad-chain': ") for m in found)
     assert not [m for m in run_checks() if m.id in {"advisors_app.E101", "advisors_app.W103"}]
+
+
+def test_manage_py_check_reports_a_tool_that_is_no_longer_registered() -> None:
+    chain = make_chain("tooled")
+    AdvisorChain.objects.filter(pk=chain.pk).update(tools=["retired_tool"])  # as after an upgrade
+    [found] = [m for m in run_checks(databases=["default"]) if m.id == "advisors_app.E111"]
+    assert found.msg.startswith("Chain 'tooled': Unknown tool(s): retired_tool.")

@@ -82,14 +82,15 @@ class AdvisorChain(models.Model):
             errors.setdefault("default_options", []).extend(
                 f"{field}: {m}" if field else m for m in messages
             )
-        tool_errors = _tool_errors(self.tools or [])
+        tool_errors = unknown_tool_errors(self.tools or [])
         if tool_errors:
             errors["tools"] = tool_errors
         if errors:
             raise ValidationError(errors)
 
 
-def _tool_errors(names: list[str]) -> list[str]:
+def unknown_tool_errors(names: list[str]) -> list[str]:
+    """One message naming the tools in ``names`` that are not registered (none: ``[]``)."""
     from advisors_app.registry import registered_tool_names
 
     known = registered_tool_names()

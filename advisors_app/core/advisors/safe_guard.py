@@ -124,10 +124,6 @@ class SafeGuardAdvisor(CallAdvisor, StreamAdvisor):
         self._guard_output = guard_output
 
     @property
-    def order(self) -> int:
-        return self._order
-
-    @property
     def scope(self) -> str:
         """:data:`SCOPE_USER` or :data:`SCOPE_PROMPT` (for chain checks: with the prompt scope a
         guard ordered inside a memory advisor sees replayed history, bug case B14)."""
