@@ -17,6 +17,8 @@ Runs when a chain is saved in the admin (errors block the save, warnings are sho
 - ``advisors_app.E108``: an unregistered advisor type.
 - ``advisors_app.E109``: params that do not match the type's JSON Schema.
 - ``advisors_app.E110``: a reference to a row that does not exist (word list, template, ...).
+- ``advisors_app.W112``: a guard that takes word lists has no word at all (its lists are empty
+  and it has no inline ``words``): it blocks nothing.
 
 "Inside" means later in the chain's execution order (larger order; equal orders keep the
 rows' saved order).
@@ -24,7 +26,7 @@ rows' saved order).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,6 +131,7 @@ def lint_chain(advisors: Iterable[Any]) -> list[LintMessage]:
             continue
         messages.extend(_reference_messages(label, advisor_type, row.params))
         if row.enabled:
+            messages.extend(_empty_guard_messages(label, advisor_type, row.params))
             rows.append(_Row(label, advisor_type, order, index, dict(row.params)))
     rows.sort(key=lambda r: (r.order, r.position))
     messages.extend(_structure_messages(rows))
@@ -167,6 +170,41 @@ def _reference_messages(label: str, advisor_type: AdvisorType, params: Any) -> l
                     )
                 )
     return messages
+
+
+def _takes_word_lists(advisor_type: AdvisorType) -> bool:
+    for prop in advisor_type.params_schema.get("properties", {}).values():
+        if not isinstance(prop, Mapping):
+            continue
+        items = prop.get("items")
+        items_kind = items.get("x-reference") if isinstance(items, Mapping) else None
+        if "word_list" in (prop.get("x-reference"), items_kind):
+            return True
+    return False
+
+
+def _empty_guard_messages(label: str, advisor_type: AdvisorType, params: Any) -> list[LintMessage]:
+    """W112 for a guard whose word lists and inline ``words`` (SafeGuard's) hold no word."""
+    if "guard" not in advisor_type.roles or not _takes_word_lists(advisor_type):
+        return []
+    if any(str(w).strip() for w in params.get("words") or ()):
+        return []
+    slugs = [s for _, kind, s in references_in(advisor_type, params) if kind == "word_list"]
+    word_lists = apps.get_model("advisors_app", "SensitiveWordList")._default_manager
+    lists = list(word_lists.filter(slug__in=slugs))
+    if len(lists) < len(set(slugs)):
+        return []  # a missing list is E110's
+    if any(str(w).strip() for found in lists for w in found.words):
+        return []
+    named = ", ".join(repr(s) for s in slugs) if slugs else "none"
+    return [
+        _warning(
+            "advisors_app.W112",
+            f"{label}: the guard has no word to block (word lists: {named}; no inline words): "
+            "it lets every message through.",
+            "Add words to its word lists or to params.words, or disable the advisor.",
+        )
+    ]
 
 
 def _with_role(rows: Sequence[_Row], role: str) -> list[_Row]:

@@ -9,7 +9,7 @@ from django.core.checks import run_checks
 
 from advisors_app.core import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, RecordingAdvisor
 from advisors_app.lint import format_order, lint_chain
-from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate
+from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
 from advisors_app.registry import AdvisorType, advisor_types
 from tests.factories import make_chain
 
@@ -135,6 +135,20 @@ def test_e110_missing_reference() -> None:
     messages = lint_chain(rows(("append", 0, {"text": "!", "note": "nope"})))
     assert [m.id for m in messages] == ["advisors_app.E110"]
     assert "params.note: no sensitive-word list with slug 'nope'" in messages[0].message
+
+
+def test_w112_a_guard_with_no_word_blocks_nothing() -> None:
+    SensitiveWordList.objects.create(slug="emptied", words=[])  # by code: the admin refuses
+    SensitiveWordList.objects.create(slug="bad", words=["bomb"])
+    messages = lint_chain(rows(("safe_guard", None, {"word_lists": ["emptied"]})))
+    assert [(m.id, m.level) for m in messages] == [("advisors_app.W112", "warning")]
+    assert "no word to block (word lists: 'emptied'; no inline words)" in messages[0].message
+    assert ids(rows(("safe_guard", None, {}))) == ["advisors_app.W112"]
+    assert ids(rows(("safe_guard", None, {"word_lists": ["emptied"], "words": ["gun"]}))) == []
+    assert ids(rows(("safe_guard", None, {"word_lists": ["emptied", "bad"]}))) == []
+    assert ids(rows(("safe_guard", None, {}, False))) == []  # disabled: blocks nothing anyway
+    assert ids(rows(("safe_guard", None, {"word_lists": ["gone"]}))) == ["advisors_app.E110"]
+    assert ids(rows(("t_guard", None))) == []  # a guard that takes no word lists
 
 
 def test_orders_read_relative_to_the_ends() -> None:

@@ -31,7 +31,19 @@ class SensitiveWordList(models.Model):
         words = [w.strip() for w in self.words or ()]
         if any(not w for w in words):
             raise ValidationError({"words": "Words cannot be blank."})
+        # Refused rather than saved with a warning: an empty list blocks nothing, so a guard
+        # relying on it would silently let everything through. A guard is switched off by
+        # disabling its advisor row, where the chain shows it.
+        if not words:
+            raise ValidationError(
+                {
+                    "words": "Enter at least one word: an empty list blocks nothing. To switch "
+                    "a guard off, disable its advisor row in the chain."
+                }
+            )
         # Duplicates are dropped quietly, keeping the first spelling, so the list stays tidy.
+        # Spellings differing only in case are kept: a list may serve a case-sensitive guard,
+        # and a case-insensitive one reports them as one word (SafeGuardAdvisor).
         self.words = list(dict.fromkeys(words))
 
 
