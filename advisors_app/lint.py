@@ -12,7 +12,8 @@ Runs when a chain is saved in the admin (errors block the save, warnings are sho
 - ``advisors_app.W104``: a retrieval (RAG) advisor runs outside the memory advisor (the search
   cannot see the conversation history; bug case B22).
 - ``advisors_app.E105``: an advisor whose ``after`` has side effects is not stream-safe.
-- ``advisors_app.E106``: a template lacks a placeholder its advisor requires.
+- ``advisors_app.E106``: a template has a brace left unpaired, or lacks a placeholder its
+  advisor requires.
 - ``advisors_app.E107``: an order outside ``HIGHEST_PRECEDENCE..LOWEST_PRECEDENCE``.
 - ``advisors_app.E108``: an unregistered advisor type.
 - ``advisors_app.E109``: params that do not match the type's JSON Schema.
@@ -33,7 +34,7 @@ from typing import Any
 from django.apps import apps
 
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
-from advisors_app.core.templates import assert_placeholders
+from advisors_app.core.templates import assert_balanced_braces, assert_placeholders
 from advisors_app.registry import (
     AdvisorType,
     advisor_types,
@@ -157,19 +158,28 @@ def _reference_messages(label: str, advisor_type: AdvisorType, params: Any) -> l
                 )
             )
             continue
-        required = properties.get(param, {}).get("x-required-placeholders")
-        if kind_key == "prompt_template" and required:
-            try:
-                assert_placeholders(row.text, required)
-            except ValueError as exc:
-                messages.append(
-                    _error(
-                        "advisors_app.E106",
-                        f"{label}: params.{param}: template {slug!r}: {exc}",
-                        "Add the placeholders to the template text.",
-                    )
-                )
+        if kind_key == "prompt_template":
+            required = properties.get(param, {}).get("x-required-placeholders")
+            messages.extend(_template_messages(f"{label}: params.{param}", row, required))
     return messages
+
+
+def _template_messages(where: str, template: Any, required: list[str] | None) -> list[LintMessage]:
+    """E106 for a stored template with an unpaired brace (a template saved before the admin
+    refused them) or without the placeholders its advisor requires."""
+    try:
+        assert_balanced_braces(template.text)
+    except ValueError as exc:
+        hint = "Fix the template text; write {{ and }} for literal braces."
+        return [_error("advisors_app.E106", f"{where}: template {template.slug!r}: {exc}", hint)]
+    if required:
+        try:
+            assert_placeholders(template.text, required)
+        except ValueError as exc:
+            hint = "Add the placeholders to the template text."
+            message = f"{where}: template {template.slug!r}: {exc}"
+            return [_error("advisors_app.E106", message, hint)]
+    return []
 
 
 def _takes_word_lists(advisor_type: AdvisorType) -> bool:

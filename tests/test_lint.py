@@ -112,11 +112,16 @@ def test_e105_side_effects_in_after_must_be_stream_safe() -> None:
     assert ids(rows(("t_safe_audit", None))) == []
 
 
-def test_e106_template_lacks_required_placeholders() -> None:
+def test_e106_template_lacks_required_placeholders_or_pairs_no_brace() -> None:
     PromptTemplate.objects.create(slug="qa", text="Answer {query}.", placeholders=["query"])
     messages = lint_chain(rows(("t_template", 0, {"template": "qa"})))
     assert [m.id for m in messages] == ["advisors_app.E106"]
     assert "must be present in the prompt template: context" in messages[0].message
+    # A template saved before the admin refused unpaired braces (or by code).
+    PromptTemplate.objects.create(slug="typo", text="{query}\n{context} {oops")
+    [message] = lint_chain(rows(("t_template", 0, {"template": "typo"})))
+    assert message.id == "advisors_app.E106"
+    assert "template 'typo': Unbalanced \"{\" at line 2, column 11 ('{oops')" in message.message
 
 
 def test_e107_order_out_of_range() -> None:

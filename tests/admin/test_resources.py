@@ -118,6 +118,23 @@ def test_template_placeholders_are_checked_against_the_text(admin_client: Client
     assert PromptTemplate.objects.get().placeholders == ["query", "context"]
 
 
+def test_a_template_with_an_unpaired_brace_is_refused_with_its_position(
+    admin_client: Client,
+) -> None:
+    url = "/admin/advisors_app/prompttemplate/add/"
+    data = {"slug": "qa", "text": "Question: {query}\r\nSay {oops to me", "placeholders": "query"}
+    [error] = admin_client.post(url, data).context["adminform"].form.errors["text"]
+    assert error == (
+        'Unbalanced "{" at line 2, column 5 (\'{oops to me\'): close it with "}" or write "{{" '
+        "for a literal brace."
+    )
+    data["text"] = 'Answer {query} as {"answer": {"text": "..."}}'
+    [error] = admin_client.post(url, data).context["adminform"].form.errors["text"]
+    assert "line 1, column 19" in error and '("}}" is one literal brace' in error
+    data["text"] = 'Answer {query} as {{"answer": "..."}}, or {"k": 1}.'
+    assert admin_client.post(url, data).status_code == 302
+
+
 def test_editing_a_word_list_changes_the_chains_that_use_it(admin_client: Client) -> None:
     words = SensitiveWordList.objects.create(slug="bad", words=["bomb"])
     chain = make_chain(advisors=(("safe_guard", {"word_lists": ["bad"]}),))
