@@ -9,8 +9,9 @@ Runs when a chain is saved in the admin (errors block the save, warnings are sho
   round; bug case B09).
 - ``advisors_app.W103``: a guard runs inside a memory advisor (blocked input would be stored
   and replayed on every later turn; bug case B14).
-- ``advisors_app.W104``: a retrieval (RAG) advisor runs outside the memory advisor (the search
-  cannot see the conversation history; bug case B22).
+- ``advisors_app.W104``: a retrieval (RAG) advisor runs outside the memory advisor: memory
+  then stores the augmented prompt, retrieved excerpts included, as the user's message and
+  replays it every turn; and the search cannot see the conversation history (bug case B22).
 - ``advisors_app.E105``: an advisor whose ``after`` has side effects is not stream-safe.
 - ``advisors_app.E106``: a template has a brace left unpaired, or lacks a placeholder its
   advisor requires.
@@ -268,10 +269,14 @@ def _structure_messages(rows: list[_Row]) -> list[LintMessage]:
                 messages.append(
                     _warning(
                         "advisors_app.W104",
-                        f"{_describe(rag)} runs outside {_describe(memory)}: retrieval cannot "
-                        "see the conversation history.",
-                        "Give the retrieval advisor a larger order than the memory advisor "
-                        "(e.g. 0).",
+                        f"{_describe(rag)} runs outside {_describe(memory)}: memory receives "
+                        "the prompt after retrieval and stores the whole augmented prompt "
+                        "(the user's message plus every retrieved excerpt) as the user's "
+                        "message, sending it again with each later turn; retrieval cannot "
+                        "see the conversation history either.",
+                        "Give the memory advisor a smaller order than the retrieval advisor "
+                        "(memory's default HIGHEST+200, retrieval at HIGHEST+250 or 0), so "
+                        "memory stores what the user typed.",
                     )
                 )
     for row in rows:

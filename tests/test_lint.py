@@ -104,7 +104,10 @@ def test_w103_guard_inside_memory() -> None:
 def test_w104_retrieval_outside_memory() -> None:
     messages = lint_chain(rows(("t_rag", H), ("t_memory", None)))
     assert [(m.id, m.level) for m in messages] == [("advisors_app.W104", "warning")]
-    assert "cannot see the conversation history" in messages[0].message
+    assert "stores the whole augmented prompt (the user's message plus every retrieved " in (
+        messages[0].message
+    )
+    assert "Give the memory advisor a smaller order" in messages[0].hint
 
 
 def test_e105_side_effects_in_after_must_be_stream_safe() -> None:
