@@ -18,9 +18,9 @@ a hint that says how to fix it, rather than as a SQL error in the middle of a re
 - ``advisors_app.E011``: ``DEFAULT_CHAT_MODEL`` / ``DEFAULT_EMBEDDING_MODEL`` names no alias.
 - ``advisors_app.W010``: a model configuration reads its API key from an environment variable
   that is not set in this process (requests to that model would fail with a 401).
-- ``advisors_app.E101``–``E110``, ``W103``, ``W104``: the chain lint of every stored chain
-  (:mod:`advisors_app.lint`), with ``--database``; ``advisors_app.E111``: a stored chain names
-  a tool that is not registered.
+- ``advisors_app.E101``–``E110``, ``W103``, ``W104``, ``W112``: the chain lint of every stored
+  chain (:mod:`advisors_app.lint`), with ``--database``; ``advisors_app.E111``: a stored chain
+  names a tool that is not registered.
 """
 
 from __future__ import annotations

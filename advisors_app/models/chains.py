@@ -17,6 +17,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
+from advisors_app.core.templates import assert_balanced_braces
 
 from .model_configs import ChatModelConfig
 from .resources import PromptTemplate
@@ -78,6 +79,13 @@ class AdvisorChain(models.Model):
         errors: dict[str, list[str]] = {}
         if self.system_prompt.strip() and self.system_template_id is not None:
             errors["system_template"] = ["Set the system text or a template, not both."]
+        if self.system_template_id is not None:
+            try:  # a template saved before the admin refused unpaired braces
+                assert_balanced_braces(self.system_template.text)
+            except ValueError as exc:
+                errors.setdefault("system_template", []).append(
+                    f"Template {self.system_template.slug!r}: {exc}"
+                )
         for field, messages in chat_options_errors(self.default_options, "").items():
             errors.setdefault("default_options", []).extend(
                 f"{field}: {m}" if field else m for m in messages
