@@ -119,6 +119,15 @@ def _as_frame_errors(error: TurnError) -> dict[str, Any]:
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     """Streams chat turns of the chain in the URL (see the module docstring for the protocol)."""
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except asyncio.CancelledError:
+            # The server is shutting down: daphne cancels every connection and waits for it.
+            # End the running turn as a disconnect does, so it is stored and logged.
+            await self.disconnect(1001)
+            raise
+
     async def connect(self) -> None:
         self.chain_slug: str = self.scope["url_route"]["kwargs"]["slug"]
         self.user = self.scope.get("user")

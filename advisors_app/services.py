@@ -68,12 +68,41 @@ from advisors_app.scoping import acting_for
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.validation import FieldErrors, schema_errors, text_problem
 
-__all__ = ["TurnResult", "TurnStream", "call_turn", "stream_turn"]
+__all__ = ["TurnResult", "TurnStream", "call_turn", "stop_running_turns", "stream_turn"]
 
 _telemetry = OpenTelemetryObserver()
 _repository = DjangoChatMemoryRepository()
 #: Tasks that finish a cancelled turn (log row, transcript); the loop keeps only weak refs.
 _finishing: set[asyncio.Task[Any]] = set()
+#: Tasks running a turn now: call_turn's, or the one iterating a TurnStream.
+_running: set[asyncio.Task[Any]] = set()
+
+
+def _running_turn_started() -> None:
+    task = asyncio.current_task()
+    if task is not None and task not in _running:
+        _running.add(task)
+        task.add_done_callback(_running.discard)
+
+
+def _running_turn_ended() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        _running.discard(task)
+
+
+async def stop_running_turns(timeout: float = 10.0) -> None:
+    """Stop every turn running in this process, as a client disconnect would: the partial
+    replies are stored flagged as interrupted and the call logs say cancelled. Waits at most
+    ``timeout`` seconds. For a server shutting down (see :mod:`advisors_app.server_shutdown`).
+    """
+    running = [task for task in _running if not task.done()]
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running, timeout=timeout)
+    if _finishing:
+        await asyncio.wait(list(_finishing), timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -344,6 +373,7 @@ async def call_turn(
     payload transports send); the call log is written in every case but refused input.
     """
     turn = await _prepare(chain, user, message, conversation_id, params, CallLog.Mode.CALL)
+    _running_turn_started()
     try:
         with acting_for(user):
             spec = await turn.spec().acall()
@@ -354,6 +384,8 @@ async def call_turn(
     except Exception as exc:
         await _shielded(_finish(turn, CallLog.Status.ERROR, None, exc))
         raise
+    finally:
+        _running_turn_ended()
     await _shielded(_finish(turn, CallLog.Status.OK, response))
     usage, metadata, finish_reason = _outcome(response)
     return TurnResult(
@@ -399,6 +431,7 @@ class TurnStream:
 
     async def __anext__(self) -> TurnEvent:
         # Set per step: each step runs in the context of whichever task awaits it.
+        _running_turn_started()
         with acting_for(self._turn.user):
             return await self._events.__anext__()
 
@@ -426,38 +459,41 @@ class TurnStream:
         )
 
     async def _run(self) -> AsyncIterator[TurnEvent]:
-        turn = self._turn
-        yield StartEvent(self.conversation_id, self.chain, self.trace_id)
-        accumulator = ChatClientResponseAccumulator()
-        first: float | None = None
         try:
-            async with closing_stream(turn.spec().stream().chat_client_responses()) as chunks:
-                async for chunk in chunks:
-                    accumulator.add(chunk)
-                    text = _delta(chunk)
-                    if text:
-                        if first is None:
-                            first = time.perf_counter() - turn.started
-                        yield DeltaEvent(text)
-        except (GeneratorExit, asyncio.CancelledError):
-            partial = accumulator.result()
-            self.final_event = self._done(partial, "cancelled")
-            await _shielded(_finish(turn, CallLog.Status.CANCELLED, partial, None, first))
-            raise
-        except Exception as exc:
-            partial = accumulator.result()
-            self.exception = exc
-            self.final_event = error_event(
-                exc, conversation_id=self.conversation_id, trace_id=self.trace_id
-            )
-            await _shielded(_finish(turn, CallLog.Status.ERROR, partial, exc, first))
-            yield self.final_event
-            return
-        aggregated = accumulator.result()
-        done = self._done(aggregated, "complete")
-        await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
-        self.final_event = done
-        yield done
+            turn = self._turn
+            yield StartEvent(self.conversation_id, self.chain, self.trace_id)
+            accumulator = ChatClientResponseAccumulator()
+            first: float | None = None
+            try:
+                async with closing_stream(turn.spec().stream().chat_client_responses()) as chunks:
+                    async for chunk in chunks:
+                        accumulator.add(chunk)
+                        text = _delta(chunk)
+                        if text:
+                            if first is None:
+                                first = time.perf_counter() - turn.started
+                            yield DeltaEvent(text)
+            except (GeneratorExit, asyncio.CancelledError):
+                partial = accumulator.result()
+                self.final_event = self._done(partial, "cancelled")
+                await _shielded(_finish(turn, CallLog.Status.CANCELLED, partial, None, first))
+                raise
+            except Exception as exc:
+                partial = accumulator.result()
+                self.exception = exc
+                self.final_event = error_event(
+                    exc, conversation_id=self.conversation_id, trace_id=self.trace_id
+                )
+                await _shielded(_finish(turn, CallLog.Status.ERROR, partial, exc, first))
+                yield self.final_event
+                return
+            aggregated = accumulator.result()
+            done = self._done(aggregated, "complete")
+            await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
+            self.final_event = done
+            yield done
+        finally:
+            _running_turn_ended()
 
 
 def _delta(chunk: ChatClientResponse) -> str:
