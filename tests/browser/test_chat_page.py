@@ -11,8 +11,11 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
+from advisors_app.conversations import conversation_key
+from advisors_app.core import AssistantMessage, UserMessage
 from advisors_app.ingestion import ingest_text
-from advisors_app.models import AdvisorChain, ChatMessage, Collection
+from advisors_app.models import AdvisorChain, ChatMessage, Collection, Conversation
+from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.browser.screenshots import save
 from tests.factories import make_chain, scripted_model
 from tests.live_server import LiveServer
@@ -177,11 +180,14 @@ def test_a_reload_shows_the_conversation_and_it_continues(
     connected(page)
     send(page, "Refunds?")
     wait_done(page)
+    live_height = page.locator(".msg-user").bounding_box()["height"]
     page.wait_for_url(re.compile(r"/chat/c/\w+/$"))
     url = page.url
     page.reload()
     connected(page)
     expect(page.locator(".msg-user .msg-body")).to_have_text(["Refunds?"])
+    # The server-rendered bubble is one line, as the live one was (no template whitespace).
+    assert abs(page.locator(".msg-user").bounding_box()["height"] - live_height) <= 2
     expect(last_reply(page).locator("strong")).to_have_text("original payment method")
     expect(page.get_by_label("Chain")).to_have_value("support")
     send(page, "And for bank transfers?")
@@ -272,6 +278,38 @@ def test_staff_open_the_trace_drawer(
     save(page, "trace-drawer")
     page.keyboard.press("Escape")
     expect(drawer).to_be_hidden()
+
+
+def stored_conversation(owner: Any, public_id: str, turns: int) -> str:
+    """A conversation of ``owner`` with ``turns`` question/answer pairs; its chat page path."""
+    key = conversation_key(owner, public_id)
+    Conversation.objects.create(conversation_id=key, owner=owner, title="Long")
+    messages = [[UserMessage(f"Question {i}?"), AssistantMessage(ANSWER)] for i in range(turns)]
+    DjangoChatMemoryRepository().append(key, list(itertools.chain(*messages)))
+    return f"/chat/c/{public_id}/?chain=support"
+
+
+@pytest.mark.parametrize(
+    "device",
+    [{}, {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}],
+    ids=["desktop", "phone"],
+)
+def test_a_long_conversation_scrolls_inside_the_app_not_the_page(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any], device: dict[str, Any]
+) -> None:
+    page = new_page(**device)
+    log_in(page, chat_server, "alice", stored_conversation(site["alice"], "long", turns=8))
+    connected(page)
+    send(page, "One more?")
+    wait_done(page)
+    messages = page.get_by_role("log", name="Messages")
+    assert messages.evaluate("box => box.scrollHeight > box.clientHeight")  # it does overflow
+    # The message headings (visually hidden, absolutely positioned) stay inside the messages
+    # box: the document itself is exactly the window, in both directions.
+    assert page.evaluate(
+        "document.scrollingElement.scrollHeight <= window.innerHeight"
+        " && document.scrollingElement.scrollWidth <= window.innerWidth"
+    )
 
 
 def test_the_page_works_on_a_phone(
