@@ -312,6 +312,21 @@ def test_a_long_conversation_scrolls_inside_the_app_not_the_page(
     )
 
 
+def test_the_pages_declare_an_icon_so_browsers_never_ask_for_favicon_ico(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    logged_so_far = len(chat_server.log())
+    page = new_page()
+    log_in(page, chat_server, "alice")  # the login page, then the chat page
+    connected(page)
+    icon = page.locator("link[rel=icon]")
+    response = page.request.get(chat_server.url + icon.get_attribute("href"))
+    assert response.ok and response.headers["content-type"].startswith("image/svg+xml")
+    page.reload()  # by the time it is back, the browser has asked for the first load's icon
+    connected(page)
+    assert "/favicon.ico" not in chat_server.log()[logged_so_far:]
+
+
 def test_the_page_works_on_a_phone(
     chat_server: LiveServer, new_page: Any, site: dict[str, Any]
 ) -> None:
