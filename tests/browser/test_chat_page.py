@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from advisors_app.conversations import conversation_key
 from advisors_app.core import AssistantMessage, UserMessage
 from advisors_app.ingestion import ingest_text
-from advisors_app.models import AdvisorChain, ChatMessage, Collection, Conversation
+from advisors_app.models import AdvisorChain, CallLog, ChatMessage, Collection, Conversation
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.browser.screenshots import save
 from tests.factories import make_chain, scripted_model
@@ -162,7 +162,11 @@ def test_stop_ends_a_reply_and_keeps_what_arrived(
     shown = last_reply(page).locator(".msg-body").inner_text()
     assert "word5" in shown and "word199" not in shown
     stored = ChatMessage.objects.filter(message_type="assistant").get()
-    assert stored.metadata == {"interrupted": True, "finish_reason": "cancelled"}
+    assert stored.metadata == {
+        "interrupted": True,
+        "finish_reason": "cancelled",
+        "trace_id": CallLog.objects.get().trace_id,
+    }
     assert stored.text.strip() == shown.strip()
 
     # Escape stops a reply too.
@@ -278,6 +282,15 @@ def test_staff_open_the_trace_drawer(
     save(page, "trace-drawer")
     page.keyboard.press("Escape")
     expect(drawer).to_be_hidden()
+
+    # After a reload the reply, now from the history, still opens the same trace.
+    trace_id = CallLog.objects.get().trace_id
+    page.reload()
+    connected(page)
+    last_reply(page).get_by_role("button", name="Trace").click()
+    expect(drawer).to_be_visible()
+    expect(drawer.get_by_role("heading")).to_have_text(f"Trace {trace_id}")
+    expect(drawer.locator("table")).to_contain_text("MessageChatMemoryAdvisor")
 
 
 def stored_conversation(owner: Any, public_id: str, turns: int) -> str:
