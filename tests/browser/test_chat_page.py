@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from advisors_app.conversations import conversation_key
 from advisors_app.core import AssistantMessage, UserMessage
+from advisors_app.demo.loader import MAIN_CHAIN, ensure_demo_rows
 from advisors_app.ingestion import ingest_text
 from advisors_app.models import AdvisorChain, CallLog, ChatMessage, Collection, Conversation
 from advisors_app.stores.memory import DjangoChatMemoryRepository
@@ -364,8 +365,7 @@ def test_the_chain_editor_in_the_admin(
     chat_server: LiveServer, new_page: Any, site: dict[str, Any]
 ) -> None:
     """The README's second image: the admin change page of a chain with its advisors."""
-    # The admin's advisors inline needs about 1800 px (its JSON params boxes).
-    page = new_page(viewport={"width": 1840, "height": 900})
+    page = new_page(viewport={"width": 1400, "height": 900})
     chain = site["chains"]["support"]
     chain.description = "Answers customers from the handbook and remembers the conversation."
     chain.system_prompt = "You are a friendly support agent. Answer from the handbook only."
@@ -378,3 +378,19 @@ def test_the_chain_editor_in_the_admin(
     expect(inline).to_contain_text("message_chat_memory")
     expect(inline).to_contain_text("question_answer")
     save(page, "chain-editor", readme=True, full_page=True)
+
+
+def test_the_demo_chain_editor_fits_a_laptop_window(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    """The advisor rows (long type names, JSON params, params help) wrap within 1400 px."""
+    ensure_demo_rows()
+    chain = AdvisorChain.objects.get(slug=MAIN_CHAIN)
+    page = new_page(viewport={"width": 1400, "height": 900})
+    log_in(page, chat_server, "admin", f"/admin/advisors_app/advisorchain/{chain.pk}/change/")
+    expect(page.locator(".inline-group")).to_contain_text("retrieval_augmentation")
+    fits = "document.documentElement.scrollWidth <= window.innerWidth"
+    assert page.evaluate(fits)
+    # Opened, the params help of every row and the advisor type reference wrap too.
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    assert page.evaluate(fits)
