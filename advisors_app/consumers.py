@@ -78,6 +78,11 @@ def user_group(user: Any) -> str:
     return f"advisors.chat.user.{user.pk}"
 
 
+def _not_json(constant: str) -> Any:
+    """Python's json accepts NaN and Infinity; JSON (and PostgreSQL's jsonb) does not."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _invalid(errors: dict[str, list[str]]) -> dict[str, Any]:
     return ErrorEvent("invalid", "The frame is invalid.", errors=errors).to_dict()
 
@@ -140,8 +145,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(_invalid({"frame": ["Send JSON text frames, not binary."]}))
             return
         try:
-            frame = json.loads(text_data)
-        except ValueError:
+            frame = json.loads(text_data, parse_constant=_not_json)
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than it can parse
             await self.send_json(_invalid({"frame": ["Not valid JSON."]}))
             return
         await self.receive_json(frame)

@@ -33,6 +33,7 @@ __all__ = [
     "afind_conversation",
     "conversation_id_errors",
     "conversation_key",
+    "discard_if_empty",
     "find_conversation",
     "last_sequence",
     "public_conversation_id",
@@ -81,8 +82,10 @@ def _title(message: str) -> str:
 
 async def resolve_conversation(
     user: Any, public_id: str | None, *, title: str = ""
-) -> tuple[str, str]:
-    """``(key, public id)`` of ``user``'s conversation, created (titled ``title``) if new.
+) -> tuple[str, str, bool]:
+    """``(key, public id, created)`` of ``user``'s conversation, created (titled ``title``) if
+    new (then ``created`` is true: :func:`discard_if_empty` removes it if the turn stores
+    nothing).
 
     ``public_id=None`` starts a conversation with a server-generated id. Raises
     :class:`TurnError` (``invalid``, field ``conversation_id``) if the key is held by another
@@ -90,14 +93,20 @@ async def resolve_conversation(
     """
     public = public_id if public_id is not None else uuid.uuid4().hex
     key = conversation_key(user, public)
-    conversation, _ = await Conversation.objects.aget_or_create(
+    conversation, created = await Conversation.objects.aget_or_create(
         conversation_id=key, defaults={"owner_id": user.pk, "title": _title(title)}
     )
     if conversation.owner_id != user.pk:
         raise TurnError(
             "invalid", "The request is invalid.", errors={"conversation_id": ["Not found."]}
         )
-    return key, public
+    return key, public, created
+
+
+async def discard_if_empty(key: str) -> None:
+    """Delete conversation ``key`` if it holds no message: a turn that failed, or whose message
+    was refused before memory, leaves no conversation (titled with that message) behind."""
+    await Conversation.objects.filter(conversation_id=key, messages__isnull=True).adelete()
 
 
 def user_conversations(user: Any) -> QuerySet[Conversation]:

@@ -7,7 +7,8 @@
     DATABASES = {"default": database_settings(BASE_DIR / "var" / "pgdata")}
 
 The server listens on a unix socket inside the data directory only (no TCP port), is reused by
-every process of the project, and keeps running after they exit so the next start is instant.
+every process of the project, and keeps running after they exit so the next start is instant;
+``python -m advisors_app.embedded_postgres stop var/pgdata`` stops it.
 When run as root, pgserver runs PostgreSQL as the system user ``pgserver`` and opens the data
 directory's parents to it. For development and demos; production wants a managed PostgreSQL.
 """
@@ -15,7 +16,9 @@ directory's parents to it. For development and demos; production wants a managed
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -24,7 +27,7 @@ from urllib.parse import quote
 
 from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["database_settings", "start"]
+__all__ = ["database_settings", "start", "stop"]
 
 #: Tries to start (or take over) the server, and how long to wait for a slow start (seconds).
 START_ATTEMPTS = 3
@@ -91,3 +94,21 @@ def _wait_until_ready(pgdata: Path, timeout: float) -> None:
             if len(lines) >= 8 and lines[7].strip() == "ready":
                 return
         time.sleep(0.2)
+
+
+def stop(pgdata: str | Path) -> bool:
+    """Stop the server running on ``pgdata`` (waiting until it has); ``False`` if none was."""
+    pgdata = Path(pgdata).resolve()
+    if not (pgdata / "postmaster.pid").exists():
+        return False
+    from pgserver._commands import pg_ctl  # pgserver's own runner of its bundled pg_ctl
+
+    # As root, pgserver runs PostgreSQL as the system user "pgserver"; pg_ctl must be that user.
+    pg_ctl(["-w", "stop"], pgdata=pgdata, user="pgserver" if os.geteuid() == 0 else None)
+    return True
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "stop":
+        sys.exit("usage: python -m advisors_app.embedded_postgres stop PGDATA")
+    print("stopped" if stop(sys.argv[2]) else f"no server is running on {sys.argv[2]}")

@@ -40,6 +40,7 @@ from asgiref.sync import sync_to_async
 from advisors_app.conf import app_settings
 from advisors_app.conversations import (
     conversation_id_errors,
+    discard_if_empty,
     last_sequence,
     record_trace_id,
     resolve_conversation,
@@ -68,7 +69,7 @@ from advisors_app.models import CallLog
 from advisors_app.runtime import ChainConfigurationError, ChainNotFound, CompiledChain, load_chain
 from advisors_app.scoping import acting_for
 from advisors_app.stores.memory import DjangoChatMemoryRepository
-from advisors_app.validation import FieldErrors, schema_errors
+from advisors_app.validation import FieldErrors, schema_errors, text_problem
 
 __all__ = ["TurnResult", "TurnStream", "call_turn", "stream_turn"]
 
@@ -128,6 +129,8 @@ class _Turn:
     trace: CallTrace = field(default_factory=CallTrace)
     final_prompt: dict[str, Any] | None = None
     started: float = field(default_factory=time.perf_counter)
+    #: Whether this turn created the conversation (removed again if the turn stores nothing).
+    new_conversation: bool = False
 
     def spec(self) -> ChatClientRequestSpec:
         spec = self.compiled.client.prompt(self.message).advisor_params(self.context)
@@ -172,6 +175,9 @@ def _message_errors(message: Any) -> FieldErrors:
         return {"message": ["Not a valid string."]}
     if not message.strip():
         return {"message": ["This field may not be blank."]}
+    problem = text_problem(message)
+    if problem:
+        return {"message": [problem]}
     limit = app_settings.MAX_MESSAGE_CHARS
     if len(message) > limit:
         return {
@@ -225,12 +231,23 @@ async def _prepare(
     system = None
     if compiled.system_template is not None:
         system = compiled.system_template.render(params["system_params"])
-    key, public = await resolve_conversation(user, conversation_id, title=message)
+    key, public, created = await resolve_conversation(user, conversation_id, title=message)
     context[CONVERSATION_ID] = key
     # Scopes per-user state (the semantic cache) to the caller.
     context[OWNER] = f"user:{user.pk}"
-    before = await last_sequence(key)
-    return _Turn(compiled, user, message, key, public, context, options, system, mode, before)
+    return _Turn(
+        compiled,
+        user,
+        message,
+        key,
+        public,
+        context,
+        options,
+        system,
+        mode,
+        stored_before=0 if created else await last_sequence(key),
+        new_conversation=created,
+    )
 
 
 def _reply_text(response: ChatClientResponse | None) -> str:
@@ -305,6 +322,8 @@ async def _finish(
             provider_status=exc.status if isinstance(exc, ProviderError) else None,
             trace=turn.trace.to_dict(),
         )
+        if turn.new_conversation:
+            await discard_if_empty(turn.conversation_key)
 
 
 async def _shielded(coroutine: Any) -> None:

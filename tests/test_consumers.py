@@ -378,6 +378,25 @@ async def test_binary_frames_are_refused(socket: Any) -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        '{"type": "message", "text": "hi", "params": {"options": {"temperature": NaN}}}',
+        '{"type": "message", "text": "hi", "params": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ],
+    ids=["nan", "nested-too-deep"],
+)
+async def test_what_is_not_json_is_an_error_frame_and_the_socket_stays_open(
+    socket: Any, chain: Any, text: str
+) -> None:
+    await socket.send_to(text_data=text)
+    frame = await socket.receive_json_from()
+    assert (frame["code"], frame["errors"]) == ("invalid", {"frame": ["Not valid JSON."]})
+    await script(chain.slug, "still here")
+    await socket.send_json_to({"type": "message", "text": "hi"})
+    assert (await frames_until_end(socket))[-1]["content"] == "still here"
+
+
+@pytest.mark.parametrize(
     ("frame", "code", "errors"),
     [
         ({"text": "   "}, "invalid", {"text": ["This field may not be blank."]}),
@@ -391,6 +410,21 @@ async def test_binary_frames_are_refused(socket: Any) -> None:
             {"text": "hi", "params": {"colour": "red"}},
             "invalid",
             {"params.colour": ["Unknown field. Known fields: options."]},
+        ),
+        ({"text": "hi\x00"}, "invalid", {"text": ["Null characters are not allowed."]}),
+        (
+            {"text": "hi \ud800"},
+            "invalid",
+            {"text": ["Unpaired surrogate characters are not allowed."]},
+        ),
+        (
+            {"text": "hi", "params": {"options": {"max_tokens": 10**20}}},
+            "invalid",
+            {
+                "params.options.max_tokens": [
+                    "100000000000000000000 is greater than the maximum of 1000000"
+                ]
+            },
         ),
     ],
 )

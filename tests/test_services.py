@@ -299,8 +299,44 @@ async def test_a_failed_call_raises_the_original_error_and_logs_it(chain: Any, u
     [log] = await alogs()
     assert (log["status"], log["provider_status"]) == ("error", 503)
     assert [e["status"] for e in log["trace"]["entries"]] == ["error", "error"]
-    [conversation] = await sync_to_async(list)(Conversation.objects.all())
-    assert await atranscript(conversation.conversation_id) == []  # a failed call stores nothing
+    # A failed call stores nothing: not even the conversation it started (titled "hi").
+    assert not await Conversation.objects.aexists()
+    assert log["conversation_id"].startswith(f"{user.pk}:")  # the log still names it
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+async def test_a_message_the_guard_refuses_leaves_no_conversation_behind(
+    user: Any, mode: str
+) -> None:
+    await sync_to_async(make_chain)(
+        "guarded",
+        model=await sync_to_async(scripted_model)("guarded-model", responses=["never"]),
+        advisors=(
+            ("safe_guard", {"words": ["keylogger"]}),
+            ("message_chat_memory", {}),
+        ),
+    )
+    if mode == "call":
+        result = await call_turn("guarded", user, "write a keylogger")
+        content = result.content
+    else:
+        events = [e async for e in await stream_turn("guarded", user, "write a keylogger")]
+        content = events[-1].content
+    assert content.startswith("I'm unable to respond to that")
+    assert not await Conversation.objects.aexists()  # nor its title, the refused message
+    [log] = await alogs()
+    assert log["status"] == "ok"
+
+
+async def test_a_failure_in_an_existing_conversation_keeps_it(chain: Any, user: Any) -> None:
+    await script(chain.slug, "first answer", ProviderUnavailableError("down", status=503))
+    first = await call_turn(chain.slug, user, "hi")
+    with pytest.raises(ProviderUnavailableError):
+        await call_turn(chain.slug, user, "again", conversation_id=first.conversation_id)
+    assert await atranscript(f"{user.pk}:{first.conversation_id}") == [
+        ("user", "hi", {}),
+        ("assistant", "first answer", {"trace_id": first.trace_id}),
+    ]
 
 
 async def test_closing_the_stream_stops_the_model_and_still_logs(chain: Any, user: Any) -> None:

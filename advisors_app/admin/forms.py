@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 from django.contrib.postgres.forms import SimpleArrayField
 from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
 from django.forms.models import BaseInlineFormSet
 from django.utils.html import format_html, format_html_join
 
@@ -33,10 +34,23 @@ _RELATIVE = re.compile(r"^(HIGHEST|LOWEST)(?:_PRECEDENCE)?\s*(?:([+-])\s*(\d+))?
 
 
 class BlankJSONField(forms.JSONField):
-    """A JSON field that shows nothing (not ``null``) when it has no value."""
+    """A JSON field that shows nothing (not ``null``) when it has no value, and refuses JSON
+    nested deeper than Python's parser can read (a form error, not a server error)."""
 
     def prepare_value(self, value: Any) -> Any:
         return "" if value is None else super().prepare_value(value)
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise ValidationError("The JSON is nested too deeply to read.") from None
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:  # redisplayed as typed, like any other invalid JSON
+            return InvalidJSONInput(data)
 
 
 class OrderField(forms.CharField):

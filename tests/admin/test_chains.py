@@ -75,6 +75,7 @@ def test_bad_params_are_a_form_error_naming_the_field(admin_client: Client) -> N
             {"advisor_type": "append", "params": {"text": 5}},
             {"advisor_type": "safe_guard", "params": {"scope": "everything"}},
             {"advisor_type": "append", "params": "{not json"},
+            {"advisor_type": "append", "params": "[" * 5000 + "]" * 5000},
         ]
     )
     response = admin_client.post(ADD, data)
@@ -83,6 +84,7 @@ def test_bad_params_are_a_form_error_naming_the_field(admin_client: Client) -> N
     assert forms[0].errors == {"params": ["text: 5 is not of type 'string'"]}
     assert forms[1].errors["params"] == ["scope: 'everything' is not one of ['user', 'prompt']"]
     assert forms[2].errors["params"] == ["Enter a valid JSON."]
+    assert forms[3].errors["params"] == ["The JSON is nested too deeply to read."]
     assert not AdvisorChain.objects.exists()
 
 

@@ -81,6 +81,17 @@ def test_start_reuses_the_server_running_on_the_same_data(tmp_path: Path) -> Non
         assert (second_url, second_pid) == (first_url, first_pid)
         host, third_pid = start_in_subprocess(settings_script)
         assert third_pid == first_pid and (Path(host) / ".s.PGSQL.5432").is_socket()
+        stopped = subprocess.run(
+            [sys.executable, "-m", "advisors_app.embedded_postgres", "stop", pgdata],
+            cwd=ROOT,
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert stopped.stdout.strip() == "stopped"
+        assert not (pgdata / "postmaster.pid").exists()
+        assert not embedded_postgres.stop(pgdata)  # nothing left to stop
     finally:
         # Takes the server over (even after a slow start), to stop and delete it.
         embedded_postgres.start(pgdata, cleanup_mode="delete")

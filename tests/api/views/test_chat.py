@@ -199,6 +199,17 @@ def rag_chain(alice: Any) -> Any:
             "invalid",
             {"params.options.stop.0": ["Null characters are not allowed."]},
         ),
+        ({"message": "hi\x00"}, 400, "invalid", {"message": ["Null characters are not allowed."]}),
+        (
+            {"message": "hi", "params": {"options": {"max_tokens": 10**20}}},
+            400,
+            "invalid",
+            {
+                "params.options.max_tokens": [
+                    "100000000000000000000 is greater than the maximum of 1000000"
+                ]
+            },
+        ),
     ],
 )
 @pytest.mark.parametrize("mode", ["call", "stream"])
@@ -217,6 +228,27 @@ def test_refused_input_is_a_4xx_json_error_and_stores_nothing(
     error = response.json()["error"]
     assert (error["code"], error["fields"]) == (code, fields)
     assert error["message"] == "The request is invalid."
+    assert not Conversation.objects.exists()
+    assert not CallLog.objects.exists()
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+def test_bodies_that_cannot_be_read_or_stored_are_4xx_json_errors(
+    chain: Any, api: Any, mode: str
+) -> None:
+    url = f"/api/chains/{chain.slug}/{mode}/"
+    surrogate = api.post(url, '{"message": "hi \\ud800"}', content_type="application/json")
+    assert surrogate.status_code == 400
+    assert surrogate.json()["error"]["fields"] == {
+        "message": ["Unpaired surrogate characters are not allowed."]
+    }
+    nested = '{"message": "hi", "params": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    deep = api.post(url, nested, content_type="application/json")
+    assert deep.status_code == 400
+    assert deep.json()["error"]["message"] == "The JSON is nested too deeply to read."
+    huge = api.post(url, '{"message": "' + "x" * 3_000_000 + '"}', content_type="application/json")
+    assert huge.status_code == 413
+    assert huge.json()["error"]["code"] == "too_large"
     assert not Conversation.objects.exists()
     assert not CallLog.objects.exists()
 
