@@ -15,6 +15,7 @@ user, message text, optional conversation id, optional params — and:
 4. make sure the turn is in the conversation: a memory advisor owns that when the chain has
    one; otherwise the service appends it (an interrupted reply flagged as the memory advisors
    flag it: ``metadata["interrupted"]`` and ``["finish_reason"]``; nothing when no text came);
+   either way the stored reply gets the turn's ``metadata["trace_id"]``;
 5. write one :class:`~advisors_app.models.CallLog` row — for completed, failed and cancelled
    turns alike (cancellations shielded so the row is written even while being cancelled).
 
@@ -40,6 +41,8 @@ from advisors_app.conf import app_settings
 from advisors_app.conversations import (
     conversation_id_errors,
     discard_if_empty,
+    last_sequence,
+    record_trace_id,
     resolve_conversation,
 )
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
@@ -149,6 +152,8 @@ class _Turn:
     options: ChatOptions | None
     system: str | None
     mode: str
+    #: The conversation's last message sequence number before this turn stored anything.
+    stored_before: int = 0
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     trace: CallTrace = field(default_factory=CallTrace)
     final_prompt: dict[str, Any] | None = None
@@ -269,6 +274,7 @@ async def _prepare(
         options,
         system,
         mode,
+        stored_before=0 if created else await last_sequence(key),
         new_conversation=created,
     )
 
@@ -318,11 +324,13 @@ async def _finish(
     exc: BaseException | None = None,
     time_to_first_token: float | None = None,
 ) -> None:
-    """Persist the turn (see :func:`_persist`) and write its call log row."""
+    """Persist the turn (see :func:`_persist`), tag its reply with the trace id (the chat page
+    links a reloaded reply to its trace) and write its call log row."""
     latency = time.perf_counter() - turn.started
     reason = {CallLog.Status.OK: None, CallLog.Status.CANCELLED: CANCELLED}.get(status, ERROR)
     try:
         await _persist(turn, response, reason)
+        await record_trace_id(turn.conversation_key, turn.stored_before, turn.trace_id)
     finally:
         usage, _, finish_reason = _outcome(response)
         await CallLog.objects.acreate(

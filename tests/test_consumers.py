@@ -168,7 +168,10 @@ async def test_a_turn_streams_start_deltas_and_done_and_is_stored(
     assert set(done) >= {"usage", "metadata", "finish_reason"}
     assert model.prompts[-1].user_message.text == "hi"
     key = f"{alice.pk}:{start['conversation_id']}"
-    assert await atranscript(key) == [("user", "hi", {}), ("assistant", "Hello there", {})]
+    assert await atranscript(key) == [
+        ("user", "hi", {}),
+        ("assistant", "Hello there", {"trace_id": start["trace_id"]}),
+    ]
 
     # The next message continues the conversation it names.
     await script(chain.slug, "again")
@@ -230,7 +233,11 @@ async def test_b31_cancel_is_acted_on_promptly_while_tokens_stream(
     key = f"{alice.pk}:{done['conversation_id']}"
     assert await atranscript(key) == [
         ("user", "Write a poem", {}),
-        ("assistant", streamed, {"interrupted": True, "finish_reason": "cancelled"}),
+        (
+            "assistant",
+            streamed,
+            {"interrupted": True, "finish_reason": "cancelled", "trace_id": done["trace_id"]},
+        ),
     ]
     [log] = await alogs()
     assert log["status"] == "cancelled"
@@ -262,7 +269,11 @@ async def test_b31_closing_the_socket_cancels_and_awaits_everything(alice: Any, 
         f"{alice.pk}:{start['conversation_id']}"
     )
     assert question == "Write a poem" and answer.startswith("w0 w1 w2")
-    assert flags == {"interrupted": True, "finish_reason": "cancelled"}
+    assert flags == {
+        "interrupted": True,
+        "finish_reason": "cancelled",
+        "trace_id": start["trace_id"],
+    }
 
 
 async def test_b06_a_closed_socket_keeps_the_partial_turn_in_memory(
@@ -281,7 +292,11 @@ async def test_b06_a_closed_socket_keeps_the_partial_turn_in_memory(
     [(_, question, _), (_, answer, flags)] = await atranscript(f"{alice.pk}:{conversation}")
     assert question == "Write a poem"
     assert answer.startswith("Roses are red") and answer == "".join(poem[: len(answer.split())])
-    assert flags == {"interrupted": True, "finish_reason": "cancelled"}
+    assert flags == {
+        "interrupted": True,
+        "finish_reason": "cancelled",
+        "trace_id": frames[0]["trace_id"],
+    }
 
     # The next turn sees the interrupted exchange.
     communicator = await open_socket(alice, memory_chain.slug)

@@ -97,7 +97,10 @@ async def test_call_answers_persists_the_turn_and_logs_it(chain: Any, user: Any)
         "trace_id": result.trace_id,
     }
     key = f"{user.pk}:{result.conversation_id}"
-    assert await atranscript(key) == [("user", "hello", {}), ("assistant", "Hi Alice.", {})]
+    assert await atranscript(key) == [
+        ("user", "hello", {}),
+        ("assistant", "Hi Alice.", {"trace_id": result.trace_id}),
+    ]
     [log] = await alogs()
     assert log["status"] == "ok" and log["mode"] == "call"
     assert log["chain_slug"] == chain.slug and log["user_id"] == user.pk
@@ -279,7 +282,11 @@ async def test_a_provider_error_mid_stream_is_one_error_event(chain: Any, user: 
     assert log["error_message"] == "[429] slow down"
     assert await atranscript(f"{user.pk}:{stream.conversation_id}") == [
         ("user", "hi", {}),
-        ("assistant", "partial answer", {"interrupted": True, "finish_reason": "error"}),
+        (
+            "assistant",
+            "partial answer",
+            {"interrupted": True, "finish_reason": "error", "trace_id": stream.trace_id},
+        ),
     ]
 
 
@@ -328,7 +335,7 @@ async def test_a_failure_in_an_existing_conversation_keeps_it(chain: Any, user: 
         await call_turn(chain.slug, user, "again", conversation_id=first.conversation_id)
     assert await atranscript(f"{user.pk}:{first.conversation_id}") == [
         ("user", "hi", {}),
-        ("assistant", "first answer", {}),
+        ("assistant", "first answer", {"trace_id": first.trace_id}),
     ]
 
 
@@ -349,7 +356,11 @@ async def test_closing_the_stream_stops_the_model_and_still_logs(chain: Any, use
     assert log["status"] == "cancelled" and log["time_to_first_token"] is not None
     assert await atranscript(f"{user.pk}:{stream.conversation_id}") == [
         ("user", "hi", {}),
-        ("assistant", "a", {"interrupted": True, "finish_reason": "cancelled"}),
+        (
+            "assistant",
+            "a",
+            {"interrupted": True, "finish_reason": "cancelled", "trace_id": stream.trace_id},
+        ),
     ]
 
 
@@ -416,7 +427,9 @@ async def test_a_chain_with_memory_lets_the_memory_advisor_persist(user: Any) ->
     )
     model = await script(chain.slug, "Oslo is the capital of Norway.", "About 700,000.")
     first = await call_turn(chain.slug, user, "Tell me about Oslo")
-    await call_turn(chain.slug, user, "Its population?", conversation_id=first.conversation_id)
+    second = await call_turn(
+        chain.slug, user, "Its population?", conversation_id=first.conversation_id
+    )
     assert [m.text for m in model.prompts[-1].instructions] == [
         "Tell me about Oslo",
         "Oslo is the capital of Norway.",
@@ -429,6 +442,13 @@ async def test_a_chain_with_memory_lets_the_memory_advisor_persist(user: Any) ->
         "Its population?",
         "About 700,000.",
     ]
+    # Each stored reply carries its own turn's trace id; a failed turn stores nothing and
+    # leaves the earlier replies' ids alone.
+    model.add(ProviderUnavailableError("upstream 503", status=503))
+    with pytest.raises(ProviderUnavailableError):
+        await call_turn(chain.slug, user, "And Bergen?", conversation_id=first.conversation_id)
+    replies = [meta for kind, _, meta in await atranscript(key) if kind == "assistant"]
+    assert replies == [{"trace_id": first.trace_id}, {"trace_id": second.trace_id}]
 
 
 @pytest.fixture

@@ -92,7 +92,7 @@ def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any,
     assert model.prompts[-1].user_message.text == "hello!"
     assert transcript(alice, body["conversation_id"]) == [
         ("user", "hello", {}),
-        ("assistant", "Hi Alice.", {}),
+        ("assistant", "Hi Alice.", {"trace_id": body["trace_id"]}),
     ]
     log = CallLog.objects.get(trace_id=body["trace_id"])
     assert (log.status, log.mode, log.user_id) == ("ok", "call", alice.pk)
@@ -381,7 +381,7 @@ def test_a_provider_failure_mid_stream_is_an_error_event(chain: Any, alice: Any,
     assert transcript(alice, events[0][1]["conversation_id"])[-1] == (
         "assistant",
         "partial ",
-        {"interrupted": True, "finish_reason": "error"},
+        {"interrupted": True, "finish_reason": "error", "trace_id": events[0][1]["trace_id"]},
     )
 
 
