@@ -91,6 +91,10 @@ def test_ctrl_c_stores_the_turns_in_flight_over_websocket_and_sse(
         [(_, asked, _), (kind, partial, metadata)] = transcript(f"{alice.pk}:{public}")
         assert (asked, kind) == (question, "assistant")
         assert 1 <= len(partial) < 100 and set(partial) == {"x"}
-        assert metadata == {"interrupted": True, "finish_reason": "cancelled"}
         log = CallLog.objects.get(conversation_id=f"{alice.pk}:{public}")
         assert log.status == "cancelled"
+        assert metadata == {
+            "interrupted": True,
+            "finish_reason": "cancelled",
+            "trace_id": log.trace_id,
+        }
