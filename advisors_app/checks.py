@@ -176,6 +176,16 @@ def check_project(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
         for name in REQUIRED_APPS
         if not apps.is_installed(name)
     ]
+    spectacular = getattr(settings, "SPECTACULAR_SETTINGS", {})
+    if "SIDECAR" in spectacular.values() and not apps.is_installed("drf_spectacular_sidecar"):
+        messages.append(
+            Error(
+                "SPECTACULAR_SETTINGS serves the Swagger UI from SIDECAR, but INSTALLED_APPS "
+                "lacks 'drf_spectacular_sidecar': /api/docs/ would load no assets.",
+                hint='Add "drf_spectacular_sidecar" to INSTALLED_APPS.',
+                id="advisors_app.E004",
+            )
+        )
     from drf_spectacular.openapi import AutoSchema
     from rest_framework.settings import api_settings
 

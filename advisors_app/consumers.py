@@ -260,19 +260,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(final.to_dict())
 
     async def _announce(self, conversation_id: str) -> None:
-        """Tell the user's other sockets (any process) that the conversation changed."""
-        if self.channel_layer is None:
-            return
+        """Tell the user's sockets (any process) that the conversation changed, or that it was
+        removed (a turn that stored nothing; see ``services``). Without a channel layer only
+        this socket is told."""
         try:
             conversation = await afind_conversation(self.user, conversation_id)
-            await self.channel_layer.group_send(
-                user_group(self.user),
-                {
-                    "type": "conversation.updated",
-                    "conversation_id": conversation_id,
-                    "title": conversation.title if conversation is not None else "",
-                },
-            )
+            event = {
+                "type": "conversation.updated",
+                "conversation_id": conversation_id,
+                "title": conversation.title if conversation is not None else "",
+                "removed": conversation is None,
+            }
+            if self.channel_layer is None:
+                await self.conversation_updated(event)
+            else:
+                await self.channel_layer.group_send(user_group(self.user), event)
         except Exception:  # a notification must never fail the turn
             logger.exception("Could not announce conversation %s", conversation_id)
 
@@ -284,6 +286,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                     "type": "conversation",
                     "conversation_id": event["conversation_id"],
                     "title": event["title"],
+                    "removed": event.get("removed", False),
                 }
             )
 

@@ -28,6 +28,7 @@ __all__ = [
     "chat_options_errors",
     "check_schema",
     "json_value_errors",
+    "printable",
     "schema_errors",
     "text_problem",
     "validate_json_value",
@@ -139,7 +140,7 @@ def schema_errors(schema: Mapping[str, Any], instance: Any, prefix: str = "") ->
     validator = _validator(json.dumps(schema, sort_keys=True))
     errors = json_value_errors(instance, prefix)
     for error in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.path))):
-        errors.setdefault(_field(prefix, error), []).append(_message(error))
+        errors.setdefault(printable(_field(prefix, error)), []).append(printable(_message(error)))
     return errors
 
 
@@ -148,6 +149,12 @@ _SURROGATE = "Unpaired surrogate characters are not allowed."
 _NOT_FINITE = "Enter a finite number."
 # json decodes a valid pair ("\\ud83d\\ude00") to one character: what is left is unpaired.
 _SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each unpaired surrogate written as its escape (``\\ud800``): a message or
+    field path that quotes refused input must itself be encodable (as UTF-8 in a response)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def text_problem(text: str) -> str | None:
@@ -184,7 +191,7 @@ def json_value_errors(value: Any, prefix: str = "") -> FieldErrors:
                 refuse(path, _NOT_FINITE)
         elif isinstance(item, Mapping):
             for key, child in item.items():
-                child_path = ".".join(p for p in (path, str(key)) if p)
+                child_path = ".".join(p for p in (path, printable(str(key))) if p)
                 problem = text_problem(str(key))
                 if problem:
                     refuse(child_path, problem)

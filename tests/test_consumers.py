@@ -12,7 +12,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
 from advisors_app.consumers import CLOSE_NOT_AUTHENTICATED
-from advisors_app.core import RateLimitedError, ScriptedChatModel
+from advisors_app.core import ProviderUnavailableError, RateLimitedError, ScriptedChatModel
 from advisors_app.models import CallLog, ChatMessage
 from advisors_app.runtime import clear_cache, load_chain
 from advisorsite.asgi import application
@@ -500,12 +500,27 @@ async def test_every_socket_of_the_user_hears_of_a_changed_conversation(
         "type": "conversation",
         "conversation_id": start["conversation_id"],
         "title": "Plan a trip to Oslo",
+        "removed": False,
     }
     assert await other_tab.receive_json_from() == expected
     assert await talking.receive_json_from() == expected
     assert await stranger.receive_nothing(timeout=0.2)
     for communicator in (talking, other_tab, stranger):
         await communicator.disconnect()
+
+
+async def test_a_turn_that_stored_nothing_announces_its_conversation_removed(
+    socket: Any, chain: Any
+) -> None:
+    await script(chain.slug, ProviderUnavailableError("down", status=503))
+    await socket.send_json_to({"type": "message", "text": "hi"})
+    start = (await frames_until_end(socket))[0]
+    assert await socket.receive_json_from() == {
+        "type": "conversation",
+        "conversation_id": start["conversation_id"],
+        "title": "",
+        "removed": True,
+    }
 
 
 @override_settings(ADVISORS={"CHAT_THROTTLE_RATE": "1/minute"})

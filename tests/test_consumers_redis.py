@@ -116,6 +116,7 @@ def test_a_conversation_started_on_one_server_continues_on_the_other(
         "type": "conversation",
         "conversation_id": conversation,
         "title": "Tell me about Oslo",
+        "removed": False,
     }
     assert continued[0]["conversation_id"] == conversation
     assert continued[-1]["type"] == "done"

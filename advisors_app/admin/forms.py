@@ -19,6 +19,7 @@ from advisors_app.lint import LintMessage, format_order, lint_chain
 from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
 from advisors_app.registry import advisor_types, schema_help
 from advisors_app.tools import tool_registry
+from advisors_app.validation import printable
 
 __all__ = [
     "AdvisorChainForm",
@@ -39,7 +40,8 @@ class BlankJSONField(forms.JSONField):
     nested deeper than Python's parser can read (a form error, not a server error)."""
 
     def prepare_value(self, value: Any) -> Any:
-        return "" if value is None else super().prepare_value(value)
+        # printable(): redisplaying refused input with an unpaired surrogate must not fail.
+        return "" if value is None else printable(super().prepare_value(value))
 
     def to_python(self, value: Any) -> Any:
         try:

@@ -45,6 +45,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from advisors_app.events import ErrorEvent, TurnError, error_event
+from advisors_app.validation import printable
 
 __all__ = [
     "PROVIDER_HTTP_STATUS",
@@ -82,12 +83,16 @@ def error_body(
     conversation_id: str | None = None,
     trace_id: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of an error answer (see the module docstring)."""
+    """The JSON body of an error answer (see the module docstring). Field paths and messages
+    quoting refused input are made encodable (:func:`~advisors_app.validation.printable`)."""
     return {
         "error": {
             "code": code,
-            "message": message,
-            "fields": dict(fields or {}),
+            "message": printable(message),
+            "fields": {
+                printable(field): [printable(m) for m in messages]
+                for field, messages in (fields or {}).items()
+            },
             "provider_status": provider_status,
             "retry_after": retry_after,
             "conversation_id": conversation_id,

@@ -76,6 +76,7 @@ def test_bad_params_are_a_form_error_naming_the_field(admin_client: Client) -> N
             {"advisor_type": "safe_guard", "params": {"scope": "everything"}},
             {"advisor_type": "append", "params": "{not json"},
             {"advisor_type": "append", "params": "[" * 5000 + "]" * 5000},
+            {"advisor_type": "append", "params": '{"text": "!", "\\ud800": 1}'},
         ]
     )
     response = admin_client.post(ADD, data)
@@ -85,6 +86,8 @@ def test_bad_params_are_a_form_error_naming_the_field(admin_client: Client) -> N
     assert forms[1].errors["params"] == ["scope: 'everything' is not one of ['user', 'prompt']"]
     assert forms[2].errors["params"] == ["Enter a valid JSON."]
     assert forms[3].errors["params"] == ["The JSON is nested too deeply to read."]
+    assert forms[4].errors["params"][0] == "\\ud800: Unpaired surrogate characters are not allowed."
+    assert "&quot;\\ud800&quot;: 1" in response.content.decode()  # redisplayed as typed
     assert not AdvisorChain.objects.exists()
 
 

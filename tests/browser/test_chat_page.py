@@ -78,6 +78,9 @@ def site(django_user_model: Any) -> dict[str, Any]:
         "support": chain("support", "Support (handbook)", ANSWER, 0.03, memory, retrieval),
         "slow": chain("slow", "Slow storyteller", SLOW_ANSWER, 0.05, memory),
         "hostile": chain("hostile", "Hostile model", HOSTILE_ANSWER, 0.0),
+        "guarded": chain(
+            "guarded", "Guarded", ANSWER, 0.0, ("safe_guard", {"words": ["keylogger"]}), memory
+        ),
     }
     return {**users, "chains": chains}
 
@@ -264,6 +267,22 @@ def test_errors_are_shown_and_a_dropped_socket_reconnects(
     expect(last_reply(page).locator(".msg-body")).to_contain_text("word3")
     page.get_by_role("button", name="Stop").click()
     expect(last_reply(page).locator(".msg-note")).to_contain_text("Stopped")
+
+
+def test_a_refused_first_message_leaves_no_conversation_in_the_page(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    page = new_page()
+    log_in(page, chat_server, "bob", "/chat/?chain=guarded")
+    connected(page)
+    send(page, "Please write a keylogger for me")
+    expect(last_reply(page).locator(".msg-body")).to_contain_text("I'm unable to respond")
+    # The server removed the conversation the turn started; the page follows.
+    expect(page).to_have_url(f"{chat_server.url}/chat/")
+    expect(page.locator("#conversation-list a[data-id]")).to_have_count(0)
+    page.reload()
+    connected(page)
+    expect(page.locator(".msg-user")).to_have_count(0)
 
 
 def test_staff_open_the_trace_drawer(

@@ -324,6 +324,16 @@
     }
   }
 
+  /* A turn that stored nothing (refused by a guard, failed) leaves no conversation behind. */
+  function removeConversation(id) {
+    var link = list.querySelector('a[data-id="' + CSS.escape(id) + '"]');
+    if (link) link.parentNode.remove();
+    if (id === state.conversationId) {
+      state.conversationId = null;
+      history.replaceState(null, "", config.chatUrl);
+    }
+  }
+
   /* ---- frames ---------------------------------------------------------------------- */
 
   function handleFrame(frame) {
@@ -360,7 +370,8 @@
         else showAlert(frame.message);
         break;
       case "conversation":
-        upsertConversation(frame.conversation_id, frame.title);
+        if (frame.removed) removeConversation(frame.conversation_id);
+        else upsertConversation(frame.conversation_id, frame.title);
         break;
     }
   }

@@ -242,6 +242,17 @@ def test_bodies_that_cannot_be_read_or_stored_are_4xx_json_errors(
     assert surrogate.json()["error"]["fields"] == {
         "message": ["Unpaired surrogate characters are not allowed."]
     }
+    # The refused key is quoted escaped: the error itself must be encodable.
+    key = api.post(
+        url, '{"message": "hi", "params": {"\\ud800": 1}}', content_type="application/json"
+    )
+    assert key.status_code == 400
+    assert key.json()["error"]["fields"] == {
+        "params.\\ud800": [
+            "Unpaired surrogate characters are not allowed.",
+            "Unknown field. Known fields: append_flag, options.",
+        ]
+    }
     nested = '{"message": "hi", "params": ' + "[" * 100_000 + "]" * 100_000 + "}"
     deep = api.post(url, nested, content_type="application/json")
     assert deep.status_code == 400
