@@ -7,7 +7,7 @@ answers every turn with one tool call, then (after the tool ran) a JSON answer:
 - refuse listed words: ``SafeGuardAdvisor`` (outermost) / ``abefore_agent`` + jump to end;
 - conversation memory, 20 messages: ``MessageChatMemoryAdvisor`` on ``MessageWindowChatMemory``
   over ``InMemoryChatMemoryRepository`` / an ``InMemorySaver`` checkpointer per ``thread_id``
-  and an ``abefore_model`` trim to 20 messages;
+  and an ``abefore_model`` trim to 20 messages; a new conversation every 10 turns on both sides;
 - pass-through: a ``BaseAdvisor`` overriding both hooks / ``awrap_model_call`` → handler;
 - tool loop, one round: ``ToolCallingAdvisor`` + ``@tool`` / the agent's own loop + ``@tool``;
 - validate the JSON answer, retry on error: ``StructuredOutputValidationAdvisor`` /
@@ -27,13 +27,15 @@ per call and per chunk, for the per-advisor cost alone.
 
 Run: ``python benchmarks/chain_overhead.py`` (about a minute; LangChain from
 ``requirements-bench.txt``, skipped with a note when it is not installed). Medians of several
-repetitions in one process, so the ratios are comparable.
+repetitions in one process, interleaved across the cases (A B C, A B C, ...) so that load from
+other work on the machine falls on ours and the peer alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -97,6 +99,15 @@ def answer_chunks(n: int) -> list[str]:
     return ['{"answer": "', *words, '", "city": "Paris"}']
 
 
+def conversation(turn: int) -> str:
+    """A new conversation every 10 turns: history to carry, yet bounded per conversation.
+
+    LangGraph's ``InMemorySaver`` keeps every checkpoint of a thread and finds the latest with
+    ``max()`` over them, so one endless thread would slow the peer down as the run goes on.
+    """
+    return f"bench-{turn // 10}"
+
+
 def weather(city: str) -> str:
     """Current weather of a city."""
     return f"sunny in {city}"
@@ -141,33 +152,47 @@ def our_client(model: ScriptedChatModel, *, validation: bool = True) -> ChatClie
 # --- measuring --------------------------------------------------------------------------------
 
 
-async def per_call_us(run: Callable[[], Awaitable[Any]], seconds: float, repeats: int) -> float:
-    """Median µs per ``await run()``; each repetition lasts about ``seconds``."""
-    for _ in range(3):
-        await run()
-    start, n = time.perf_counter(), 0
-    while time.perf_counter() - start < seconds / 4 or n < 3:
-        await run()
-        n += 1
-    loops = max(3, int(n * 4))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(loops):
+async def calls_us(
+    cases: dict[str, Callable[[], Awaitable[Any]]], seconds: float, repeats: int
+) -> dict[str, float]:
+    """Median µs per ``await run()`` of each case; a repetition lasts about ``seconds``.
+
+    Repetitions interleave the cases (A B C, A B C, ...), so load from other work on the
+    machine falls on every case alike and the ratios stay fair.
+    """
+    loops = {}
+    for name, run in cases.items():
+        for _ in range(3):
             await run()
-        samples.append((time.perf_counter() - start) / loops * 1e6)
-    return statistics.median(samples)
+        start, n = time.perf_counter(), 0
+        while time.perf_counter() - start < seconds / 4 or n < 3:
+            await run()
+            n += 1
+        loops[name] = max(3, n * 4)
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, run in cases.items():
+            start = time.perf_counter()
+            for _ in range(loops[name]):
+                await run()
+            samples[name].append((time.perf_counter() - start) / loops[name] * 1e6)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
-async def stream_us(
-    stream: Callable[[], AsyncIterator[Any]],
-    has_text: Callable[[Any], bool],
-    streams: int,
-    repeats: int,
-) -> tuple[float, float]:
-    """Median (µs per whole stream, µs to the first chunk with text) over ``repeats``."""
+StreamCase = tuple[Callable[[], AsyncIterator[Any]], Callable[[Any], bool]]
 
-    async def once() -> tuple[float, float]:
+
+async def streams_us(
+    cases: dict[str, StreamCase], streams: int, repeats: int
+) -> dict[str, tuple[float, float]]:
+    """Per case: median (µs per whole stream, µs to the first item with text), interleaved.
+
+    A case is ``(stream, has_text)``: ``stream()`` opens one stream, ``has_text(item)`` tells
+    the first item that carries answer text. Each repetition runs ``streams`` streams per case.
+    """
+
+    async def once(case: StreamCase) -> tuple[float, float]:
+        stream, has_text = case
         start = time.perf_counter()
         first = None
         async for item in stream():
@@ -176,14 +201,19 @@ async def stream_us(
         end = time.perf_counter()
         return (end - start) * 1e6, ((first or end) - start) * 1e6
 
-    for _ in range(2):
-        await once()
-    totals, firsts = [], []
+    for case in cases.values():
+        for _ in range(2):
+            await once(case)
+    totals: dict[str, list[float]] = {name: [] for name in cases}
+    firsts: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):
-        runs = [await once() for _ in range(streams)]
-        totals.append(statistics.mean(r[0] for r in runs))
-        firsts.append(statistics.mean(r[1] for r in runs))
-    return statistics.median(totals), statistics.median(firsts)
+        for name, case in cases.items():
+            runs = [await once(case) for _ in range(streams)]
+            totals[name].append(statistics.mean(r[0] for r in runs))
+            firsts[name].append(statistics.mean(r[1] for r in runs))
+    return {
+        name: (statistics.median(totals[name]), statistics.median(firsts[name])) for name in cases
+    }
 
 
 async def check_ours() -> None:
@@ -223,7 +253,14 @@ async def measure(seconds: float, repeats: int, chunks: int, streams: int) -> di
     )
     if lc is not None:
         await check_langchain(lc)
-    params = {CONVERSATION_ID: "bench"}
+    turns = itertools.count()
+
+    def params() -> dict[str, str]:
+        return {CONVERSATION_ID: conversation(next(turns))}
+
+    def config() -> dict[str, Any]:
+        return {"configurable": {"thread_id": conversation(next(turns))}}
+
     answer = "".join(answer_chunks(chunks))
     prompt = Prompt(QUESTION)
     results: dict[str, Any] = {"langchain_versions": lc["versions"] if lc else None}
@@ -236,18 +273,14 @@ async def measure(seconds: float, repeats: int, chunks: int, streams: int) -> di
         await model.call(prompt)
         await model.call(prompt)
 
-    call = {
-        "ours_direct_us": await per_call_us(direct, seconds, repeats),
-        "ours_chain_us": await per_call_us(
-            lambda: client.prompt(QUESTION).advisor_params(params).call().acontent(),
-            seconds,
-            repeats,
-        ),
+    cases: dict[str, Callable[[], Awaitable[Any]]] = {
+        "ours_direct_us": direct,
+        "ours_chain_us": lambda: client.prompt(QUESTION).advisor_params(params()).call().acontent(),
     }
+    messages: list[Any] = []
     if lc is not None:
         lc_model = lc["model"](answer)
         messages = [lc["HumanMessage"](QUESTION)]
-        config = {"configurable": {"thread_id": "bench"}}
         agent = lc["agent"](answer)
         agent_stateless = lc["agent"](answer, checkpointer=False)
 
@@ -255,13 +288,12 @@ async def measure(seconds: float, repeats: int, chunks: int, streams: int) -> di
             await lc_model.ainvoke(messages)
             await lc_model.ainvoke(messages)
 
-        call["langchain_direct_us"] = await per_call_us(lc_direct, seconds, repeats)
-        call["langchain_agent_us"] = await per_call_us(
-            lambda: agent.ainvoke({"messages": messages}, config), seconds, repeats
+        cases["langchain_direct_us"] = lc_direct
+        cases["langchain_agent_us"] = lambda: agent.ainvoke({"messages": messages}, config())
+        cases["langchain_agent_no_checkpointer_us"] = lambda: agent_stateless.ainvoke(
+            {"messages": messages}
         )
-        call["langchain_agent_no_checkpointer_us"] = await per_call_us(
-            lambda: agent_stateless.ainvoke({"messages": messages}), seconds, repeats
-        )
+    call: dict[str, Any] = await calls_us(cases, seconds, repeats)
     call["ours_overhead_us"] = call["ours_chain_us"] - call["ours_direct_us"]
     if lc is not None:
         call["langchain_overhead_us"] = call["langchain_agent_us"] - call["langchain_direct_us"]
@@ -290,23 +322,17 @@ async def measure(seconds: float, repeats: int, chunks: int, streams: int) -> di
     def text_of(response: ChatResponse) -> bool:
         return bool(response.result and response.result.output.text)
 
-    stream: dict[str, Any] = {"chunks": n_chunks}
-    for key, run, has_text in (
-        ("ours_direct", bare_stream, text_of),
-        (
-            "ours_chain",
-            lambda: full.prompt(QUESTION).advisor_params(params).stream().content(),
+    stream_cases: dict[str, StreamCase] = {
+        "ours_direct": (bare_stream, text_of),
+        "ours_chain": (
+            lambda: full.prompt(QUESTION).advisor_params(params()).stream().content(),
             bool,
         ),
-        (
-            "ours_chain_no_validation",
-            lambda: no_validation.prompt(QUESTION).advisor_params(params).stream().content(),
+        "ours_chain_no_validation": (
+            lambda: no_validation.prompt(QUESTION).advisor_params(params()).stream().content(),
             bool,
         ),
-    ):
-        total, first = await stream_us(run, has_text, streams, repeats)
-        stream[f"{key}_per_chunk_us"] = total / n_chunks
-        stream[f"{key}_first_chunk_us"] = first
+    }
     if lc is not None:
         lc_stream_model = lc["model"](pieces)
         lc_agent = lc["agent"](pieces)
@@ -318,15 +344,14 @@ async def measure(seconds: float, repeats: int, chunks: int, streams: int) -> di
                 yield chunk
 
         def lc_agent_stream() -> AsyncIterator[Any]:
-            return lc_agent.astream({"messages": messages}, config, stream_mode="messages")
+            return lc_agent.astream({"messages": messages}, config(), stream_mode="messages")
 
-        for key, run, has_text in (
-            ("langchain_direct", lc_bare, lambda c: bool(c.content)),
-            ("langchain_agent", lc_agent_stream, lambda item: bool(item[0].content)),
-        ):
-            total, first = await stream_us(run, has_text, streams, repeats)
-            stream[f"{key}_per_chunk_us"] = total / n_chunks
-            stream[f"{key}_first_chunk_us"] = first
+        stream_cases["langchain_direct"] = (lc_bare, lambda c: bool(c.content))
+        stream_cases["langchain_agent"] = (lc_agent_stream, lambda item: bool(item[0].content))
+    stream: dict[str, Any] = {"chunks": n_chunks}
+    for key, (total, first) in (await streams_us(stream_cases, streams, repeats)).items():
+        stream[f"{key}_per_chunk_us"] = total / n_chunks
+        stream[f"{key}_first_chunk_us"] = first
     for key, advisors in (("ours_chain", ADVISORS), ("ours_chain_no_validation", ADVISORS - 1)):
         stream[f"{key}_per_chunk_per_advisor_us"] = (
             stream[f"{key}_per_chunk_us"] - stream["ours_direct_per_chunk_us"]
@@ -349,30 +374,33 @@ async def micro(seconds: float, repeats: int, chunks: int, streams: int) -> dict
     prompt = Prompt("hello")
     request = ChatClientRequest(prompt)
 
+    CLASSES = (("pass_through", PassThrough), ("identity", Identity))
+
     def chain_for(cls: type[BaseAdvisor], m: ScriptedChatModel) -> DefaultAroundAdvisorChain:
         return DefaultAroundAdvisorChain(
             [*(cls() for _ in range(ADVISORS)), ChatModelCallAdvisor(m), ChatModelStreamAdvisor(m)]
         )
 
-    out = {"model_call_us": await per_call_us(lambda: model.call(prompt), seconds, repeats)}
-    for name, cls in (("pass_through", PassThrough), ("identity", Identity)):
-        chain = chain_for(cls, model)
-        out[f"{name}_call_us"] = await per_call_us(
-            lambda chain=chain: chain.next_call(request), seconds, repeats
-        )
-    base_total, _ = await stream_us(lambda: stream_model.stream(prompt), bool, streams, repeats)
-    out["model_per_chunk_us"] = base_total / chunks
-    for name, cls in (("pass_through", PassThrough), ("identity", Identity)):
-        chain = chain_for(cls, stream_model)
-        total, _ = await stream_us(
-            lambda chain=chain: chain.next_stream(request), bool, streams, repeats
-        )
-        out[f"{name}_per_chunk_us"] = total / chunks
-        out[f"{name}_per_chunk_per_advisor_us"] = (total / chunks - out["model_per_chunk_us"]) / (
-            ADVISORS
-        )
-        out[f"{name}_call_per_advisor_us"] = (
-            out[f"{name}_call_us"] - out["model_call_us"]
+    call_chains = {name: chain_for(cls, model) for name, cls in CLASSES}
+    stream_chains = {name: chain_for(cls, stream_model) for name, cls in CLASSES}
+    calls: dict[str, Callable[[], Awaitable[Any]]] = {"model": lambda: model.call(prompt)}
+    calls |= {name: (lambda c=c: c.next_call(request)) for name, c in call_chains.items()}
+    streams_: dict[str, StreamCase] = {"model": (lambda: stream_model.stream(prompt), bool)}
+    streams_ |= {
+        name: ((lambda c=c: c.next_stream(request)), bool) for name, c in stream_chains.items()
+    }
+    per_call = await calls_us(calls, seconds, repeats)
+    per_stream = await streams_us(streams_, streams, repeats)
+    out = {
+        "model_call_us": per_call["model"],
+        "model_per_chunk_us": per_stream["model"][0] / chunks,
+    }
+    for name, _cls in CLASSES:
+        out[f"{name}_call_us"] = per_call[name]
+        out[f"{name}_call_per_advisor_us"] = (per_call[name] - per_call["model"]) / ADVISORS
+        out[f"{name}_per_chunk_us"] = per_stream[name][0] / chunks
+        out[f"{name}_per_chunk_per_advisor_us"] = (
+            out[f"{name}_per_chunk_us"] - out["model_per_chunk_us"]
         ) / ADVISORS
     return out
 
@@ -467,8 +495,8 @@ def report(results: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=0.4, help="per repetition")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=0.3, help="per repetition")
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--chunks", type=int, default=200, help="answer chunks per stream")
     parser.add_argument("--streams", type=int, default=20, help="streams per repetition")
     parser.add_argument("--json", help="write the results to this file")

@@ -161,8 +161,8 @@ async def embeddings(seconds: float, repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="chat rounds per measurement")
-    parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--seconds", type=float, default=1.0, help="per embedding repetition")
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=0.5, help="per embedding repetition")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()

@@ -40,7 +40,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("chain_overhead", []),
     ("safe_guard_matching", []),
     ("memory_window", []),
-    ("vector_search", ["--rows", "10000,30000,100000", "--sparse-rows", "100000"]),
+    ("vector_search", ["--rows", "10000,30000,100000"]),
     ("websocket_load", ["--clients", "50,200,500", "--tokens", "50"]),
     ("embedded_models", []),
 ]
