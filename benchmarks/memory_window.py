@@ -55,14 +55,17 @@ def conversation(size: int) -> list:
     return messages[:size]
 
 
-def median_ms(run: Callable[[], object], repeats: int, per: int) -> float:
-    samples = []
+def median_ms(runs: list[Callable[[], object]], repeats: int, per: int) -> list[float]:
+    """Median ms per call of each of ``runs``; repetitions interleave them (A B C, A B C, ...),
+    so load from other work on the machine falls on every conversation size alike."""
+    samples: list[list[float]] = [[] for _ in runs]
     for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(per):
-            run()
-        samples.append((time.perf_counter() - start) / per)
-    return statistics.median(samples) * 1e3
+        for run, values in zip(runs, samples, strict=True):
+            start = time.perf_counter()
+            for _ in range(per):
+                run()
+            values.append((time.perf_counter() - start) / per)
+    return [statistics.median(values) * 1e3 for values in samples]
 
 
 def spring_style_get(repository: DjangoChatMemoryRepository, conversation_id: str) -> list:
@@ -128,7 +131,7 @@ def main() -> None:
                 1,
             ),
         ):
-            times = [median_ms(make(f"size-{size}"), repeats, per) for size in SIZES]
+            times = median_ms([make(f"size-{size}") for size in SIZES], repeats, per)
             rows.append((key, label, times, times[-1] / times[0]))
         # Async ORM calls ran in asgiref's worker thread: close its connection there.
         loop.run_until_complete(sync_to_async(connections.close_all)())
