@@ -106,8 +106,12 @@ async def chat(rounds: int, max_tokens: int) -> dict:
         base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=300
     ) as client:
         for concurrency in (1, 4):
-            ours = best([await chat_round(model, concurrency, max_tokens) for _ in range(rounds)])
-            raw = best([await raw_round(client, concurrency, max_tokens) for _ in range(rounds)])
+            # Rounds alternate ours / raw, so load from other work falls on both alike.
+            ours_rounds, raw_rounds = [], []
+            for _ in range(rounds):
+                ours_rounds.append(await chat_round(model, concurrency, max_tokens))
+                raw_rounds.append(await raw_round(client, concurrency, max_tokens))
+            ours, raw = best(ours_rounds), best(raw_rounds)
             results[f"c{concurrency}"] = {
                 "ours_tokens_per_s": ours["tokens_per_s"],
                 "ours_tokens": ours["tokens"],

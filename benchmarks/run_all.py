@@ -309,6 +309,15 @@ def table(data: dict[str, dict[str, Any] | None], wall: float | None) -> str:
         + (f", {wall / 60:.1f} min in all" if wall else "")
         + f". Machine: {describe(info)} (shared with other work while it ran).",
         "",
+        "CPU pressure (share of time some task waited for a core) at the start of each "
+        "benchmark: "
+        + ", ".join(
+            f"{name.replace('_', ' ')} {d['machine'].get('cpu_pressure_pct', 0):.0f}%"
+            for name, d in data.items()
+            if d and d["machine"].get("cpu_pressure_pct") is not None
+        )
+        + ".",
+        "",
         "| # figure | ours | peer (same run) | ratio | target | |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
