@@ -138,10 +138,12 @@ def langchain_side(
                 error = f"Invalid JSON: {exc}"
             if not error:
                 return None
-            retries = sum(
-                isinstance(m, HumanMessage) and m.text.startswith(retry_prefix)
-                for m in state["messages"]
-            )
+            retries = 0  # retry requests since the user's own message
+            for m in reversed(state["messages"]):
+                if isinstance(m, HumanMessage):
+                    if not m.text.startswith(retry_prefix):
+                        break
+                    retries += 1
             if retries >= 3:
                 return None
             return {"messages": [HumanMessage(retry_prefix + error)], "jump_to": "model"}
@@ -166,17 +168,9 @@ def langchain_side(
 
     from importlib.metadata import version
 
-    import langchain
-    import langchain_core
-    import langgraph  # noqa: F401
-
     return {
         "model": model,
         "agent": agent,
         "HumanMessage": HumanMessage,
-        "versions": {
-            "langchain": langchain.__version__,
-            "langchain-core": langchain_core.__version__,
-            "langgraph": version("langgraph"),
-        },
+        "versions": {name: version(name) for name in ("langchain", "langchain-core", "langgraph")},
     }

@@ -46,10 +46,10 @@ def plots(data: dict[str, dict[str, Any] | None], folder: Path) -> list[Path]:
         sizes = res.get("sizes") or {str(vector["parameters"]["rows"]): res}
         x = [int(n) for n in sizes]
         fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-        for metric, name, color in (
-            ("hnsw_p50_ms", "HNSW (PgVectorStore)", "tab:blue"),
+        for metric, name, color in (  # HNSW last: on top where it meets exact SQL
             ("exact_sql_p50_ms", "exact SQL (no index)", "tab:orange"),
             ("numpy_p50_ms", "numpy brute force", "tab:green"),
+            ("hnsw_p50_ms", "HNSW (PgVectorStore)", "tab:blue"),
         ):
             for key, style, suffix in (
                 ("no_filter", "-", ""),
@@ -72,16 +72,16 @@ def plots(data: dict[str, dict[str, Any] | None], folder: Path) -> list[Path]:
         )
         left.grid(True, which="both", alpha=0.3)
         left.legend(fontsize=7)
-        for key, style, name in (
-            ("no_filter", "-", "no filter"),
-            ("filter_1pct", "--", "1% filter"),
+        for key, style, name, color in (
+            ("no_filter", "-", "no filter", "tab:blue"),
+            ("filter_1pct", "--", "1% filter", "tab:purple"),
         ):
             right.plot(
                 x,
                 [s[key]["recall_at_10"] for s in sizes.values()],
                 style,
                 marker="o",
-                color="tab:blue",
+                color=color,
                 label=f"50 rows per topic, {name}",
             )
         sparse = res.get("sparse")
