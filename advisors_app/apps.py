@@ -17,6 +17,7 @@ class AdvisorsAppConfig(AppConfig):
             check_chains,
             check_databases,
             check_model_configs,
+            check_project,
             check_settings,
         )
 
@@ -25,6 +26,7 @@ class AdvisorsAppConfig(AppConfig):
         checks.register(check_databases, checks.Tags.database)
         checks.register(check_chains, checks.Tags.database)
         checks.register(check_settings)
+        checks.register(check_project)
         checks.register(check_model_configs)
         advisor_types.register_builtins()
         signals.connect()

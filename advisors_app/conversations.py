@@ -8,6 +8,9 @@ two conversations, and a user who sends another user's id reaches nothing of the
 behaves exactly as one never used (a new, empty conversation of the caller's own). The REST
 and websocket layers list and show conversations through :func:`user_conversations` and
 :func:`find_conversation`, and show ids with :func:`public_conversation_id`.
+
+A stored reply carries the trace id of the turn that wrote it (``metadata["trace_id"]``,
+:func:`record_trace_id`), so a transcript read back links each reply to its call log.
 """
 
 from __future__ import annotations
@@ -16,19 +19,25 @@ import re
 import uuid
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, JSONField, QuerySet, Value
+from django.db.models.expressions import CombinedExpression
 
+from advisors_app.core.messages import MessageType
 from advisors_app.events import TurnError
-from advisors_app.models import Conversation
+from advisors_app.models import ChatMessage, Conversation
 from advisors_app.validation import FieldErrors
 
 __all__ = [
     "MAX_PUBLIC_ID_LENGTH",
+    "TRACE_ID",
     "afind_conversation",
     "conversation_id_errors",
     "conversation_key",
+    "discard_if_empty",
     "find_conversation",
+    "last_sequence",
     "public_conversation_id",
+    "record_trace_id",
     "resolve_conversation",
     "user_conversations",
 ]
@@ -36,6 +45,8 @@ __all__ = [
 MAX_PUBLIC_ID_LENGTH = 128
 _PUBLIC_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 _TITLE_LENGTH = 80
+#: The ``ChatMessage.metadata`` key of a reply's trace id (``CallLog.trace_id`` of its turn).
+TRACE_ID = "trace_id"
 
 
 def conversation_key(user: Any, public_id: str) -> str:
@@ -71,8 +82,10 @@ def _title(message: str) -> str:
 
 async def resolve_conversation(
     user: Any, public_id: str | None, *, title: str = ""
-) -> tuple[str, str]:
-    """``(key, public id)`` of ``user``'s conversation, created (titled ``title``) if new.
+) -> tuple[str, str, bool]:
+    """``(key, public id, created)`` of ``user``'s conversation, created (titled ``title``) if
+    new (then ``created`` is true: :func:`discard_if_empty` removes it if the turn stores
+    nothing).
 
     ``public_id=None`` starts a conversation with a server-generated id. Raises
     :class:`TurnError` (``invalid``, field ``conversation_id``) if the key is held by another
@@ -80,14 +93,20 @@ async def resolve_conversation(
     """
     public = public_id if public_id is not None else uuid.uuid4().hex
     key = conversation_key(user, public)
-    conversation, _ = await Conversation.objects.aget_or_create(
+    conversation, created = await Conversation.objects.aget_or_create(
         conversation_id=key, defaults={"owner_id": user.pk, "title": _title(title)}
     )
     if conversation.owner_id != user.pk:
         raise TurnError(
             "invalid", "The request is invalid.", errors={"conversation_id": ["Not found."]}
         )
-    return key, public
+    return key, public, created
+
+
+async def discard_if_empty(key: str) -> None:
+    """Delete conversation ``key`` if it holds no message: a turn that failed, or whose message
+    was refused before memory, leaves no conversation (titled with that message) behind."""
+    await Conversation.objects.filter(conversation_id=key, messages__isnull=True).adelete()
 
 
 def user_conversations(user: Any) -> QuerySet[Conversation]:
@@ -110,4 +129,34 @@ async def afind_conversation(user: Any, public_id: str) -> Conversation | None:
         return None
     return await (
         user_conversations(user).filter(conversation_id=conversation_key(user, public_id)).afirst()
+    )
+
+
+async def last_sequence(key: str) -> int:
+    """The sequence number of conversation ``key``'s newest message (0 before its first)."""
+    found = await (
+        Conversation.objects.filter(conversation_id=key)
+        .values_list("last_sequence", flat=True)
+        .afirst()
+    )
+    return found or 0
+
+
+async def record_trace_id(key: str, after: int, trace_id: str) -> None:
+    """Put ``trace_id`` under :data:`TRACE_ID` in the metadata of the assistant messages of
+    conversation ``key`` numbered after ``after``: the replies of the turn that began there.
+
+    Whoever stored the reply (a memory advisor, or the service) did so without knowing the
+    trace id; this tags it afterwards in one ``UPDATE``, merging into the existing metadata.
+    Two turns running at once in one conversation cannot be told apart: both replies then get
+    the trace id of the turn that finished last.
+    """
+    await ChatMessage.objects.filter(
+        conversation__conversation_id=key,
+        message_type=MessageType.ASSISTANT.value,
+        sequence__gt=after,
+    ).aupdate(
+        metadata=CombinedExpression(
+            F("metadata"), "||", Value({TRACE_ID: trace_id}, output_field=JSONField())
+        )
     )

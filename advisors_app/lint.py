@@ -9,14 +9,18 @@ Runs when a chain is saved in the admin (errors block the save, warnings are sho
   round; bug case B09).
 - ``advisors_app.W103``: a guard runs inside a memory advisor (blocked input would be stored
   and replayed on every later turn; bug case B14).
-- ``advisors_app.W104``: a retrieval (RAG) advisor runs outside the memory advisor (the search
-  cannot see the conversation history; bug case B22).
+- ``advisors_app.W104``: a retrieval (RAG) advisor runs outside the memory advisor: memory
+  then stores the augmented prompt, retrieved excerpts included, as the user's message and
+  replays it every turn; and the search cannot see the conversation history (bug case B22).
 - ``advisors_app.E105``: an advisor whose ``after`` has side effects is not stream-safe.
-- ``advisors_app.E106``: a template lacks a placeholder its advisor requires.
+- ``advisors_app.E106``: a template has a brace left unpaired, or lacks a placeholder its
+  advisor requires.
 - ``advisors_app.E107``: an order outside ``HIGHEST_PRECEDENCE..LOWEST_PRECEDENCE``.
 - ``advisors_app.E108``: an unregistered advisor type.
 - ``advisors_app.E109``: params that do not match the type's JSON Schema.
 - ``advisors_app.E110``: a reference to a row that does not exist (word list, template, ...).
+- ``advisors_app.W112``: a guard that takes word lists has no word at all (its lists are empty
+  and it has no inline ``words``): it blocks nothing.
 
 "Inside" means later in the chain's execution order (larger order; equal orders keep the
 rows' saved order).
@@ -24,14 +28,14 @@ rows' saved order).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.apps import apps
 
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
-from advisors_app.core.templates import assert_placeholders
+from advisors_app.core.templates import assert_balanced_braces, assert_placeholders
 from advisors_app.registry import (
     AdvisorType,
     advisor_types,
@@ -129,6 +133,7 @@ def lint_chain(advisors: Iterable[Any]) -> list[LintMessage]:
             continue
         messages.extend(_reference_messages(label, advisor_type, row.params))
         if row.enabled:
+            messages.extend(_empty_guard_messages(label, advisor_type, row.params))
             rows.append(_Row(label, advisor_type, order, index, dict(row.params)))
     rows.sort(key=lambda r: (r.order, r.position))
     messages.extend(_structure_messages(rows))
@@ -154,19 +159,63 @@ def _reference_messages(label: str, advisor_type: AdvisorType, params: Any) -> l
                 )
             )
             continue
-        required = properties.get(param, {}).get("x-required-placeholders")
-        if kind_key == "prompt_template" and required:
-            try:
-                assert_placeholders(row.text, required)
-            except ValueError as exc:
-                messages.append(
-                    _error(
-                        "advisors_app.E106",
-                        f"{label}: params.{param}: template {slug!r}: {exc}",
-                        "Add the placeholders to the template text.",
-                    )
-                )
+        if kind_key == "prompt_template":
+            required = properties.get(param, {}).get("x-required-placeholders")
+            messages.extend(_template_messages(f"{label}: params.{param}", row, required))
     return messages
+
+
+def _template_messages(where: str, template: Any, required: list[str] | None) -> list[LintMessage]:
+    """E106 for a stored template with an unpaired brace (a template saved before the admin
+    refused them) or without the placeholders its advisor requires."""
+    try:
+        assert_balanced_braces(template.text)
+    except ValueError as exc:
+        hint = "Fix the template text; write {{ and }} for literal braces."
+        return [_error("advisors_app.E106", f"{where}: template {template.slug!r}: {exc}", hint)]
+    if required:
+        try:
+            assert_placeholders(template.text, required)
+        except ValueError as exc:
+            hint = "Add the placeholders to the template text."
+            message = f"{where}: template {template.slug!r}: {exc}"
+            return [_error("advisors_app.E106", message, hint)]
+    return []
+
+
+def _takes_word_lists(advisor_type: AdvisorType) -> bool:
+    for prop in advisor_type.params_schema.get("properties", {}).values():
+        if not isinstance(prop, Mapping):
+            continue
+        items = prop.get("items")
+        items_kind = items.get("x-reference") if isinstance(items, Mapping) else None
+        if "word_list" in (prop.get("x-reference"), items_kind):
+            return True
+    return False
+
+
+def _empty_guard_messages(label: str, advisor_type: AdvisorType, params: Any) -> list[LintMessage]:
+    """W112 for a guard whose word lists and inline ``words`` (SafeGuard's) hold no word."""
+    if "guard" not in advisor_type.roles or not _takes_word_lists(advisor_type):
+        return []
+    if any(str(w).strip() for w in params.get("words") or ()):
+        return []
+    slugs = [s for _, kind, s in references_in(advisor_type, params) if kind == "word_list"]
+    word_lists = apps.get_model("advisors_app", "SensitiveWordList")._default_manager
+    lists = list(word_lists.filter(slug__in=slugs))
+    if len(lists) < len(set(slugs)):
+        return []  # a missing list is E110's
+    if any(str(w).strip() for found in lists for w in found.words):
+        return []
+    named = ", ".join(repr(s) for s in slugs) if slugs else "none"
+    return [
+        _warning(
+            "advisors_app.W112",
+            f"{label}: the guard has no word to block (word lists: {named}; no inline words): "
+            "it lets every message through.",
+            "Add words to its word lists or to params.words, or disable the advisor.",
+        )
+    ]
 
 
 def _with_role(rows: Sequence[_Row], role: str) -> list[_Row]:
@@ -220,10 +269,14 @@ def _structure_messages(rows: list[_Row]) -> list[LintMessage]:
                 messages.append(
                     _warning(
                         "advisors_app.W104",
-                        f"{_describe(rag)} runs outside {_describe(memory)}: retrieval cannot "
-                        "see the conversation history.",
-                        "Give the retrieval advisor a larger order than the memory advisor "
-                        "(e.g. 0).",
+                        f"{_describe(rag)} runs outside {_describe(memory)}: memory receives "
+                        "the prompt after retrieval and stores the whole augmented prompt "
+                        "(the user's message plus every retrieved excerpt) as the user's "
+                        "message, sending it again with each later turn; retrieval cannot "
+                        "see the conversation history either.",
+                        "Give the memory advisor a smaller order than the retrieval advisor "
+                        "(memory's default HIGHEST+200, retrieval at HIGHEST+250 or 0), so "
+                        "memory stores what the user typed.",
                     )
                 )
     for row in rows:

@@ -196,8 +196,10 @@ def compile_configuration(configuration: Mapping[str, Any], chain_id: int) -> Co
             advisors.append(
                 advisor_type.build(row["params"], row["order"], chain["slug"], services)
             )
-        except (ChainConfigurationError, ValueError, TypeError, KeyError) as exc:
-            raise ChainConfigurationError(f"{where}: {exc}") from exc
+        except Exception as exc:
+            # Whatever a factory raises (a project's own included), the chain cannot be built:
+            # say which row and why, rather than fail the request as an unexplained error.
+            raise ChainConfigurationError(f"{where}: {type(exc).__name__}: {exc}") from exc
         types.append(advisor_type)
     system: str | None = chain["system_prompt"] or None
     template = None

@@ -15,6 +15,7 @@ user, message text, optional conversation id, optional params — and:
 4. make sure the turn is in the conversation: a memory advisor owns that when the chain has
    one; otherwise the service appends it (an interrupted reply flagged as the memory advisors
    flag it: ``metadata["interrupted"]`` and ``["finish_reason"]``; nothing when no text came);
+   either way the stored reply gets the turn's ``metadata["trace_id"]``;
 5. write one :class:`~advisors_app.models.CallLog` row — for completed, failed and cancelled
    turns alike (cancellations shielded so the row is written even while being cancelled).
 
@@ -37,7 +38,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from advisors_app.conf import app_settings
-from advisors_app.conversations import conversation_id_errors, resolve_conversation
+from advisors_app.conversations import (
+    conversation_id_errors,
+    discard_if_empty,
+    last_sequence,
+    record_trace_id,
+    resolve_conversation,
+)
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
 from advisors_app.core.attributes import CONVERSATION_ID, OWNER
 from advisors_app.core.client import ChatClientRequestSpec
@@ -62,14 +69,43 @@ from advisors_app.models import CallLog
 from advisors_app.runtime import ChainConfigurationError, ChainNotFound, CompiledChain, load_chain
 from advisors_app.scoping import acting_for
 from advisors_app.stores.memory import DjangoChatMemoryRepository
-from advisors_app.validation import FieldErrors, schema_errors
+from advisors_app.validation import FieldErrors, schema_errors, text_problem
 
-__all__ = ["TurnResult", "TurnStream", "call_turn", "stream_turn"]
+__all__ = ["TurnResult", "TurnStream", "call_turn", "stop_running_turns", "stream_turn"]
 
 _telemetry = OpenTelemetryObserver()
 _repository = DjangoChatMemoryRepository()
 #: Tasks that finish a cancelled turn (log row, transcript); the loop keeps only weak refs.
 _finishing: set[asyncio.Task[Any]] = set()
+#: Tasks running a turn now: call_turn's, or the one iterating a TurnStream.
+_running: set[asyncio.Task[Any]] = set()
+
+
+def _running_turn_started() -> None:
+    task = asyncio.current_task()
+    if task is not None and task not in _running:
+        _running.add(task)
+        task.add_done_callback(_running.discard)
+
+
+def _running_turn_ended() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        _running.discard(task)
+
+
+async def stop_running_turns(timeout: float = 10.0) -> None:
+    """Stop every turn running in this process, as a client disconnect would: the partial
+    replies are stored flagged as interrupted and the call logs say cancelled. Waits at most
+    ``timeout`` seconds. For a server shutting down (see :mod:`advisors_app.server_shutdown`).
+    """
+    running = [task for task in _running if not task.done()]
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running, timeout=timeout)
+    if _finishing:
+        await asyncio.wait(list(_finishing), timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -116,10 +152,14 @@ class _Turn:
     options: ChatOptions | None
     system: str | None
     mode: str
+    #: The conversation's last message sequence number before this turn stored anything.
+    stored_before: int = 0
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     trace: CallTrace = field(default_factory=CallTrace)
     final_prompt: dict[str, Any] | None = None
     started: float = field(default_factory=time.perf_counter)
+    #: Whether this turn created the conversation (removed again if the turn stores nothing).
+    new_conversation: bool = False
 
     def spec(self) -> ChatClientRequestSpec:
         spec = self.compiled.client.prompt(self.message).advisor_params(self.context)
@@ -164,6 +204,9 @@ def _message_errors(message: Any) -> FieldErrors:
         return {"message": ["Not a valid string."]}
     if not message.strip():
         return {"message": ["This field may not be blank."]}
+    problem = text_problem(message)
+    if problem:
+        return {"message": [problem]}
     limit = app_settings.MAX_MESSAGE_CHARS
     if len(message) > limit:
         return {
@@ -217,11 +260,23 @@ async def _prepare(
     system = None
     if compiled.system_template is not None:
         system = compiled.system_template.render(params["system_params"])
-    key, public = await resolve_conversation(user, conversation_id, title=message)
+    key, public, created = await resolve_conversation(user, conversation_id, title=message)
     context[CONVERSATION_ID] = key
     # Scopes per-user state (the semantic cache) to the caller.
     context[OWNER] = f"user:{user.pk}"
-    return _Turn(compiled, user, message, key, public, context, options, system, mode)
+    return _Turn(
+        compiled,
+        user,
+        message,
+        key,
+        public,
+        context,
+        options,
+        system,
+        mode,
+        stored_before=0 if created else await last_sequence(key),
+        new_conversation=created,
+    )
 
 
 def _reply_text(response: ChatClientResponse | None) -> str:
@@ -269,11 +324,13 @@ async def _finish(
     exc: BaseException | None = None,
     time_to_first_token: float | None = None,
 ) -> None:
-    """Persist the turn (see :func:`_persist`) and write its call log row."""
+    """Persist the turn (see :func:`_persist`), tag its reply with the trace id (the chat page
+    links a reloaded reply to its trace) and write its call log row."""
     latency = time.perf_counter() - turn.started
     reason = {CallLog.Status.OK: None, CallLog.Status.CANCELLED: CANCELLED}.get(status, ERROR)
     try:
         await _persist(turn, response, reason)
+        await record_trace_id(turn.conversation_key, turn.stored_before, turn.trace_id)
     finally:
         usage, _, finish_reason = _outcome(response)
         await CallLog.objects.acreate(
@@ -294,6 +351,8 @@ async def _finish(
             provider_status=exc.status if isinstance(exc, ProviderError) else None,
             trace=turn.trace.to_dict(),
         )
+        if turn.new_conversation:
+            await discard_if_empty(turn.conversation_key)
 
 
 async def _shielded(coroutine: Any) -> None:
@@ -322,6 +381,7 @@ async def call_turn(
     payload transports send); the call log is written in every case but refused input.
     """
     turn = await _prepare(chain, user, message, conversation_id, params, CallLog.Mode.CALL)
+    _running_turn_started()
     try:
         with acting_for(user):
             spec = await turn.spec().acall()
@@ -332,6 +392,8 @@ async def call_turn(
     except Exception as exc:
         await _shielded(_finish(turn, CallLog.Status.ERROR, None, exc))
         raise
+    finally:
+        _running_turn_ended()
     await _shielded(_finish(turn, CallLog.Status.OK, response))
     usage, metadata, finish_reason = _outcome(response)
     return TurnResult(
@@ -377,6 +439,7 @@ class TurnStream:
 
     async def __anext__(self) -> TurnEvent:
         # Set per step: each step runs in the context of whichever task awaits it.
+        _running_turn_started()
         with acting_for(self._turn.user):
             return await self._events.__anext__()
 
@@ -404,38 +467,41 @@ class TurnStream:
         )
 
     async def _run(self) -> AsyncIterator[TurnEvent]:
-        turn = self._turn
-        yield StartEvent(self.conversation_id, self.chain, self.trace_id)
-        accumulator = ChatClientResponseAccumulator()
-        first: float | None = None
         try:
-            async with closing_stream(turn.spec().stream().chat_client_responses()) as chunks:
-                async for chunk in chunks:
-                    accumulator.add(chunk)
-                    text = _delta(chunk)
-                    if text:
-                        if first is None:
-                            first = time.perf_counter() - turn.started
-                        yield DeltaEvent(text)
-        except (GeneratorExit, asyncio.CancelledError):
-            partial = accumulator.result()
-            self.final_event = self._done(partial, "cancelled")
-            await _shielded(_finish(turn, CallLog.Status.CANCELLED, partial, None, first))
-            raise
-        except Exception as exc:
-            partial = accumulator.result()
-            self.exception = exc
-            self.final_event = error_event(
-                exc, conversation_id=self.conversation_id, trace_id=self.trace_id
-            )
-            await _shielded(_finish(turn, CallLog.Status.ERROR, partial, exc, first))
-            yield self.final_event
-            return
-        aggregated = accumulator.result()
-        done = self._done(aggregated, "complete")
-        await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
-        self.final_event = done
-        yield done
+            turn = self._turn
+            yield StartEvent(self.conversation_id, self.chain, self.trace_id)
+            accumulator = ChatClientResponseAccumulator()
+            first: float | None = None
+            try:
+                async with closing_stream(turn.spec().stream().chat_client_responses()) as chunks:
+                    async for chunk in chunks:
+                        accumulator.add(chunk)
+                        text = _delta(chunk)
+                        if text:
+                            if first is None:
+                                first = time.perf_counter() - turn.started
+                            yield DeltaEvent(text)
+            except (GeneratorExit, asyncio.CancelledError):
+                partial = accumulator.result()
+                self.final_event = self._done(partial, "cancelled")
+                await _shielded(_finish(turn, CallLog.Status.CANCELLED, partial, None, first))
+                raise
+            except Exception as exc:
+                partial = accumulator.result()
+                self.exception = exc
+                self.final_event = error_event(
+                    exc, conversation_id=self.conversation_id, trace_id=self.trace_id
+                )
+                await _shielded(_finish(turn, CallLog.Status.ERROR, partial, exc, first))
+                yield self.final_event
+                return
+            aggregated = accumulator.result()
+            done = self._done(aggregated, "complete")
+            await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
+            self.final_event = done
+            yield done
+        finally:
+            _running_turn_ended()
 
 
 def _delta(chunk: ChatClientResponse) -> str:

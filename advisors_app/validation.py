@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,9 +27,10 @@ __all__ = [
     "FieldErrors",
     "chat_options_errors",
     "check_schema",
-    "nul_character_errors",
-    "reject_nul_characters",
+    "json_value_errors",
     "schema_errors",
+    "text_problem",
+    "validate_json_value",
 ]
 
 FieldErrors = dict[str, list[str]]
@@ -44,13 +47,19 @@ CHAT_OPTIONS_SCHEMA: dict[str, Any] = {
             "description": "Model name sent to the provider.",
         },
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-        "max_tokens": {"type": "integer", "minimum": 1, "description": "Completion tokens."},
+        # Upper bounds: beyond them no model answers, and providers fail on overflowed ints.
+        "max_tokens": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1_000_000,
+            "description": "Completion tokens.",
+        },
         "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-        "top_k": {"type": "integer", "minimum": 1},
+        "top_k": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
         "stop": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 16},
         "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
         "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
-        "seed": {"type": "integer"},
+        "seed": {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1},
         "response_format": {"type": "object"},
         "extra": {"type": "object", "description": "Provider-specific options, sent as they are."},
     },
@@ -121,55 +130,75 @@ def _message(error: SchemaValidationError) -> str:
 
 def schema_errors(schema: Mapping[str, Any], instance: Any, prefix: str = "") -> FieldErrors:
     """Every violation of ``schema`` by ``instance``, keyed by dotted field path under ``prefix``,
-    and every NUL character in it (``nul_character_errors``): checked values end up in
-    PostgreSQL, which stores none.
+    and everything in it that cannot be stored (:func:`json_value_errors`): checked values end
+    up in PostgreSQL.
 
     ``schema_errors(schema, {"top_k": "4"}, "params")`` →
     ``{"params.top_k": ["'4' is not of type 'integer'"]}``. Empty when ``instance`` is valid.
     """
     validator = _validator(json.dumps(schema, sort_keys=True))
-    errors = nul_character_errors(instance, prefix)
+    errors = json_value_errors(instance, prefix)
     for error in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.path))):
         errors.setdefault(_field(prefix, error), []).append(_message(error))
     return errors
 
 
-_NUL_MESSAGE = "Null characters are not allowed."  # Django's and DRF's wording
+_NUL = "Null characters are not allowed."  # Django's and DRF's wording
+_SURROGATE = "Unpaired surrogate characters are not allowed."
+_NOT_FINITE = "Enter a finite number."
+# json decodes a valid pair ("\\ud83d\\ude00") to one character: what is left is unpaired.
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
-def nul_character_errors(value: Any, prefix: str = "") -> FieldErrors:
-    """Where a JSON ``value`` holds a NUL (U+0000) in a string or a key, by dotted field path.
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored (PostgreSQL refuses NUL; UTF-8 cannot encode a lone
+    surrogate), or ``None``."""
+    if "\x00" in text:
+        return _NUL
+    if _SURROGATES.search(text):
+        return _SURROGATE
+    return None
 
-    PostgreSQL's text and jsonb refuse NUL, so such a value would fail when stored; Django's and
-    DRF's ``CharField`` refuse it for text, this does the same for JSON values.
+
+def json_value_errors(value: Any, prefix: str = "") -> FieldErrors:
+    """Where a JSON ``value`` holds what cannot be stored or used, by dotted field path: a NUL or
+    an unpaired surrogate in a string or key (:func:`text_problem`), or NaN/infinity (which
+    Python's json accepts and PostgreSQL's jsonb refuses). Walked without recursion, so any
+    depth the parser accepted is checked.
     """
     errors: FieldErrors = {}
 
-    def refuse(path: str) -> None:
-        if _NUL_MESSAGE not in errors.setdefault(path, []):
-            errors[path].append(_NUL_MESSAGE)
+    def refuse(path: str, message: str) -> None:
+        if message not in errors.setdefault(path, []):
+            errors[path].append(message)
 
-    def walk(item: Any, path: str) -> None:
+    pending: list[tuple[Any, str]] = [(value, prefix)]
+    while pending:
+        item, path = pending.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                refuse(path)
+            problem = text_problem(item)
+            if problem:
+                refuse(path, problem)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                refuse(path, _NOT_FINITE)
         elif isinstance(item, Mapping):
             for key, child in item.items():
                 child_path = ".".join(p for p in (path, str(key)) if p)
-                if "\x00" in str(key):
-                    refuse(child_path)
-                walk(child, child_path)
+                problem = text_problem(str(key))
+                if problem:
+                    refuse(child_path, problem)
+                pending.append((child, child_path))
         elif isinstance(item, (list, tuple)):
             for index, child in enumerate(item):
-                walk(child, ".".join(p for p in (path, str(index)) if p))
-
-    walk(value, prefix)
-    return errors
+                pending.append((child, ".".join(p for p in (path, str(index)) if p)))
+    return dict(sorted(errors.items()))
 
 
-def reject_nul_characters(value: Any) -> None:
-    """A Django/DRF field validator: raise ``ValidationError`` if a JSON ``value`` holds a NUL."""
-    errors = nul_character_errors(value)
+def validate_json_value(value: Any) -> None:
+    """A Django/DRF field validator: raise ``ValidationError`` naming where a JSON ``value``
+    holds what cannot be stored (:func:`json_value_errors`)."""
+    errors = json_value_errors(value)
     if errors:
         messages = [f"{path}: {m}" if path else m for path, ms in errors.items() for m in ms]
         raise ValidationError(messages)

@@ -21,7 +21,12 @@ from django.views.decorators.http import require_GET
 
 from advisors_app.admin.traces import trace_rows
 from advisors_app.conf import app_settings
-from advisors_app.conversations import find_conversation, public_conversation_id, user_conversations
+from advisors_app.conversations import (
+    TRACE_ID,
+    find_conversation,
+    public_conversation_id,
+    user_conversations,
+)
 from advisors_app.core.messages import MessageType
 from advisors_app.models import AdvisorChain, CallLog, ChatMessage
 
@@ -40,7 +45,11 @@ def _reverse_or_none(name: str, *args: Any) -> str | None:
 
 
 def _transcript(conversation: Any) -> list[dict[str, Any]]:
-    """The user and assistant messages to show (tool rounds and system text are not)."""
+    """The user and assistant messages to show (tool rounds and system text are not).
+
+    A reply's ``trace_id`` (``None`` for replies stored before replies were tagged) is what the
+    live reply's ``done`` frame carried: staff open the same trace from the history.
+    """
     rows = ChatMessage.objects.filter(
         conversation=conversation,
         message_type__in=(MessageType.USER.value, MessageType.ASSISTANT.value),
@@ -50,6 +59,7 @@ def _transcript(conversation: Any) -> list[dict[str, Any]]:
             "role": row.message_type,
             "text": row.text,
             "interrupted": bool((row.metadata or {}).get("interrupted")),
+            "trace_id": (row.metadata or {}).get(TRACE_ID),
         }
         for row in rows
         if row.text.strip()

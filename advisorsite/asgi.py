@@ -15,6 +15,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from advisors_app.routing import websocket_urlpatterns  # noqa: E402
+from advisors_app.server_shutdown import stop_turns_before_daphne_exits  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -24,3 +25,5 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+# Ctrl-C mid-turn stores the turns as interrupted instead of losing them.
+stop_turns_before_daphne_exits()

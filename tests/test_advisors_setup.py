@@ -36,10 +36,13 @@ def test_setup_creates_admin_once_and_never_resets_its_password(
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and admin.is_staff and admin.check_password(password)
 
+    assert f"password {password}  (unchanged" in run_setup(password_file)
+
     admin.set_password("changed-by-the-user")
     admin.save()
     second = run_setup(password_file)
-    assert f"password {password}  (unchanged" in second
+    assert "username admin with the password it already has" in second
+    assert password not in second  # never printed when it does not log in
     assert get_user_model().objects.get(username="admin").check_password("changed-by-the-user")
     assert get_user_model().objects.count() == 1
     assert AdvisorChain.objects.filter(slug__startswith="python-docs").count() == 2

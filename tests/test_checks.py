@@ -9,7 +9,12 @@ from django.db import connection
 from django.db.utils import ConnectionHandler
 from django.test import override_settings
 
-from advisors_app.checks import check_model_configs, check_settings, database_errors
+from advisors_app.checks import (
+    check_model_configs,
+    check_project,
+    check_settings,
+    database_errors,
+)
 
 
 def ids(messages: list) -> list[str]:
@@ -29,7 +34,7 @@ def test_e001_database_is_not_postgresql() -> None:
     errors = database_errors(sqlite["default"])
     assert ids(errors) == ["advisors_app.E001"]
     assert "'default' uses sqlite" in errors[0].msg
-    assert "DATABASE_URL" in errors[0].hint
+    assert "embedded_postgres.database_settings" in errors[0].hint
 
 
 @pytest.mark.django_db
@@ -46,6 +51,14 @@ def test_e002_extension_is_not_available() -> None:
         ({"EMBEDING_DIMENSIONS": 384}, "unknown key 'EMBEDING_DIMENSIONS'"),
         ({"EMBEDDING_DIMENSIONS": "384"}, "['EMBEDDING_DIMENSIONS'] must be int, got '384'"),
         ({"MAX_MESSAGE_CHARS": True}, "['MAX_MESSAGE_CHARS'] must be int, got True"),
+        ({"SSE_KEEPALIVE_SECONDS": "15"}, "['SSE_KEEPALIVE_SECONDS'] must be float, got '15'"),
+        ({"MAX_MESSAGE_CHARS": -5}, "['MAX_MESSAGE_CHARS'] = -5: must be greater than 0."),
+        ({"STREAM_COALESCE_MS": -1}, "['STREAM_COALESCE_MS'] = -1: must be 0 or more."),
+        ({"EMBEDDING_DIMENSIONS": 512}, "column is vector(384)"),
+        ({"CHAT_THROTTLE_RATE": "thirty"}, "'thirty': not a rate"),
+        ({"CHAT_THROTTLE_RATE": "30/fortnight"}, "'30/fortnight': not a rate"),
+        ({"TENANT_RESOLVER": "no.such.func"}, "'no.such.func': does not import"),
+        ({"TENANT_RESOLVER": "django.conf.settings"}, "is not callable."),
     ],
 )
 def test_e003_advisors_setting_is_invalid(advisors: object, fragment: str) -> None:
@@ -57,7 +70,14 @@ def test_e003_advisors_setting_is_invalid(advisors: object, fragment: str) -> No
 
 
 def test_valid_advisors_setting_passes() -> None:
-    with override_settings(ADVISORS={"EMBEDDING_DIMENSIONS": 768, "DEFAULT_CHAT_MODEL": "gpt"}):
+    valid = {
+        "DEFAULT_CHAT_MODEL": "gpt",
+        "CHAT_THROTTLE_RATE": "100/hour",
+        "TENANT_RESOLVER": "tests.api.views.test_documents.tenant_of",
+    }
+    with override_settings(ADVISORS=valid):
+        assert check_settings(None) == []
+    with override_settings(ADVISORS={"SSE_KEEPALIVE_SECONDS": 30}):  # a whole number of seconds
         assert check_settings(None) == []
 
 
@@ -100,3 +120,29 @@ def test_w010_api_key_variable_is_unset(monkeypatch: pytest.MonkeyPatch) -> None
 def test_model_checks_pass_with_the_builtin_defaults() -> None:
     with override_settings(ADVISORS={}):
         assert check_model_configs(None) == []
+
+
+def test_e004_an_app_the_api_needs_is_missing() -> None:
+    from django.conf import settings
+
+    apps = [a for a in settings.INSTALLED_APPS if a != "rest_framework.authtoken"]
+    with override_settings(INSTALLED_APPS=apps):
+        [error] = [m for m in check_project(None) if m.id == "advisors_app.E004"]
+    assert "'rest_framework.authtoken'" in error.msg
+    rest_framework = {**settings.REST_FRAMEWORK}
+    del rest_framework["DEFAULT_SCHEMA_CLASS"]  # DRF's own, which drf-spectacular cannot use
+    with override_settings(REST_FRAMEWORK=rest_framework):
+        [error] = check_project(None)
+    assert "DEFAULT_SCHEMA_CLASS" in error.msg and error.id == "advisors_app.E004"
+
+
+def test_w005_asgi_channel_layer_and_login_url_gaps() -> None:
+    assert check_project(None) == []
+    with override_settings(ASGI_APPLICATION=None, CHANNEL_LAYERS={}, LOGIN_URL="nowhere"):
+        warnings = check_project(None)
+    assert ids(warnings) == ["advisors_app.W005"] * 3
+    assert [w.msg.split(" ")[0] for w in warnings] == [
+        "ASGI_APPLICATION",
+        "CHANNEL_LAYERS",
+        "LOGIN_URL",
+    ]

@@ -168,7 +168,10 @@ async def test_a_turn_streams_start_deltas_and_done_and_is_stored(
     assert set(done) >= {"usage", "metadata", "finish_reason"}
     assert model.prompts[-1].user_message.text == "hi"
     key = f"{alice.pk}:{start['conversation_id']}"
-    assert await atranscript(key) == [("user", "hi", {}), ("assistant", "Hello there", {})]
+    assert await atranscript(key) == [
+        ("user", "hi", {}),
+        ("assistant", "Hello there", {"trace_id": start["trace_id"]}),
+    ]
 
     # The next message continues the conversation it names.
     await script(chain.slug, "again")
@@ -230,7 +233,11 @@ async def test_b31_cancel_is_acted_on_promptly_while_tokens_stream(
     key = f"{alice.pk}:{done['conversation_id']}"
     assert await atranscript(key) == [
         ("user", "Write a poem", {}),
-        ("assistant", streamed, {"interrupted": True, "finish_reason": "cancelled"}),
+        (
+            "assistant",
+            streamed,
+            {"interrupted": True, "finish_reason": "cancelled", "trace_id": done["trace_id"]},
+        ),
     ]
     [log] = await alogs()
     assert log["status"] == "cancelled"
@@ -262,7 +269,11 @@ async def test_b31_closing_the_socket_cancels_and_awaits_everything(alice: Any, 
         f"{alice.pk}:{start['conversation_id']}"
     )
     assert question == "Write a poem" and answer.startswith("w0 w1 w2")
-    assert flags == {"interrupted": True, "finish_reason": "cancelled"}
+    assert flags == {
+        "interrupted": True,
+        "finish_reason": "cancelled",
+        "trace_id": start["trace_id"],
+    }
 
 
 async def test_b06_a_closed_socket_keeps_the_partial_turn_in_memory(
@@ -281,7 +292,11 @@ async def test_b06_a_closed_socket_keeps_the_partial_turn_in_memory(
     [(_, question, _), (_, answer, flags)] = await atranscript(f"{alice.pk}:{conversation}")
     assert question == "Write a poem"
     assert answer.startswith("Roses are red") and answer == "".join(poem[: len(answer.split())])
-    assert flags == {"interrupted": True, "finish_reason": "cancelled"}
+    assert flags == {
+        "interrupted": True,
+        "finish_reason": "cancelled",
+        "trace_id": frames[0]["trace_id"],
+    }
 
     # The next turn sees the interrupted exchange.
     communicator = await open_socket(alice, memory_chain.slug)
@@ -363,6 +378,25 @@ async def test_binary_frames_are_refused(socket: Any) -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        '{"type": "message", "text": "hi", "params": {"options": {"temperature": NaN}}}',
+        '{"type": "message", "text": "hi", "params": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ],
+    ids=["nan", "nested-too-deep"],
+)
+async def test_what_is_not_json_is_an_error_frame_and_the_socket_stays_open(
+    socket: Any, chain: Any, text: str
+) -> None:
+    await socket.send_to(text_data=text)
+    frame = await socket.receive_json_from()
+    assert (frame["code"], frame["errors"]) == ("invalid", {"frame": ["Not valid JSON."]})
+    await script(chain.slug, "still here")
+    await socket.send_json_to({"type": "message", "text": "hi"})
+    assert (await frames_until_end(socket))[-1]["content"] == "still here"
+
+
+@pytest.mark.parametrize(
     ("frame", "code", "errors"),
     [
         ({"text": "   "}, "invalid", {"text": ["This field may not be blank."]}),
@@ -376,6 +410,21 @@ async def test_binary_frames_are_refused(socket: Any) -> None:
             {"text": "hi", "params": {"colour": "red"}},
             "invalid",
             {"params.colour": ["Unknown field. Known fields: options."]},
+        ),
+        ({"text": "hi\x00"}, "invalid", {"text": ["Null characters are not allowed."]}),
+        (
+            {"text": "hi \ud800"},
+            "invalid",
+            {"text": ["Unpaired surrogate characters are not allowed."]},
+        ),
+        (
+            {"text": "hi", "params": {"options": {"max_tokens": 10**20}}},
+            "invalid",
+            {
+                "params.options.max_tokens": [
+                    "100000000000000000000 is greater than the maximum of 1000000"
+                ]
+            },
         ),
     ],
 )

@@ -9,7 +9,7 @@ from django.core.checks import run_checks
 
 from advisors_app.core import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, RecordingAdvisor
 from advisors_app.lint import format_order, lint_chain
-from advisors_app.models import AdvisorConfig, PromptTemplate
+from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
 from advisors_app.registry import AdvisorType, advisor_types
 from tests.factories import make_chain
 
@@ -104,7 +104,10 @@ def test_w103_guard_inside_memory() -> None:
 def test_w104_retrieval_outside_memory() -> None:
     messages = lint_chain(rows(("t_rag", H), ("t_memory", None)))
     assert [(m.id, m.level) for m in messages] == [("advisors_app.W104", "warning")]
-    assert "cannot see the conversation history" in messages[0].message
+    assert "stores the whole augmented prompt (the user's message plus every retrieved " in (
+        messages[0].message
+    )
+    assert "Give the memory advisor a smaller order" in messages[0].hint
 
 
 def test_e105_side_effects_in_after_must_be_stream_safe() -> None:
@@ -112,11 +115,16 @@ def test_e105_side_effects_in_after_must_be_stream_safe() -> None:
     assert ids(rows(("t_safe_audit", None))) == []
 
 
-def test_e106_template_lacks_required_placeholders() -> None:
+def test_e106_template_lacks_required_placeholders_or_pairs_no_brace() -> None:
     PromptTemplate.objects.create(slug="qa", text="Answer {query}.", placeholders=["query"])
     messages = lint_chain(rows(("t_template", 0, {"template": "qa"})))
     assert [m.id for m in messages] == ["advisors_app.E106"]
     assert "must be present in the prompt template: context" in messages[0].message
+    # A template saved before the admin refused unpaired braces (or by code).
+    PromptTemplate.objects.create(slug="typo", text="{query}\n{context} {oops")
+    [message] = lint_chain(rows(("t_template", 0, {"template": "typo"})))
+    assert message.id == "advisors_app.E106"
+    assert "template 'typo': Unbalanced \"{\" at line 2, column 11 ('{oops')" in message.message
 
 
 def test_e107_order_out_of_range() -> None:
@@ -137,6 +145,20 @@ def test_e110_missing_reference() -> None:
     assert "params.note: no sensitive-word list with slug 'nope'" in messages[0].message
 
 
+def test_w112_a_guard_with_no_word_blocks_nothing() -> None:
+    SensitiveWordList.objects.create(slug="emptied", words=[])  # by code: the admin refuses
+    SensitiveWordList.objects.create(slug="bad", words=["bomb"])
+    messages = lint_chain(rows(("safe_guard", None, {"word_lists": ["emptied"]})))
+    assert [(m.id, m.level) for m in messages] == [("advisors_app.W112", "warning")]
+    assert "no word to block (word lists: 'emptied'; no inline words)" in messages[0].message
+    assert ids(rows(("safe_guard", None, {}))) == ["advisors_app.W112"]
+    assert ids(rows(("safe_guard", None, {"word_lists": ["emptied"], "words": ["gun"]}))) == []
+    assert ids(rows(("safe_guard", None, {"word_lists": ["emptied", "bad"]}))) == []
+    assert ids(rows(("safe_guard", None, {}, False))) == []  # disabled: blocks nothing anyway
+    assert ids(rows(("safe_guard", None, {"word_lists": ["gone"]}))) == ["advisors_app.E110"]
+    assert ids(rows(("t_guard", None))) == []  # a guard that takes no word lists
+
+
 def test_orders_read_relative_to_the_ends() -> None:
     assert format_order(H + 200) == "HIGHEST+200"
     assert format_order(H) == "HIGHEST"
@@ -155,3 +177,10 @@ def test_manage_py_check_reports_every_stored_chain() -> None:
     assert sorted(m.id for m in found) == ["advisors_app.E101", "advisors_app.W103"]
     assert all(m.obj == chain and m.msg.startswith("Chain 'bad-chain': ") for m in found)
     assert not [m for m in run_checks() if m.id in {"advisors_app.E101", "advisors_app.W103"}]
+
+
+def test_manage_py_check_reports_a_tool_that_is_no_longer_registered() -> None:
+    chain = make_chain("tooled")
+    AdvisorChain.objects.filter(pk=chain.pk).update(tools=["retired_tool"])  # as after an upgrade
+    [found] = [m for m in run_checks(databases=["default"]) if m.id == "advisors_app.E111"]
+    assert found.msg.startswith("Chain 'tooled': Unknown tool(s): retired_tool.")

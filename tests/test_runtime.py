@@ -23,6 +23,7 @@ from advisors_app.models import (
     PromptTemplate,
     SensitiveWordList,
 )
+from advisors_app.registry import AdvisorType, advisor_types
 from advisors_app.runtime import (
     ChainConfigurationError,
     ChainNotFound,
@@ -108,6 +109,26 @@ def test_a_chain_that_cannot_be_built_says_which_advisor_and_why() -> None:
         load_chain(chain.slug)
     SensitiveWordList.objects.create(slug="missing", words=["x"])
     assert ask(load_chain(chain.slug)) == "Hello!"
+
+
+class _Broken:
+    def __init__(self, order: int) -> None:
+        self.missing_attribute.order = order  # a project's factory with a bug
+
+
+@pytest.mark.django_db
+def test_an_advisor_factory_that_fails_names_its_row_and_error() -> None:
+    advisor_types.register(AdvisorType(key="broken", label="Broken", factory=lambda s: _Broken(0)))
+    try:
+        row = AdvisorConfig.objects.create(chain=make_chain(), advisor_type="broken", params={})
+        with pytest.raises(ChainConfigurationError) as caught:
+            load_chain("support")
+        assert str(caught.value) == (
+            f"chain 'support', advisor {row.pk} (broken): AttributeError: "
+            "'_Broken' object has no attribute 'missing_attribute'"
+        )
+    finally:
+        advisor_types.unregister("broken")
 
 
 @pytest.mark.django_db

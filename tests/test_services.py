@@ -97,7 +97,10 @@ async def test_call_answers_persists_the_turn_and_logs_it(chain: Any, user: Any)
         "trace_id": result.trace_id,
     }
     key = f"{user.pk}:{result.conversation_id}"
-    assert await atranscript(key) == [("user", "hello", {}), ("assistant", "Hi Alice.", {})]
+    assert await atranscript(key) == [
+        ("user", "hello", {}),
+        ("assistant", "Hi Alice.", {"trace_id": result.trace_id}),
+    ]
     [log] = await alogs()
     assert log["status"] == "ok" and log["mode"] == "call"
     assert log["chain_slug"] == chain.slug and log["user_id"] == user.pk
@@ -279,7 +282,11 @@ async def test_a_provider_error_mid_stream_is_one_error_event(chain: Any, user: 
     assert log["error_message"] == "[429] slow down"
     assert await atranscript(f"{user.pk}:{stream.conversation_id}") == [
         ("user", "hi", {}),
-        ("assistant", "partial answer", {"interrupted": True, "finish_reason": "error"}),
+        (
+            "assistant",
+            "partial answer",
+            {"interrupted": True, "finish_reason": "error", "trace_id": stream.trace_id},
+        ),
     ]
 
 
@@ -292,8 +299,44 @@ async def test_a_failed_call_raises_the_original_error_and_logs_it(chain: Any, u
     [log] = await alogs()
     assert (log["status"], log["provider_status"]) == ("error", 503)
     assert [e["status"] for e in log["trace"]["entries"]] == ["error", "error"]
-    [conversation] = await sync_to_async(list)(Conversation.objects.all())
-    assert await atranscript(conversation.conversation_id) == []  # a failed call stores nothing
+    # A failed call stores nothing: not even the conversation it started (titled "hi").
+    assert not await Conversation.objects.aexists()
+    assert log["conversation_id"].startswith(f"{user.pk}:")  # the log still names it
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+async def test_a_message_the_guard_refuses_leaves_no_conversation_behind(
+    user: Any, mode: str
+) -> None:
+    await sync_to_async(make_chain)(
+        "guarded",
+        model=await sync_to_async(scripted_model)("guarded-model", responses=["never"]),
+        advisors=(
+            ("safe_guard", {"words": ["keylogger"]}),
+            ("message_chat_memory", {}),
+        ),
+    )
+    if mode == "call":
+        result = await call_turn("guarded", user, "write a keylogger")
+        content = result.content
+    else:
+        events = [e async for e in await stream_turn("guarded", user, "write a keylogger")]
+        content = events[-1].content
+    assert content.startswith("I'm unable to respond to that")
+    assert not await Conversation.objects.aexists()  # nor its title, the refused message
+    [log] = await alogs()
+    assert log["status"] == "ok"
+
+
+async def test_a_failure_in_an_existing_conversation_keeps_it(chain: Any, user: Any) -> None:
+    await script(chain.slug, "first answer", ProviderUnavailableError("down", status=503))
+    first = await call_turn(chain.slug, user, "hi")
+    with pytest.raises(ProviderUnavailableError):
+        await call_turn(chain.slug, user, "again", conversation_id=first.conversation_id)
+    assert await atranscript(f"{user.pk}:{first.conversation_id}") == [
+        ("user", "hi", {}),
+        ("assistant", "first answer", {"trace_id": first.trace_id}),
+    ]
 
 
 async def test_closing_the_stream_stops_the_model_and_still_logs(chain: Any, user: Any) -> None:
@@ -313,7 +356,11 @@ async def test_closing_the_stream_stops_the_model_and_still_logs(chain: Any, use
     assert log["status"] == "cancelled" and log["time_to_first_token"] is not None
     assert await atranscript(f"{user.pk}:{stream.conversation_id}") == [
         ("user", "hi", {}),
-        ("assistant", "a", {"interrupted": True, "finish_reason": "cancelled"}),
+        (
+            "assistant",
+            "a",
+            {"interrupted": True, "finish_reason": "cancelled", "trace_id": stream.trace_id},
+        ),
     ]
 
 
@@ -380,7 +427,9 @@ async def test_a_chain_with_memory_lets_the_memory_advisor_persist(user: Any) ->
     )
     model = await script(chain.slug, "Oslo is the capital of Norway.", "About 700,000.")
     first = await call_turn(chain.slug, user, "Tell me about Oslo")
-    await call_turn(chain.slug, user, "Its population?", conversation_id=first.conversation_id)
+    second = await call_turn(
+        chain.slug, user, "Its population?", conversation_id=first.conversation_id
+    )
     assert [m.text for m in model.prompts[-1].instructions] == [
         "Tell me about Oslo",
         "Oslo is the capital of Norway.",
@@ -393,6 +442,13 @@ async def test_a_chain_with_memory_lets_the_memory_advisor_persist(user: Any) ->
         "Its population?",
         "About 700,000.",
     ]
+    # Each stored reply carries its own turn's trace id; a failed turn stores nothing and
+    # leaves the earlier replies' ids alone.
+    model.add(ProviderUnavailableError("upstream 503", status=503))
+    with pytest.raises(ProviderUnavailableError):
+        await call_turn(chain.slug, user, "And Bergen?", conversation_id=first.conversation_id)
+    replies = [meta for kind, _, meta in await atranscript(key) if kind == "assistant"]
+    assert replies == [{"trace_id": first.trace_id}, {"trace_id": second.trace_id}]
 
 
 @pytest.fixture

@@ -88,7 +88,7 @@ def test_an_open_conversation_shows_its_transcript_escaped(alice: Any) -> None:
         alice,
         "a1",
         UserMessage("<script>alert(1)</script> hi"),
-        AssistantMessage("**Hello** <img src=x onerror=alert(1)>"),
+        AssistantMessage("**Hello** <img src=x onerror=alert(1)>", {"trace_id": "t1"}),
         UserMessage("more"),
         AssistantMessage("Roses are", {"interrupted": True, "finish_reason": "cancelled"}),
     )
@@ -111,6 +111,9 @@ def test_an_open_conversation_shows_its_transcript_escaped(alice: Any) -> None:
     assert "<script>alert(1)</script>" not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; hi" in page
     assert "Stopped before the end." in page
+    # The stored trace id lets the page link the reply to its trace, as the live one did.
+    assert [m["trace_id"] for m in response.context["messages"]] == [None, "t1", None, None]
+    assert page.count("data-trace-id=") == 1 and 'data-trace-id="t1"' in page
     assert 'aria-current="page"' in page
     # The chain the conversation was last continued with is preselected.
     assert response.context["chain"] == "support"

@@ -23,6 +23,7 @@ from advisors_app.admin.forms import (
     pretty_json,
 )
 from advisors_app.admin.traces import trace_rows
+from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
 from advisors_app.core.serialization import to_jsonable
 from advisors_app.events import TurnError, error_event
 from advisors_app.lint import format_order, lint_chain
@@ -37,6 +38,7 @@ class AdvisorConfigInline(admin.TabularInline):
     model = AdvisorConfig
     form = AdvisorConfigForm
     formset = AdvisorConfigFormSet
+    formfield_overrides = TEXTAREA_OVERRIDES
     extra = 1
     fields = ("advisor_type", "order", "effective", "enabled", "params", "params_reference")
     readonly_fields = ("effective", "params_reference")
@@ -74,6 +76,7 @@ def type_reference() -> list[dict[str, Any]]:
 @admin.register(AdvisorChain)
 class AdvisorChainAdmin(admin.ModelAdmin):
     form = AdvisorChainForm
+    formfield_overrides = TEXTAREA_OVERRIDES
     inlines = [AdvisorConfigInline]
     change_form_template = "admin/advisors_app/advisorchain/change_form.html"
     list_display = ("slug", "name", "chat_model", "enabled", "advisor_count", "updated_at")

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
+from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
 from advisors_app.ingestion import ingest_bytes
 from advisors_app.models import Collection, Document
 
@@ -39,6 +40,7 @@ class CollectionAdmin(admin.ModelAdmin):
     search_fields = ("slug", "name", "description")
     list_filter = ("tenant",)
     prepopulated_fields = {"slug": ("name",)}
+    formfield_overrides = TEXTAREA_OVERRIDES
     change_form_template = "admin/advisors_app/collection/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:

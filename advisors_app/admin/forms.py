@@ -9,9 +9,11 @@ from typing import Any
 from django import forms
 from django.contrib.postgres.forms import SimpleArrayField
 from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
 from django.forms.models import BaseInlineFormSet
 from django.utils.html import format_html, format_html_join
 
+from advisors_app.admin.widgets import Textarea
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from advisors_app.lint import LintMessage, format_order, lint_chain
 from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
@@ -33,10 +35,23 @@ _RELATIVE = re.compile(r"^(HIGHEST|LOWEST)(?:_PRECEDENCE)?\s*(?:([+-])\s*(\d+))?
 
 
 class BlankJSONField(forms.JSONField):
-    """A JSON field that shows nothing (not ``null``) when it has no value."""
+    """A JSON field that shows nothing (not ``null``) when it has no value, and refuses JSON
+    nested deeper than Python's parser can read (a form error, not a server error)."""
 
     def prepare_value(self, value: Any) -> Any:
         return "" if value is None else super().prepare_value(value)
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise ValidationError("The JSON is nested too deeply to read.") from None
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:  # redisplayed as typed, like any other invalid JSON
+            return InvalidJSONInput(data)
 
 
 class OrderField(forms.CharField):
@@ -106,7 +121,7 @@ class AdvisorConfigForm(forms.ModelForm):
     order = OrderField(required=False, help_text="Blank: the type's default. HIGHEST+N, LOWEST-N.")
     params = BlankJSONField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "cols": 48, "class": "vLargeTextField"}),
+        widget=Textarea(attrs={"rows": 3, "cols": 48, "class": "vLargeTextField"}),
     )
 
     class Meta:
@@ -167,7 +182,7 @@ class AdvisorChainForm(forms.ModelForm):
     )
     default_options = BlankJSONField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "class": "vLargeTextField"}),
+        widget=Textarea(attrs={"rows": 3, "class": "vLargeTextField"}),
         help_text='Chat options, e.g. {"temperature": 0.2, "max_tokens": 512}.',
     )
 
@@ -205,7 +220,7 @@ class SensitiveWordListForm(forms.ModelForm):
         forms.CharField(max_length=200, required=False),
         delimiter="\n",
         required=False,
-        widget=forms.Textarea(attrs={"rows": 12}),
+        widget=Textarea(attrs={"rows": 12}),
         help_text="One word or phrase per line.",
     )
 
@@ -221,19 +236,19 @@ class PromptTemplateForm(forms.ModelForm):
     class Meta:
         model = PromptTemplate
         fields = ["slug", "name", "text", "placeholders"]
-        widgets = {"text": forms.Textarea(attrs={"rows": 14, "class": "vLargeTextField"})}
+        widgets = {"text": Textarea(attrs={"rows": 14, "class": "vLargeTextField"})}
 
 
 class PlaygroundForm(forms.Form):
     """A message sent through the stored chain from its admin page."""
 
-    message = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), strip=False)
+    message = forms.CharField(widget=Textarea(attrs={"rows": 3, "cols": 80}), strip=False)
     conversation_id = forms.CharField(
         required=False, help_text="Blank: a new conversation. Reuse the id to continue one."
     )
     params = BlankJSONField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
+        widget=Textarea(attrs={"rows": 2, "cols": 80}),
         help_text='Request params, e.g. {"options": {"temperature": 0.2}}.',
     )
 

@@ -7,6 +7,7 @@ from django.db import models
 from django.utils.html import format_html
 
 from advisors_app.admin.forms import PromptTemplateForm, SensitiveWordListForm
+from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
 from advisors_app.models import (
     ChatModelConfig,
     EmbeddingModelConfig,
@@ -30,7 +31,7 @@ class ModelConfigAdmin(admin.ModelAdmin):
     list_filter = ("provider",)
     search_fields = ("slug", "name", "model")
     readonly_fields = ("key_status",)
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    formfield_overrides = {**TEXTAREA_OVERRIDES, models.URLField: {"assume_scheme": "https"}}
 
     @admin.display(description="API key")
     def key_status(self, obj: ModelConfig) -> str:
@@ -80,6 +81,7 @@ class EmbeddingModelConfigAdmin(ModelConfigAdmin):
 @admin.register(SensitiveWordList)
 class SensitiveWordListAdmin(admin.ModelAdmin):
     form = SensitiveWordListForm
+    formfield_overrides = TEXTAREA_OVERRIDES
     list_display = ("slug", "name", "word_count", "updated_at")
     search_fields = ("slug", "name", "words")
 
@@ -91,6 +93,7 @@ class SensitiveWordListAdmin(admin.ModelAdmin):
 @admin.register(PromptTemplate)
 class PromptTemplateAdmin(admin.ModelAdmin):
     form = PromptTemplateForm
+    formfield_overrides = TEXTAREA_OVERRIDES
     list_display = ("slug", "name", "placeholder_list", "updated_at")
     search_fields = ("slug", "name", "text")
 

@@ -16,11 +16,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponseBase
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from advisors_app.api.errors import api_exception_handler
+from advisors_app.validation import text_problem
 
 __all__ = ["ApiView", "AsyncAPIView"]
 
@@ -38,6 +40,20 @@ class ApiView(APIView):
 
     def get_exception_handler(self) -> Any:
         return api_exception_handler
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """DRF's checks, then query and path parameters: text PostgreSQL cannot hold (a NUL,
+        an unpaired surrogate) is a 400 naming the parameter, never a failed query."""
+        super().initial(request, *args, **kwargs)
+        parameters = [(name, [name, *values]) for name, values in request.query_params.lists()]
+        parameters += [(name, [value]) for name, value in kwargs.items() if isinstance(value, str)]
+        errors = {
+            name: [problem]
+            for name, texts in parameters
+            for problem in {text_problem(text) for text in texts} - {None}
+        }
+        if errors:
+            raise ValidationError(errors)
 
 
 class AsyncAPIView(ApiView):

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers, status
@@ -162,7 +163,9 @@ def _from_api_exception(exc: exceptions.APIException) -> Response:
 def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response:
     """DRF exception handler: every exception becomes the one error shape, never HTML.
 
-    Handles DRF's exceptions, Django's ``Http404``/``PermissionDenied``,
+    Handles DRF's exceptions, Django's ``Http404``/``PermissionDenied``, a body over
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413 ``too_large``), JSON nested too deeply to parse (400
+    ``parse_error``),
     :class:`~advisors_app.events.TurnError` (its ``http_status``), provider errors of a
     failed call (502/503/504/429 with the provider's status and message, through
     :func:`~advisors_app.events.error_event`), and anything else as a logged 500
@@ -173,6 +176,12 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(*exc.args)
+    elif isinstance(exc, RequestDataTooBig):  # over DATA_UPLOAD_MAX_MEMORY_SIZE
+        body = error_body("too_large", f"The request body is too large: {exc}")
+        return Response(body, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    elif isinstance(exc, RecursionError):
+        # Only parsing recurses with the request's shape: JSON nested deeper than it can read.
+        exc = exceptions.ParseError("The JSON is nested too deeply to read.")
     if isinstance(exc, exceptions.APIException):
         return _from_api_exception(exc)
     if isinstance(exc, TurnError):

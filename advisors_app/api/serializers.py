@@ -34,7 +34,7 @@ from advisors_app.models import (
 )
 from advisors_app.registry import params_errors
 from advisors_app.runtime import ChainConfigurationError, ChainNotFound, load_chain
-from advisors_app.validation import reject_nul_characters
+from advisors_app.validation import validate_json_value
 
 __all__ = [
     "AdvisorRowSerializer",
@@ -383,7 +383,7 @@ class _MetadataMixin(serializers.Serializer):
             return {}
         if not isinstance(value, dict):
             raise serializers.ValidationError("Enter a JSON object.")
-        reject_nul_characters(value)
+        validate_json_value(value)
         return value
 
 

@@ -43,10 +43,10 @@ DEFAULT_TOOL_CALLING_ORDER = HIGHEST_PRECEDENCE + 300
 
 
 class Advisor:
-    """Base of every advisor: a read-only ``name`` (the class name) and ``order`` (0).
+    """Base of every advisor: a read-only ``name`` (the class name) and an ``order`` (0).
 
-    Subclasses may override either as a class attribute or a property and never need to call
-    ``super().__init__()``.
+    Subclasses may override either as a class attribute or a property, or set
+    ``self.order = order`` in ``__init__``; they never need to call ``super().__init__()``.
     """
 
     __slots__ = ()
@@ -57,7 +57,13 @@ class Advisor:
 
     @property
     def order(self) -> int:
-        return 0
+        return getattr(self, "_order", 0)
+
+    @order.setter
+    def order(self, value: int) -> None:
+        # Kept in the instance's ``_order``: its __dict__, or the slot a subclass with
+        # __slots__ declares (this class has none, so plain assignment would not type-check).
+        object.__setattr__(self, "_order", value)
 
     def __repr__(self) -> str:
         return f"{self.name}(order={self.order})"

@@ -253,17 +253,14 @@ def augment_with_format_instructions(request: ChatClientRequest) -> Prompt:
 class _ModelAdvisor:
     """What the two innermost advisors share: the model, the order, the model override."""
 
-    __slots__ = ("_model",)
+    __slots__ = ("_model", "_order")
     is_model_advisor = True
 
     def __init__(self, chat_model: ChatModel) -> None:
         if chat_model is None:
             raise AdvisorStateError("chatModel cannot be null")
         self._model = chat_model
-
-    @property
-    def order(self) -> int:
-        return LOWEST_PRECEDENCE
+        self._order = LOWEST_PRECEDENCE
 
     def _model_for(self, request: ChatClientRequest) -> ChatModel:
         override: ChatModel | None = request.context.get(CHAT_MODEL_OVERRIDE)

@@ -5,6 +5,10 @@ documents or user text containing ``{...}`` are never interpreted as template sy
 ``{identifier}`` is a placeholder; other braces (JSON examples) are literal text. ``{{`` and
 ``}}`` render as single braces. Divergence: placeholders are checked as real ``{name}`` fields,
 not as substrings of the template (defect 5.6.38).
+
+Rendering is lenient (a lone ``{`` renders as itself), but a lone brace is almost always a
+typo for a placeholder, so templates people write are checked with
+:func:`assert_balanced_braces` before they are stored (the admin, the chain lint).
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["PromptTemplate", "assert_placeholders", "render"]
+__all__ = ["PromptTemplate", "assert_balanced_braces", "assert_placeholders", "render"]
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# _TOKEN's tokens first, so that braces are paired exactly as rendering reads them.
+_BRACE = re.compile(_TOKEN.pattern + r"|[{}]")
 
 
 def _placeholders(template: str) -> tuple[str, ...]:
@@ -62,6 +68,38 @@ def assert_placeholders(template: str, names: Iterable[str]) -> None:
             "The following placeholders must be present in the prompt template: "
             + ", ".join(missing)
         )
+
+
+def assert_balanced_braces(template: str) -> None:
+    """Raise ``ValueError`` naming the line and column of the first brace left unpaired.
+
+    Braces pair as in JSON (``{"a": {"b": 1}, "c": 2}`` is fine) once placeholders, ``{{``
+    and ``}}`` are set aside, as rendering reads them: ``{"a": {"b": 1}}`` is refused, its
+    ``}}`` being one literal brace. An addition to Spring AI.
+    """
+    opened: list[int] = []
+    for match in _BRACE.finditer(template):
+        token = match.group(0)
+        if token == "{":
+            opened.append(match.start())
+        elif token == "}" and opened:
+            opened.pop()
+        elif token == "}":
+            raise ValueError(_unbalanced(template, match.start(), 'write "}}" for a literal brace'))
+    if opened:
+        fix = 'close it with "}" or write "{{" for a literal brace'
+        if "}}" in template[opened[0] :]:
+            fix += ' ("}}" is one literal brace, not two closing ones)'
+        raise ValueError(_unbalanced(template, opened[0], fix))
+
+
+def _unbalanced(template: str, position: int, fix: str) -> str:
+    line = template.count("\n", 0, position) + 1
+    column = position - template.rfind("\n", 0, position)
+    excerpt = template[position : position + 20].split("\n", 1)[0]
+    return (
+        f'Unbalanced "{template[position]}" at line {line}, column {column} ({excerpt!r}): {fix}.'
+    )
 
 
 class PromptTemplate:

@@ -66,10 +66,6 @@ class RecordingAdvisor(BaseAdvisor):
     def name(self) -> str:
         return self._name
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     def before(self, request: ChatClientRequest, chain: Any) -> ChatClientRequest:
         self.log.append(f"{self._name}:before")
         return request

@@ -17,6 +17,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
+from advisors_app.core.templates import assert_balanced_braces
 
 from .model_configs import ChatModelConfig
 from .resources import PromptTemplate
@@ -78,18 +79,26 @@ class AdvisorChain(models.Model):
         errors: dict[str, list[str]] = {}
         if self.system_prompt.strip() and self.system_template_id is not None:
             errors["system_template"] = ["Set the system text or a template, not both."]
+        if self.system_template_id is not None:
+            try:  # a template saved before the admin refused unpaired braces
+                assert_balanced_braces(self.system_template.text)
+            except ValueError as exc:
+                errors.setdefault("system_template", []).append(
+                    f"Template {self.system_template.slug!r}: {exc}"
+                )
         for field, messages in chat_options_errors(self.default_options, "").items():
             errors.setdefault("default_options", []).extend(
                 f"{field}: {m}" if field else m for m in messages
             )
-        tool_errors = _tool_errors(self.tools or [])
+        tool_errors = unknown_tool_errors(self.tools or [])
         if tool_errors:
             errors["tools"] = tool_errors
         if errors:
             raise ValidationError(errors)
 
 
-def _tool_errors(names: list[str]) -> list[str]:
+def unknown_tool_errors(names: list[str]) -> list[str]:
+    """One message naming the tools in ``names`` that are not registered (none: ``[]``)."""
     from advisors_app.registry import registered_tool_names
 
     known = registered_tool_names()

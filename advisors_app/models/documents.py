@@ -21,7 +21,7 @@ from django.db.models import Value
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, HalfVectorField, HnswIndex, VectorField
 
-from advisors_app.validation import reject_nul_characters
+from advisors_app.validation import validate_json_value
 
 __all__ = [
     "EMBEDDING_DIMENSIONS",
@@ -130,7 +130,7 @@ class Document(models.Model):
         max_length=500, blank=True, help_text="Where the text came from (file or upload name)."
     )
     content = models.TextField()
-    metadata = models.JSONField(default=dict, blank=True, validators=[reject_nul_characters])
+    metadata = models.JSONField(default=dict, blank=True, validators=[validate_json_value])
     content_hash = models.CharField(max_length=64, editable=False)
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
     created_at = models.DateTimeField(auto_now_add=True)

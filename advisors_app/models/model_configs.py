@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
-from advisors_app.validation import reject_nul_characters
+from advisors_app.validation import validate_json_value
 
 __all__ = ["PROVIDERS", "ChatModelConfig", "EmbeddingModelConfig", "ModelConfig"]
 
@@ -79,7 +79,7 @@ class ModelConfig(models.Model):
     settings = models.JSONField(
         default=dict,
         blank=True,
-        validators=[reject_nul_characters],
+        validators=[validate_json_value],
         help_text='Other provider settings as a JSON object, e.g. scripted: {"responses": '
         '["Hi!"], "repeat": true}; openai: {"include_usage": true}.',
     )

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
-from advisors_app.core.templates import assert_placeholders
+from advisors_app.core.templates import assert_balanced_braces, assert_placeholders
 
 __all__ = ["PromptTemplate", "SensitiveWordList"]
 
@@ -31,7 +31,19 @@ class SensitiveWordList(models.Model):
         words = [w.strip() for w in self.words or ()]
         if any(not w for w in words):
             raise ValidationError({"words": "Words cannot be blank."})
+        # Refused rather than saved with a warning: an empty list blocks nothing, so a guard
+        # relying on it would silently let everything through. A guard is switched off by
+        # disabling its advisor row, where the chain shows it.
+        if not words:
+            raise ValidationError(
+                {
+                    "words": "Enter at least one word: an empty list blocks nothing. To switch "
+                    "a guard off, disable its advisor row in the chain."
+                }
+            )
         # Duplicates are dropped quietly, keeping the first spelling, so the list stays tidy.
+        # Spellings differing only in case are kept: a list may serve a case-sensitive guard,
+        # and a case-insensitive one reports them as one word (SafeGuardAdvisor).
         self.words = list(dict.fromkeys(words))
 
 
@@ -40,7 +52,8 @@ class PromptTemplate(models.Model):
 
     ``placeholders`` declares the names the text uses; :meth:`clean` checks the declaration
     against the text's real ``{name}`` fields in both directions (``{{`` and ``}}`` are literal
-    braces), so a template can never fail at render time for lack of a declared value.
+    braces), so a template can never fail at render time for lack of a declared value, and
+    refuses a brace left unpaired (``{oops``), naming its line and column.
     """
 
     slug = models.SlugField(max_length=100, unique=True, help_text="Key chains refer to.")
@@ -66,6 +79,10 @@ class PromptTemplate(models.Model):
         self.placeholders = list(dict.fromkeys(declared))
         if self.text is None:
             return
+        try:
+            assert_balanced_braces(self.text)
+        except ValueError as exc:
+            raise ValidationError({"text": str(exc)}) from exc
         if self.placeholders:
             try:
                 assert_placeholders(self.text, self.placeholders)

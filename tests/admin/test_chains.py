@@ -9,7 +9,7 @@ from django.test import Client
 
 from advisors_app.core import HIGHEST_PRECEDENCE
 from advisors_app.core.tools import tool
-from advisors_app.models import AdvisorChain, CallLog
+from advisors_app.models import AdvisorChain, CallLog, Collection
 from advisors_app.runtime import clear_cache
 from advisors_app.tools import tool_registry
 from tests.admin.forms import chain_form
@@ -75,6 +75,7 @@ def test_bad_params_are_a_form_error_naming_the_field(admin_client: Client) -> N
             {"advisor_type": "append", "params": {"text": 5}},
             {"advisor_type": "safe_guard", "params": {"scope": "everything"}},
             {"advisor_type": "append", "params": "{not json"},
+            {"advisor_type": "append", "params": "[" * 5000 + "]" * 5000},
         ]
     )
     response = admin_client.post(ADD, data)
@@ -83,6 +84,7 @@ def test_bad_params_are_a_form_error_naming_the_field(admin_client: Client) -> N
     assert forms[0].errors == {"params": ["text: 5 is not of type 'string'"]}
     assert forms[1].errors["params"] == ["scope: 'everything' is not one of ['user', 'prompt']"]
     assert forms[2].errors["params"] == ["Enter a valid JSON."]
+    assert forms[3].errors["params"] == ["The JSON is nested too deeply to read."]
     assert not AdvisorChain.objects.exists()
 
 
@@ -137,6 +139,27 @@ def test_lint_warnings_are_shown_after_saving(admin_client: Client) -> None:
     assert any(m.startswith("advisors_app.W103: advisor #2 (safe_guard)") for m in shown)
     chain = AdvisorChain.objects.get()
     assert "advisors_app.W103" in admin_client.get(change_url(chain)).content.decode()
+
+
+def test_w104_says_memory_would_store_the_retrieved_excerpts(admin_client: Client) -> None:
+    Collection.objects.create(slug="docs", name="Docs")
+    rows = [
+        {
+            "advisor_type": "question_answer",
+            "params": {"collection": "docs"},
+            "order": "HIGHEST+250",
+        },
+        {"advisor_type": "message_chat_memory", "params": {}, "order": "HIGHEST+260"},
+    ]
+    data = chain_form(chat_model=scripted_model().pk, rows=rows)
+    response = admin_client.post(ADD, data, follow=True)
+    [shown] = [str(m) for m in response.context["messages"] if "W104" in str(m)]
+    assert shown.startswith(
+        "advisors_app.W104: advisor #1 (question_answer) at order HIGHEST+250 runs outside "
+        "advisor #2 (message_chat_memory) at order HIGHEST+260: memory receives the prompt "
+        "after retrieval and stores the whole augmented prompt (the user's message plus every "
+        "retrieved excerpt) as the user's message"
+    )
 
 
 def test_deleting_a_row_in_the_admin_changes_the_chain(admin_client: Client) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 
-from advisors_app.models import ChatModelConfig, PromptTemplate, SensitiveWordList
-from tests.factories import make_chain
+from advisors_app.models import AdvisorChain, ChatModelConfig, PromptTemplate, SensitiveWordList
+from tests.admin.forms import chain_form
+from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db
 
@@ -76,6 +79,34 @@ def test_word_lists_are_edited_one_word_per_line(admin_client: Client) -> None:
     assert SensitiveWordList.objects.get().words == ["bomb", "gun"]
 
 
+def test_an_empty_word_list_is_refused(admin_client: Client) -> None:
+    url = "/admin/advisors_app/sensitivewordlist/add/"
+    response = admin_client.post(url, {"slug": "bad", "words": " \r\n\r\n"})
+    [error] = response.context["adminform"].form.errors["words"]
+    assert error.startswith("Enter at least one word: an empty list blocks nothing.")
+    assert not SensitiveWordList.objects.exists()
+
+
+def test_saving_a_guard_with_no_word_warns(admin_client: Client) -> None:
+    rows = [{"advisor_type": "safe_guard", "params": {"word_lists": []}}]
+    data = chain_form(chat_model=scripted_model().pk, rows=rows)
+    response = admin_client.post("/admin/advisors_app/advisorchain/add/", data, follow=True)
+    shown = [str(m) for m in response.context["messages"]]
+    assert any(m.startswith("advisors_app.W112: advisor #1 (safe_guard)") for m in shown)
+    assert AdvisorChain.objects.get().advisors.count() == 1
+
+
+def test_words_differing_only_in_case_are_reported_once(admin_client: Client) -> None:
+    words = {"slug": "tech", "words": "decorator\nDecorator\nDECORATOR"}
+    assert admin_client.post("/admin/advisors_app/sensitivewordlist/add/", words).status_code == 302
+    # Kept: a case-sensitive guard may use the same list.
+    assert SensitiveWordList.objects.get().words == ["decorator", "Decorator", "DECORATOR"]
+    chain = make_chain(advisors=(("safe_guard", {"word_lists": ["tech"]}),))
+    url = f"/admin/advisors_app/advisorchain/{chain.pk}/playground/"
+    response = admin_client.post(url, {"message": "What is a Decorator?"})
+    assert json.loads(response.context["metadata"])["safeguard_matched"] == ["decorator"]
+
+
 def test_template_placeholders_are_checked_against_the_text(admin_client: Client) -> None:
     url = "/admin/advisors_app/prompttemplate/add/"
     data = {"slug": "qa", "text": "Context: {context}\nQuestion: {query}", "placeholders": "query"}
@@ -85,6 +116,23 @@ def test_template_placeholders_are_checked_against_the_text(admin_client: Client
     data["placeholders"] = "query,context"
     assert admin_client.post(url, data).status_code == 302
     assert PromptTemplate.objects.get().placeholders == ["query", "context"]
+
+
+def test_a_template_with_an_unpaired_brace_is_refused_with_its_position(
+    admin_client: Client,
+) -> None:
+    url = "/admin/advisors_app/prompttemplate/add/"
+    data = {"slug": "qa", "text": "Question: {query}\r\nSay {oops to me", "placeholders": "query"}
+    [error] = admin_client.post(url, data).context["adminform"].form.errors["text"]
+    assert error == (
+        'Unbalanced "{" at line 2, column 5 (\'{oops to me\'): close it with "}" or write "{{" '
+        "for a literal brace."
+    )
+    data["text"] = 'Answer {query} as {"answer": {"text": "..."}}'
+    [error] = admin_client.post(url, data).context["adminform"].form.errors["text"]
+    assert "line 1, column 19" in error and '("}}" is one literal brace' in error
+    data["text"] = 'Answer {query} as {{"answer": "..."}}, or {"k": 1}.'
+    assert admin_client.post(url, data).status_code == 302
 
 
 def test_editing_a_word_list_changes_the_chains_that_use_it(admin_client: Client) -> None:

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from pgvector.django import CosineDistance
 
+from advisors_app import embedded_postgres
 from advisorsite import embedded_db
 from tests.helpers import subprocess_env
 from tests.testapp.models import Item
@@ -51,14 +52,21 @@ def test_cosine_distance_ordering_through_the_orm() -> None:
 @pytest.mark.slow
 def test_start_reuses_the_server_running_on_the_same_data(tmp_path: Path) -> None:
     pgdata = tmp_path / "pgdata"
-    script = (
-        "import sys; from pathlib import Path; from advisorsite.embedded_db import start; "
-        "print(start(Path(sys.argv[1])))"
+    # start() gives a URL; database_settings() what a project's settings use, on the same server.
+    url_script = "from advisors_app.embedded_postgres import start; print(start(Path(argv[1])))"
+    settings_script = (
+        "from advisors_app.embedded_postgres import database_settings as s; "
+        "print(s(argv[1])['HOST'])"
     )
 
-    def start_in_subprocess() -> tuple[str, str]:
+    def start_in_subprocess(script: str = url_script) -> tuple[str, str]:
         out = subprocess.run(
-            [sys.executable, "-c", script, str(pgdata)],
+            [
+                sys.executable,
+                "-c",
+                f"from sys import argv; from pathlib import Path; {script}",
+                pgdata,
+            ],
             cwd=ROOT,
             env=subprocess_env(),
             capture_output=True,
@@ -71,8 +79,22 @@ def test_start_reuses_the_server_running_on_the_same_data(tmp_path: Path) -> Non
         first_url, first_pid = start_in_subprocess()
         second_url, second_pid = start_in_subprocess()
         assert (second_url, second_pid) == (first_url, first_pid)
+        host, third_pid = start_in_subprocess(settings_script)
+        assert third_pid == first_pid and (Path(host) / ".s.PGSQL.5432").is_socket()
+        stopped = subprocess.run(
+            [sys.executable, "-m", "advisors_app.embedded_postgres", "stop", pgdata],
+            cwd=ROOT,
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert stopped.stdout.strip() == "stopped"
+        assert not (pgdata / "postmaster.pid").exists()
+        assert not embedded_postgres.stop(pgdata)  # nothing left to stop
     finally:
-        embedded_db.start(pgdata, cleanup_mode="delete")  # takes the server over after a slow start
+        # Takes the server over (even after a slow start), to stop and delete it.
+        embedded_postgres.start(pgdata, cleanup_mode="delete")
         pgserver.get_server(pgdata, cleanup_mode="delete").cleanup()
     assert not pgdata.exists()
 

@@ -63,7 +63,7 @@ def test_a_stream_arrives_event_by_event(live_api: str, alice: Any) -> None:
     assert (done["reason"], done["content"]) == ("complete", "Hello there")
     assert transcript(f"{alice.pk}:live-1") == [
         ("user", "hi", {}),
-        ("assistant", "Hello there", {}),
+        ("assistant", "Hello there", {"trace_id": received[0][1]["trace_id"]}),
     ]
     assert CallLog.objects.get().status == "ok"
 
@@ -121,4 +121,4 @@ def test_a_client_disconnect_stops_the_model_and_stores_the_turn_as_interrupted(
     [(_, question, _), (kind, partial, metadata)] = transcript(f"{alice.pk}:cut")
     assert (question, kind) == ("tell me everything", "assistant")
     assert 1 <= len(partial) < 50 and set(partial) == {"x"}
-    assert metadata == {"interrupted": True, "finish_reason": "cancelled"}
+    assert metadata == {"interrupted": True, "finish_reason": "cancelled", "trace_id": log.trace_id}

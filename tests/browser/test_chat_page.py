@@ -11,8 +11,12 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
+from advisors_app.conversations import conversation_key
+from advisors_app.core import AssistantMessage, UserMessage
+from advisors_app.demo.loader import MAIN_CHAIN, ensure_demo_rows
 from advisors_app.ingestion import ingest_text
-from advisors_app.models import AdvisorChain, ChatMessage, Collection
+from advisors_app.models import AdvisorChain, CallLog, ChatMessage, Collection, Conversation
+from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.browser.screenshots import save
 from tests.factories import make_chain, scripted_model
 from tests.live_server import LiveServer
@@ -159,7 +163,11 @@ def test_stop_ends_a_reply_and_keeps_what_arrived(
     shown = last_reply(page).locator(".msg-body").inner_text()
     assert "word5" in shown and "word199" not in shown
     stored = ChatMessage.objects.filter(message_type="assistant").get()
-    assert stored.metadata == {"interrupted": True, "finish_reason": "cancelled"}
+    assert stored.metadata == {
+        "interrupted": True,
+        "finish_reason": "cancelled",
+        "trace_id": CallLog.objects.get().trace_id,
+    }
     assert stored.text.strip() == shown.strip()
 
     # Escape stops a reply too.
@@ -177,11 +185,14 @@ def test_a_reload_shows_the_conversation_and_it_continues(
     connected(page)
     send(page, "Refunds?")
     wait_done(page)
+    live_height = page.locator(".msg-user").bounding_box()["height"]
     page.wait_for_url(re.compile(r"/chat/c/\w+/$"))
     url = page.url
     page.reload()
     connected(page)
     expect(page.locator(".msg-user .msg-body")).to_have_text(["Refunds?"])
+    # The server-rendered bubble is one line, as the live one was (no template whitespace).
+    assert abs(page.locator(".msg-user").bounding_box()["height"] - live_height) <= 2
     expect(last_reply(page).locator("strong")).to_have_text("original payment method")
     expect(page.get_by_label("Chain")).to_have_value("support")
     send(page, "And for bank transfers?")
@@ -273,6 +284,62 @@ def test_staff_open_the_trace_drawer(
     page.keyboard.press("Escape")
     expect(drawer).to_be_hidden()
 
+    # After a reload the reply, now from the history, still opens the same trace.
+    trace_id = CallLog.objects.get().trace_id
+    page.reload()
+    connected(page)
+    last_reply(page).get_by_role("button", name="Trace").click()
+    expect(drawer).to_be_visible()
+    expect(drawer.get_by_role("heading")).to_have_text(f"Trace {trace_id}")
+    expect(drawer.locator("table")).to_contain_text("MessageChatMemoryAdvisor")
+
+
+def stored_conversation(owner: Any, public_id: str, turns: int) -> str:
+    """A conversation of ``owner`` with ``turns`` question/answer pairs; its chat page path."""
+    key = conversation_key(owner, public_id)
+    Conversation.objects.create(conversation_id=key, owner=owner, title="Long")
+    messages = [[UserMessage(f"Question {i}?"), AssistantMessage(ANSWER)] for i in range(turns)]
+    DjangoChatMemoryRepository().append(key, list(itertools.chain(*messages)))
+    return f"/chat/c/{public_id}/?chain=support"
+
+
+@pytest.mark.parametrize(
+    "device",
+    [{}, {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}],
+    ids=["desktop", "phone"],
+)
+def test_a_long_conversation_scrolls_inside_the_app_not_the_page(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any], device: dict[str, Any]
+) -> None:
+    page = new_page(**device)
+    log_in(page, chat_server, "alice", stored_conversation(site["alice"], "long", turns=8))
+    connected(page)
+    send(page, "One more?")
+    wait_done(page)
+    messages = page.get_by_role("log", name="Messages")
+    assert messages.evaluate("box => box.scrollHeight > box.clientHeight")  # it does overflow
+    # The message headings (visually hidden, absolutely positioned) stay inside the messages
+    # box: the document itself is exactly the window, in both directions.
+    assert page.evaluate(
+        "document.scrollingElement.scrollHeight <= window.innerHeight"
+        " && document.scrollingElement.scrollWidth <= window.innerWidth"
+    )
+
+
+def test_the_pages_declare_an_icon_so_browsers_never_ask_for_favicon_ico(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    logged_so_far = len(chat_server.log())
+    page = new_page()
+    log_in(page, chat_server, "alice")  # the login page, then the chat page
+    connected(page)
+    icon = page.locator("link[rel=icon]")
+    response = page.request.get(chat_server.url + icon.get_attribute("href"))
+    assert response.ok and response.headers["content-type"].startswith("image/svg+xml")
+    page.reload()  # by the time it is back, the browser has asked for the first load's icon
+    connected(page)
+    assert "/favicon.ico" not in chat_server.log()[logged_so_far:]
+
 
 def test_the_page_works_on_a_phone(
     chat_server: LiveServer, new_page: Any, site: dict[str, Any]
@@ -298,8 +365,7 @@ def test_the_chain_editor_in_the_admin(
     chat_server: LiveServer, new_page: Any, site: dict[str, Any]
 ) -> None:
     """The README's second image: the admin change page of a chain with its advisors."""
-    # The admin's advisors inline needs about 1800 px (its JSON params boxes).
-    page = new_page(viewport={"width": 1840, "height": 900})
+    page = new_page(viewport={"width": 1400, "height": 900})
     chain = site["chains"]["support"]
     chain.description = "Answers customers from the handbook and remembers the conversation."
     chain.system_prompt = "You are a friendly support agent. Answer from the handbook only."
@@ -312,3 +378,19 @@ def test_the_chain_editor_in_the_admin(
     expect(inline).to_contain_text("message_chat_memory")
     expect(inline).to_contain_text("question_answer")
     save(page, "chain-editor", readme=True, full_page=True)
+
+
+def test_the_demo_chain_editor_fits_a_laptop_window(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    """The advisor rows (long type names, JSON params, params help) wrap within 1400 px."""
+    ensure_demo_rows()
+    chain = AdvisorChain.objects.get(slug=MAIN_CHAIN)
+    page = new_page(viewport={"width": 1400, "height": 900})
+    log_in(page, chat_server, "admin", f"/admin/advisors_app/advisorchain/{chain.pk}/change/")
+    expect(page.locator(".inline-group")).to_contain_text("retrieval_augmentation")
+    fits = "document.documentElement.scrollWidth <= window.innerWidth"
+    assert page.evaluate(fits)
+    # Opened, the params help of every row and the advisor type reference wrap too.
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    assert page.evaluate(fits)

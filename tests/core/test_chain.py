@@ -67,6 +67,21 @@ async def test_equal_orders_keep_registration_order_in_chain_and_copies():
     assert log == ["x:before", "y:before", "z:before", "z:after", "y:after", "x:after"]
 
 
+async def test_an_advisor_may_set_its_order_as_an_attribute_class_or_instance():
+    class Ranked(BaseAdvisor):
+        def __init__(self, label: str, order: int) -> None:
+            self.label = label
+            self.order = order  # what a project's advisor naturally writes
+
+    class Outermost(BaseAdvisor):
+        order = HIGHEST_PRECEDENCE
+
+    chain = chain_of(Ranked("late", 5), Ranked("early", -5), Outermost())
+    assert [a.name for a in chain.call_advisors] == ["Outermost", "Ranked", "Ranked", "call"]
+    assert [getattr(a, "label", "") for a in chain.call_advisors[1:3]] == ["early", "late"]
+    assert BaseAdvisor().order == 0 and chain.call_advisors[-1].order == LOWEST_PRECEDENCE
+
+
 async def test_lowest_precedence_advisor_still_runs_before_the_model():
     log: list[str] = []
     chain = chain_of(RecordingAdvisor("last", LOWEST_PRECEDENCE, log))

@@ -27,7 +27,7 @@ from advisors_app.core import (
     merge_options,
     message_from_dict,
 )
-from advisors_app.core.templates import assert_placeholders
+from advisors_app.core.templates import assert_balanced_braces, assert_placeholders
 
 
 def test_message_equality_ignores_metadata_and_values_are_frozen():
@@ -121,6 +121,25 @@ def test_templates_are_single_pass_and_check_real_placeholders():
         assert_placeholders("the context word is not a placeholder {query}", ["query", "context"])
     with pytest.raises(ValueError, match="Missing values for template placeholders: query"):
         template.render(context="c")
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("Hi {name}, {oops", "Unbalanced \"{\" at line 1, column 12 ('{oops'): close it"),
+        ("a\nb }", 'Unbalanced "}" at line 2, column 3 (\'}\'): write "}}"'),
+        ('{"a": {"b": 1}}', 'line 1, column 1 (\'{"a": {"b": 1}}\'): close it with "}" or'),
+        ("{x} {{y} and {z}", "Unbalanced \"}\" at line 1, column 8 ('} and {z}')"),
+        ('JSON {"a": {"b": 1}, "c": 2}, {{x}}, {{{y}}} and {z}', None),
+    ],
+)
+def test_unpaired_braces_are_found_as_rendering_reads_them(text: str, error: str | None) -> None:
+    if error is None:
+        assert_balanced_braces(text)
+        return
+    with pytest.raises(ValueError) as caught:
+        assert_balanced_braces(text)
+    assert error in str(caught.value)
 
 
 async def test_scripted_model_script_rules():

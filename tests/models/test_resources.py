@@ -34,10 +34,13 @@ def test_literal_braces_and_json_are_not_placeholders() -> None:
     assert template.placeholders == ["query"]
 
 
-def test_word_lists_drop_duplicates_and_refuse_blank_words() -> None:
+def test_word_lists_drop_duplicates_and_refuse_blank_words_and_emptiness() -> None:
     words = SensitiveWordList(slug="bad", words=["bomb", " bomb ", "gun"])
     words.full_clean()
     assert words.words == ["bomb", "gun"]
     words.words = ["ok", "  "]
     with pytest.raises(ValidationError, match="Words cannot be blank"):
+        words.full_clean()
+    words.words = []
+    with pytest.raises(ValidationError, match="Enter at least one word"):
         words.full_clean()

@@ -10,14 +10,19 @@ SSE: each event is ``event: <type>`` and ``data: <json>`` (the event's ``to_dict
 the websocket frame) followed by a blank line. Under ASGI the response body is an async
 generator. When the client goes away Django cancels the task serving the request
 (``ASGIHandler`` listens for ``http.disconnect`` while the response streams): the
-``CancelledError`` lands where the generator awaits the next event, inside the turn service,
-which closes the model stream at once, stores the partial reply flagged as interrupted and logs
-the turn as cancelled; if it lands while a chunk is being sent, closing the generator closes
-the turn stream the same way.
+generator cancels the task iterating the turn, and its ``CancelledError`` lands inside the
+turn service, which closes the model stream at once, stores the partial reply flagged as
+interrupted and logs the turn as cancelled; if it lands while a chunk is being sent, closing
+the generator cancels that task the same way.
+
+A stream silent for ``ADVISORS["SSE_KEEPALIVE_SECONDS"]`` (a slow model, a long tool round)
+gets a ``: keep-alive`` comment line, which SSE clients ignore and proxies count as traffic.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -36,6 +41,7 @@ from advisors_app.api.base import AsyncAPIView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerializer
 from advisors_app.api.throttles import ChatRateThrottle
+from advisors_app.conf import app_settings
 from advisors_app.events import TurnEvent
 from advisors_app.services import TurnStream, call_turn, stream_turn
 
@@ -77,6 +83,8 @@ one `done` or `error`:
   body: rate_limited, provider_timeout, provider_unavailable, ..., internal_error)
 
 Refused input is answered before the stream opens, with a JSON error and a 4xx status.
+While the turn is silent (a slow model, a tool round), a `: keep-alive` comment line is sent
+every `ADVISORS["SSE_KEEPALIVE_SECONDS"]` (default 15); SSE clients ignore comments.
 Closing the connection stops the model at once; the partial answer is stored flagged as
 interrupted and the call log says cancelled. Use `curl -N` to see events as they come.
 """
@@ -110,13 +118,45 @@ def sse_event(event: TurnEvent) -> str:
     return f"event: {event.type}\ndata: {data}\n\n"
 
 
+SSE_KEEPALIVE = ": keep-alive\n\n"
+_END = object()
+
+
 async def sse_events(stream: TurnStream) -> AsyncIterator[str]:
-    """The turn's events as SSE text; closing or cancelling it stops the turn (see module)."""
+    """The turn's events as SSE text, with keep-alive comments while it is silent; closing or
+    cancelling it stops the turn (see module)."""
+    interval = app_settings.SSE_KEEPALIVE_SECONDS or None
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)  # the turn runs at most one event ahead
+
+    async def pump() -> None:
+        try:
+            async for event in stream:
+                await queue.put(event)
+            await queue.put(_END)
+        except Exception as exc:  # an event stream failing is relayed, not swallowed
+            await queue.put(exc)
+        finally:
+            await stream.aclose()
+
+    # One task iterates the turn from start to end, so its context variables and its
+    # cancellation stay in one place; a keep-alive timeout here only stops waiting on the queue.
+    turn = asyncio.create_task(pump())
     try:
-        async for event in stream:
-            yield sse_event(event)
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), interval)
+            except TimeoutError:
+                yield SSE_KEEPALIVE
+                continue
+            if item is _END:
+                return
+            if isinstance(item, Exception):
+                raise item
+            yield sse_event(item)
     finally:
-        await stream.aclose()
+        turn.cancel()  # a no-op once the turn has ended; else it stops the model at once
+        with contextlib.suppress(asyncio.CancelledError):
+            await turn
 
 
 class JSONOnlyNegotiation(BaseContentNegotiation):

@@ -204,7 +204,8 @@ class WordMatch:
 class WordMatcher:
     """Finds configured words in texts, after folding both (see the module docstring).
 
-    ``lists`` maps a list name (or ``None``) to its words; blank words are ignored. With
+    ``lists`` maps a list name (or ``None``) to its words; blank words are ignored; words that
+    fold to the same text are one word, named by the spelling met first (in ``lists`` order). With
     ``whole_words`` a match must not continue a word on either side (letters, digits, ``_``
     and combining marks continue a word); the check is skipped at a word edge written in a
     script without spaces (Chinese, Japanese, Thai ...), where every position is a boundary.
@@ -239,8 +240,10 @@ class WordMatcher:
                 folded = self.fold(word) if word.strip() else ""
                 if not folded.strip():
                     continue
-                found = WordMatch(word, list_name)
                 bucket = entries.setdefault(folded, [])
+                # Spellings that fold alike are one word ("decorator" and "Decorator" unless
+                # case-sensitive): it is reported once, in the spelling configured first.
+                found = WordMatch(bucket[0].word if bucket else word, list_name)
                 if found not in bucket:
                     bucket.append(found)
         self._entries = entries

@@ -99,10 +99,6 @@ class AuditAdvisor(CallAdvisor, StreamAdvisor):
         self._sink = sink
         self._order = order
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     def _record(
         self,
         mode: str,

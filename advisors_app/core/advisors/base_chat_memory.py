@@ -117,10 +117,6 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         self._order = order
         self.default_conversation_id = default_conversation_id
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     def get_conversation_id(self, context: Mapping[str, Any]) -> str:
         """The turn's conversation id: context ``CONVERSATION_ID``, else the advisor default.
 

@@ -74,10 +74,6 @@ class BudgetGuardAdvisor(CallAdvisor, StreamAdvisor):
         self._message = message
         self._order = order
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     def rejection(self, request: ChatClientRequest) -> str | None:
         """Why ``request`` is over budget (``"maxChars=N"`` / ``"maxTokens=N"``), else ``None``."""
         prompt = request.prompt

@@ -88,10 +88,6 @@ class CitationAdvisor(CallAdvisor, StreamAdvisor):
         self._renderer = renderer or default_citation_renderer
         self._order = order
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     def citations(self, *contexts: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The citations of the first documents found in ``contexts`` (in order)."""
         for context in contexts:

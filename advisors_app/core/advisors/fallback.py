@@ -88,10 +88,6 @@ class FallbackAdvisor(CallAdvisor, StreamAdvisor):
         self._order = order
         self._retry_on = tuple(retry_on)
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     def _attempt(self, request: ChatClientRequest, index: int) -> ChatClientRequest:
         if index == 0:
             return request

@@ -149,10 +149,6 @@ class PiiMaskingAdvisor(CallAdvisor, StreamAdvisor):
         self._restore = restore
         self._order = order
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     def _token(self, kind: str, value: str) -> str:
         digest = hmac.new(self._secret, f"{kind}\x00{value}".encode(), hashlib.sha256)
         return f"<{kind}_{digest.hexdigest()[:8]}>"

@@ -109,10 +109,6 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         self.document_formatter = document_formatter or xml_document_formatter
         self._order = order
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     async def before(  # type: ignore[override]
         self, request: ChatClientRequest, chain: Any
     ) -> ChatClientRequest:

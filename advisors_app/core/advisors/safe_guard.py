@@ -60,7 +60,8 @@ class SafeGuardAdvisor(CallAdvisor, StreamAdvisor):
     :data:`CONTENT_FILTER`; the words that matched and their lists are put in the response
     context and metadata (:data:`SAFEGUARD_MATCHED`, :data:`SAFEGUARD_LISTS`,
     :data:`SAFEGUARD_STAGE`) and logged at INFO, never in the text the user sees. The model
-    is not called.
+    is not called. Words that matching cannot tell apart ("decorator" and "Decorator" unless
+    ``case_sensitive``) are one word, named once in the spelling configured first.
 
     Matching (``advisors_app.core.advisors._matching``): NFKC, case folding, invisible
     characters removed and TR39 homoglyphs folded, on the words and the text alike
@@ -122,10 +123,6 @@ class SafeGuardAdvisor(CallAdvisor, StreamAdvisor):
         self._order = order
         self._scope = scope
         self._guard_output = guard_output
-
-    @property
-    def order(self) -> int:
-        return self._order
 
     @property
     def scope(self) -> str:

@@ -149,10 +149,6 @@ class SemanticCacheAdvisor(CallAdvisor, StreamAdvisor):
         self.fail_open = fail_open
         self._order = order
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     def _lookup_key(self, request: ChatClientRequest) -> tuple[str, str] | None:
         """``(query, scope)``, or ``None`` when this request must bypass the cache."""
         owner = request.context.get(self.owner_key)

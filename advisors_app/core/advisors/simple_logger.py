@@ -62,10 +62,6 @@ class SimpleLoggerAdvisor(CallAdvisor, StreamAdvisor):
         self._response_to_string = response_to_string or DEFAULT_RESPONSE_TO_STRING
         self._order = order
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     def __repr__(self) -> str:
         # Constant, as Spring AI's toString(): the formatter functions say nothing useful.
         return "SimpleLoggerAdvisor"

@@ -115,10 +115,6 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor):
         return "Structured Output Validation Advisor"
 
     @property
-    def order(self) -> int:
-        return self._order
-
-    @property
     def json_schema(self) -> dict[str, Any]:
         """The JSON Schema answers are validated against."""
         return dict(self._schema)

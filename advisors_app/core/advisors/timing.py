@@ -48,10 +48,6 @@ class TimingAdvisor(CallAdvisor, StreamAdvisor):
     def __init__(self, order: int = 100) -> None:
         self._order = order
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     async def advise_call(self, request: ChatClientRequest, chain: Any) -> ChatClientResponse:
         started = time.perf_counter()
         try:

@@ -142,10 +142,6 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
         return "Tool Calling Advisor"
 
     @property
-    def order(self) -> int:
-        return self._order
-
-    @property
     def tool_calling_manager(self) -> ToolCallingManager:
         return self._manager
 

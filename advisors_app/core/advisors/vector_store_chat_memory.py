@@ -128,10 +128,6 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         )
         self._order = order
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     def top_k_for(self, context: Mapping[str, Any]) -> int:
         """``top_k``, or the request's override; ``ValueError`` for a bad override."""
         value = context.get(TOP_K)

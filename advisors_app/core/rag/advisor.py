@@ -104,10 +104,6 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
         self.query_augmenter = query_augmenter or ContextualQueryAugmenter()
         self._order = order
 
-    @property
-    def order(self) -> int:
-        return self._order
-
     async def before(  # type: ignore[override]
         self, request: ChatClientRequest, chain: Any
     ) -> ChatClientRequest:

@@ -41,11 +41,19 @@ class Command(BaseCommand):
         user_model = get_user_model()
         manager = user_model._default_manager
         lookup = {user_model.USERNAME_FIELD: username}
-        if manager.filter(**lookup).exists():
-            note = "unchanged; if you changed it in the admin, use yours"
-        else:
+        user = manager.filter(**lookup).first()
+        if user is None:
             manager.create_superuser(**lookup, password=password)
             note = "new user"
+        elif user.check_password(password):
+            note = "unchanged"
+        else:
+            # Made by createsuperuser, or changed in the admin: the file's password is not it.
+            self.stdout.write(
+                f"Admin login: username {username} with the password it already has "
+                f"(not the one in {admin_password_file}; left as it is)"
+            )
+            return
         self.stdout.write(
             f"Admin login: username {username}  password {password}  ({note}; "
             f"stored in {admin_password_file})"

@@ -263,17 +263,19 @@
     }
     var footer = el("div", "msg-footer");
     footer.appendChild(replyMeta(reply, done));
-    if (config.traceUrl && reply.traceId) {
-      var button = el("button", "chat-link-button msg-trace", "Trace");
-      button.type = "button";
-      button.setAttribute("aria-haspopup", "dialog");
-      button.addEventListener("click", function () { openTrace(reply.traceId); });
-      footer.appendChild(button);
-    }
+    if (config.traceUrl && reply.traceId) footer.appendChild(traceButton(reply.traceId));
     reply.article.appendChild(footer);
     scrollToEnd();
     updateControls();
     if (document.activeElement === stopButton || document.activeElement === document.body) prompt.focus();
+  }
+
+  function traceButton(traceId) {
+    var button = el("button", "chat-link-button msg-trace", "Trace");
+    button.type = "button";
+    button.setAttribute("aria-haspopup", "dialog");
+    button.addEventListener("click", function () { openTrace(traceId); });
+    return button;
   }
 
   function errorBox(frame) {
@@ -495,6 +497,14 @@
   messages.querySelectorAll("[data-markdown]").forEach(function (node) {
     renderMarkdown(node, node.textContent);
   });
+  // Replies from the history link to their trace as live ones do (their id is stored with them).
+  if (config.traceUrl) {
+    messages.querySelectorAll("article[data-trace-id]").forEach(function (article) {
+      var footer = el("div", "msg-footer");
+      footer.appendChild(traceButton(article.dataset.traceId));
+      article.appendChild(footer);
+    });
+  }
   scrollToEnd();
   updateControls();
   connect();

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE
-from advisors_app.models import AdvisorChain, AdvisorConfig
+from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 
@@ -129,6 +129,26 @@ def test_invalid_configurations_are_field_errors_and_store_nothing(
     for field, [start] in fields.items():
         assert error["fields"][field][0].startswith(start), error["fields"]
     assert not AdvisorChain.objects.exists() and not AdvisorConfig.objects.exists()
+
+
+def test_a_template_with_an_unpaired_brace_is_refused(staff: Any) -> None:
+    # Saved by code (the admin refuses it), then named by a chain written over the API.
+    PromptTemplate.objects.create(slug="typo", text="{instructions}\n{memory} {oops")
+    advisors = [
+        {"advisor_type": "prompt_chat_memory", "params": {"system_prompt_template": "typo"}}
+    ]
+    chain = new_chain(advisors=advisors)
+    response = client_for(staff).post("/api/chains/", chain, format="json")
+    [error] = response.json()["error"]["fields"]["advisors"]
+    assert error.startswith(
+        "advisors_app.E106: advisor #1 (prompt_chat_memory): params.system_prompt_template: "
+        "template 'typo': Unbalanced \"{\" at line 2, column 10 ('{oops')"
+    )
+    chain.update(system_prompt="", system_template="typo", advisors=[])
+    response = client_for(staff).post("/api/chains/", chain, format="json")
+    [error] = response.json()["error"]["fields"]["system_template"]
+    assert error.startswith("Template 'typo': Unbalanced \"{\" at line 2, column 10")
+    assert not AdvisorChain.objects.exists()
 
 
 def test_staff_change_and_delete_chains(chains: None, staff: Any) -> None:

@@ -65,10 +65,10 @@ def read_stream(response: Any) -> str:
 
 
 def parse_sse(body: str) -> list[tuple[str, dict[str, Any]]]:
-    """``[(event type, data)]`` of a Server-Sent Events body."""
+    """``[(event type, data)]`` of a Server-Sent Events body; comment lines are skipped."""
     events = []
     for block in body.split("\n\n"):
-        if not block.strip():
+        if not block.strip() or block.startswith(":"):
             continue
         fields = dict(line.split(": ", 1) for line in block.split("\n"))
         events.append((fields["event"], json.loads(fields["data"])))
@@ -92,7 +92,7 @@ def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any,
     assert model.prompts[-1].user_message.text == "hello!"
     assert transcript(alice, body["conversation_id"]) == [
         ("user", "hello", {}),
-        ("assistant", "Hi Alice.", {}),
+        ("assistant", "Hi Alice.", {"trace_id": body["trace_id"]}),
     ]
     log = CallLog.objects.get(trace_id=body["trace_id"])
     assert (log.status, log.mode, log.user_id) == ("ok", "call", alice.pk)
@@ -199,6 +199,17 @@ def rag_chain(alice: Any) -> Any:
             "invalid",
             {"params.options.stop.0": ["Null characters are not allowed."]},
         ),
+        ({"message": "hi\x00"}, 400, "invalid", {"message": ["Null characters are not allowed."]}),
+        (
+            {"message": "hi", "params": {"options": {"max_tokens": 10**20}}},
+            400,
+            "invalid",
+            {
+                "params.options.max_tokens": [
+                    "100000000000000000000 is greater than the maximum of 1000000"
+                ]
+            },
+        ),
     ],
 )
 @pytest.mark.parametrize("mode", ["call", "stream"])
@@ -217,6 +228,27 @@ def test_refused_input_is_a_4xx_json_error_and_stores_nothing(
     error = response.json()["error"]
     assert (error["code"], error["fields"]) == (code, fields)
     assert error["message"] == "The request is invalid."
+    assert not Conversation.objects.exists()
+    assert not CallLog.objects.exists()
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+def test_bodies_that_cannot_be_read_or_stored_are_4xx_json_errors(
+    chain: Any, api: Any, mode: str
+) -> None:
+    url = f"/api/chains/{chain.slug}/{mode}/"
+    surrogate = api.post(url, '{"message": "hi \\ud800"}', content_type="application/json")
+    assert surrogate.status_code == 400
+    assert surrogate.json()["error"]["fields"] == {
+        "message": ["Unpaired surrogate characters are not allowed."]
+    }
+    nested = '{"message": "hi", "params": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    deep = api.post(url, nested, content_type="application/json")
+    assert deep.status_code == 400
+    assert deep.json()["error"]["message"] == "The JSON is nested too deeply to read."
+    huge = api.post(url, '{"message": "' + "x" * 3_000_000 + '"}', content_type="application/json")
+    assert huge.status_code == 413
+    assert huge.json()["error"]["code"] == "too_large"
     assert not Conversation.objects.exists()
     assert not CallLog.objects.exists()
 
@@ -314,6 +346,26 @@ def test_stream_sends_start_deltas_and_done_as_server_sent_events(
     assert [t for _, t, _ in transcript(alice, start["conversation_id"])] == ["hi", "Hello!"]
 
 
+@override_settings(ADVISORS={"SSE_KEEPALIVE_SECONDS": 0.05})
+def test_a_silent_stream_gets_keep_alive_comments_and_loses_nothing(
+    chain: Any, alice: Any, api: Any
+) -> None:
+    model = script(chain.slug, ["slow ", "answer"])
+    model.chunk_delay = 0.3  # a model that thinks longer than the keep-alive interval
+    response = api.post(f"/api/chains/{chain.slug}/stream/", {"message": "hi"}, format="json")
+    body = read_stream(response)
+    assert body.count(": keep-alive\n\n") >= 2
+    events = parse_sse(body)
+    kinds = [kind for kind, _ in events]
+    assert (kinds[0], set(kinds[1:-1]), kinds[-1]) == ("start", {"delta"}, "done")
+    assert "".join(data["text"] for _, data in events[1:-1]) == "slow answer"
+    assert events[-1][1]["content"] == "slow answer"
+    assert [t for _, t, _ in transcript(alice, events[0][1]["conversation_id"])] == [
+        "hi",
+        "slow answer",
+    ]
+
+
 def test_a_provider_failure_mid_stream_is_an_error_event(chain: Any, alice: Any, api: Any) -> None:
     script(chain.slug, ["partial ", RateLimitedError("slow down", retry_after=2.0)])
     response = api.post(f"/api/chains/{chain.slug}/stream/", {"message": "hi"}, format="json")
@@ -329,7 +381,7 @@ def test_a_provider_failure_mid_stream_is_an_error_event(chain: Any, alice: Any,
     assert transcript(alice, events[0][1]["conversation_id"])[-1] == (
         "assistant",
         "partial ",
-        {"interrupted": True, "finish_reason": "error"},
+        {"interrupted": True, "finish_reason": "error", "trace_id": events[0][1]["trace_id"]},
     )
 
 

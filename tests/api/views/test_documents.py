@@ -59,6 +59,23 @@ def test_the_document_list_holds_shared_and_own_documents_only(library: None, ap
     assert api.get("/api/documents/", {"collection": "bobs"}).json()["count"] == 0
 
 
+@pytest.mark.parametrize(
+    ("path", "query", "field", "message"),
+    [
+        ("/api/documents/", {"collection": "kb\x00"}, "collection", "Null characters"),
+        ("/api/conversations/", {"x\x00": "1"}, "x\x00", "Null characters"),
+        ("/api/conversations/a%00b/", {}, "conversation_id", "Null characters"),
+    ],
+)
+def test_parameters_postgresql_cannot_hold_are_field_errors(
+    library: None, api: Any, path: str, query: dict[str, str], field: str, message: str
+) -> None:
+    response = api.get(path, query)
+    assert response.status_code == 400
+    [text] = response.json()["error"]["fields"][field]
+    assert text.startswith(message)
+
+
 def test_uploading_text_as_json(library: None, alice: Any, bob: Any, api: Any) -> None:
     upload = {
         "collection": "kb",

@@ -6,14 +6,22 @@ from __future__ import annotations
 import pytest
 
 from advisors_app.core import (
+    HIGHEST_PRECEDENCE,
+    ChatClient,
     ChatClientRequest,
     Prompt,
     ScriptedChatModel,
     SystemMessage,
     UserMessage,
 )
-from advisors_app.core.advisors import FILTER_EXPRESSION, RETRIEVED_DOCUMENTS, QuestionAnswerAdvisor
+from advisors_app.core.advisors import (
+    FILTER_EXPRESSION,
+    RETRIEVED_DOCUMENTS,
+    MessageChatMemoryAdvisor,
+    QuestionAnswerAdvisor,
+)
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
+from advisors_app.core.memory import MessageWindowChatMemory
 from advisors_app.core.rag import join_document_texts
 from advisors_app.core.vectorstore import (
     And,
@@ -23,6 +31,7 @@ from advisors_app.core.vectorstore import (
     SearchRequest,
     SimpleVectorStore,
 )
+from tests.core.advisors.memory_helpers import turn
 from tests.embeddings import WordEmbeddingModel, unit
 from tests.retrieval import CountingStore, LoopingAdvisor, chain_of, drain, tool_call_response
 
@@ -222,3 +231,15 @@ async def test_an_already_augmented_message_sent_back_is_not_augmented_twice(sto
     await chain.next_call(again)
     assert model.prompts[1].user_message.text == augmented.text
     assert len(store.searches) == 1
+
+
+async def test_ordered_outside_memory_the_augmented_prompt_is_remembered(store):
+    """What chain lint W104 warns of: memory stores the whole augmented prompt as the user's
+    message (and replays it on every later turn), not what the user typed."""
+    memory = MessageWindowChatMemory()
+    retrieval = QuestionAnswerAdvisor(store, SearchRequest(top_k=1), order=HIGHEST_PRECEDENCE + 250)
+    remembering = MessageChatMemoryAdvisor(memory, order=HIGHEST_PRECEDENCE + 260)
+    client = ChatClient(ScriptedChatModel(["Paris."]), default_advisors=[retrieval, remembering])
+    await turn(client, QUESTION, "call")
+    stored = memory.get("c1")[0].text
+    assert stored.startswith(QUESTION + "\n\nContext information") and PARIS in stored

@@ -140,6 +140,17 @@ async def test_named_lists_report_every_list_that_matched():
     assert response.context[SAFEGUARD_LISTS] == ["violence", "other", "drugs"]
 
 
+async def test_spellings_that_fold_alike_are_reported_once_in_the_first_spelling():
+    lists = {"tech": ["decorator", "Decorator", "DECORATOR"], "style": ["Decorator"]}
+    response = await run("call", client_with(SafeGuardAdvisor(lists))[0], "a DeCoRaToR")
+    assert response.context[SAFEGUARD_MATCHED] == ["decorator"]
+    assert response.context[SAFEGUARD_LISTS] == ["tech", "style"]
+    # Case-sensitive, they are different words: each is reported as written.
+    guard = SafeGuardAdvisor(lists, case_sensitive=True)
+    response = await run("call", client_with(guard)[0], "decorator or Decorator")
+    assert response.context[SAFEGUARD_MATCHED] == ["decorator", "Decorator"]
+
+
 async def test_empty_and_blank_words_never_match():
     for words in ([], ["", "  "]):
         client, _ = client_with(SafeGuardAdvisor(words), "ok")

@@ -51,9 +51,12 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         try:
             retriever = chain_retriever(compiled.advisors)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        try:
             questions = load_questions(options["questions"])
         except (ValueError, OSError) as exc:
-            raise CommandError(str(exc)) from exc
+            raise CommandError(f"cannot read questions from {options['questions']}: {exc}") from exc
         if options["limit"] is not None:
             questions = questions[: options["limit"]]
         if not questions:

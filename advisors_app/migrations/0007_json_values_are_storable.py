@@ -1,4 +1,4 @@
-"""JSON fields edited by people refuse NUL characters (PostgreSQL's jsonb stores none)."""
+"""JSON fields edited by people refuse what PostgreSQL cannot store (NUL, lone surrogates, NaN)."""
 
 from django.db import migrations, models
 
@@ -15,7 +15,7 @@ def settings_field() -> models.JSONField:
         blank=True,
         default=dict,
         help_text=SETTINGS_HELP,
-        validators=[advisors_app.validation.reject_nul_characters],
+        validators=[advisors_app.validation.validate_json_value],
     )
 
 
@@ -37,7 +37,7 @@ class Migration(migrations.Migration):
             field=models.JSONField(
                 blank=True,
                 default=dict,
-                validators=[advisors_app.validation.reject_nul_characters],
+                validators=[advisors_app.validation.validate_json_value],
             ),
         ),
     ]

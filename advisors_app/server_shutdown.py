@@ -1,0 +1,34 @@
+"""Stopping the server mid-turn stores the running turns, as a client disconnect does.
+
+Daphne cancels every connection before it exits (Ctrl-C, SIGTERM), but its hook fails with a
+``KeyError`` when a connection's application has not started yet (daphne 4.2) and then cancels
+nothing: the running turns vanish with the process, with no transcript and no call log. Call
+:func:`stop_turns_before_daphne_exits` from your ``asgi.py``; it adds a hook of its own that
+runs :func:`~advisors_app.services.stop_running_turns` first and makes the server wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+__all__ = ["stop_turns_before_daphne_exits"]
+
+
+def stop_turns_before_daphne_exits() -> None:
+    """Under daphne (its CLI or its ``runserver``), end running turns before the server exits.
+
+    Does nothing under another server: the Twisted reactor is only looked at when daphne has
+    installed it already (importing it otherwise would install one).
+    """
+    if "twisted.internet.reactor" not in sys.modules:
+        return
+    from twisted.internet import defer, reactor
+
+    from advisors_app.services import stop_running_turns
+
+    def before_shutdown() -> Any:
+        return defer.Deferred.fromFuture(asyncio.ensure_future(stop_running_turns()))
+
+    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)
