@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from django.core.management.utils import get_random_secret_key
 
@@ -82,13 +83,29 @@ ASGI_APPLICATION = "advisorsite.asgi.application"
 DATABASES = {"default": database_config()}
 
 REDIS_URL = os.environ.get("REDIS_URL")
-CHANNEL_LAYERS = {
-    "default": (
-        {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
-        if REDIS_URL
-        else {"BACKEND": "channels.layers.InMemoryChannelLayer"}
-    )
-}
+
+
+def channel_layers(redis_url: str | None) -> dict[str, Any]:
+    """``CHANNEL_LAYERS``: Redis when ``redis_url`` is set, otherwise in-memory (one process).
+
+    channels_redis waits for a message with a 5 s ``BZPOPMIN`` while redis-py's default read
+    timeout is also 5 s: when a busy event loop reads the empty reply late, the read times out,
+    the receive raises and the consumer dies (socket closed with 1011, the rest of the answer
+    lost: 2 of 500 chats in ``benchmarks/websocket_load.py``). A read timeout well above the
+    wait keeps it from ever timing out; connecting still gives up after 5 s.
+    """
+    if not redis_url:
+        return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    host = {"address": redis_url, "socket_timeout": 30.0, "socket_connect_timeout": 5.0}
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [host]},
+        }
+    }
+
+
+CHANNEL_LAYERS = channel_layers(REDIS_URL)
 
 REST_FRAMEWORK = {
     # Token first: an anonymous request then gets 401 with "WWW-Authenticate: Token".

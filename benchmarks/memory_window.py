@@ -1,15 +1,17 @@
-"""Chat-memory cost on PostgreSQL: a conversation of 10 vs 100,000 stored messages.
+"""Chat-memory cost on PostgreSQL: a conversation of 10, 1,000 and 100,000 stored messages.
 
 Prints the median time of reading the window (``MessageWindowChatMemory(max_messages=20).get``,
-sync and async) and of appending one turn, for both conversation sizes in the same run, and
-their ratio (about 1 when the cost does not grow with the conversation). The peer is Spring AI's
+sync and async) and of appending one turn, for the three conversation sizes in the same run,
+and the ratio largest / smallest (about 1 when the cost does not grow with the conversation).
+The peer is Spring AI's
 way of reading (``findByConversationId``: load the whole conversation, then window it in memory),
 measured on the same database in the same run.
 
 Run: ``python benchmarks/memory_window.py`` (from the repository's virtualenv). With
 ``DATABASE_URL`` set it uses that server; otherwise it starts a throwaway embedded PostgreSQL
 (``advisorsite/embedded_db.py``). Either way it works in a fresh test database that it drops at
-the end. ``--explain`` also prints the query plan of the window read.
+the end. ``--explain`` also prints the query plan of the window read; ``--json PATH`` writes
+the results.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from django.db import connection, connections  # noqa: E402
 from advisors_app.core import AssistantMessage, SystemMessage, UserMessage  # noqa: E402
 from advisors_app.core.memory import MessageWindowChatMemory, select_window  # noqa: E402
 from advisors_app.stores.memory import DjangoChatMemoryRepository  # noqa: E402
+from benchmarks._common import describe, machine, write_json  # noqa: E402
 
-SIZES = (10, 100_000)
+SIZES = (10, 1_000, 100_000)
 WINDOW = 20
 
 
@@ -52,14 +55,17 @@ def conversation(size: int) -> list:
     return messages[:size]
 
 
-def median_ms(run: Callable[[], object], repeats: int, per: int) -> float:
-    samples = []
+def median_ms(runs: list[Callable[[], object]], repeats: int, per: int) -> list[float]:
+    """Median ms per call of each of ``runs``; repetitions interleave them (A B C, A B C, ...),
+    so load from other work on the machine falls on every conversation size alike."""
+    samples: list[list[float]] = [[] for _ in runs]
     for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(per):
-            run()
-        samples.append((time.perf_counter() - start) / per)
-    return statistics.median(samples) * 1e3
+        for run, values in zip(runs, samples, strict=True):
+            start = time.perf_counter()
+            for _ in range(per):
+                run()
+            values.append((time.perf_counter() - start) / per)
+    return [statistics.median(values) * 1e3 for values in samples]
 
 
 def spring_style_get(repository: DjangoChatMemoryRepository, conversation_id: str) -> list:
@@ -74,7 +80,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
+    info = machine()
+    print(f"# chat memory on PostgreSQL — {describe(info)}")
 
     old_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
@@ -85,40 +94,66 @@ def main() -> None:
         for size in SIZES:
             repository.save_all(f"size-{size}", conversation(size))
         print(f"filled conversations of {SIZES} messages in {time.perf_counter() - start:.1f} s")
-        assert memory.get("size-10") == spring_style_get(repository, "size-10")
-        assert memory.get(f"size-{SIZES[-1]}") == spring_style_get(repository, f"size-{SIZES[-1]}")
+        for size in SIZES:
+            cid = f"size-{size}"
+            assert memory.get(cid) == spring_style_get(repository, cid)
 
         loop = asyncio.new_event_loop()
         turn = [UserMessage("One more question?"), AssistantMessage("One more answer.")]
         rows = []
-        for label, make, repeats, per in (
-            ("window read, sync (get)", lambda cid: lambda: memory.get(cid), args.repeats, 50),
+        for key, label, make, repeats, per in (
             (
+                "get",
+                "window read, sync (get)",
+                lambda cid: lambda: memory.get(cid),
+                args.repeats,
+                50,
+            ),
+            (
+                "aget",
                 "window read, async (aget)",
                 lambda cid: lambda: loop.run_until_complete(memory.aget(cid)),
                 args.repeats,
                 50,
             ),
-            ("append one turn (add)", lambda cid: lambda: memory.add(cid, turn), args.repeats, 20),
             (
+                "add",
+                "append one turn (add)",
+                lambda cid: lambda: memory.add(cid, turn),
+                args.repeats,
+                20,
+            ),
+            (
+                "spring_read",
                 "peer: Spring AI read (whole conversation)",
                 lambda cid: lambda: spring_style_get(repository, cid),
                 3,
                 1,
             ),
         ):
-            times = [median_ms(make(f"size-{size}"), repeats, per) for size in SIZES]
-            rows.append((label, *times, times[1] / times[0]))
+            times = median_ms([make(f"size-{size}") for size in SIZES], repeats, per)
+            rows.append((key, label, times, times[-1] / times[0]))
         # Async ORM calls ran in asgiref's worker thread: close its connection there.
         loop.run_until_complete(sync_to_async(connections.close_all)())
         loop.close()
 
-        header = f"{'operation':44} {'10 msgs':>10} {'100,000 msgs':>13} {'ratio':>8}"
+        sizes = "".join(f"{f'{size:,} msgs':>14}" for size in SIZES)
+        header = f"{'operation':44}{sizes} {f'{SIZES[-1]:,} / {SIZES[0]:,}':>16}"
         print(f"\nmedian ms per operation on PostgreSQL (window = {WINDOW} messages)")
         print(header)
         print("-" * len(header))
-        for label, small, large, ratio in rows:
-            print(f"{label:44} {small:10.3f} {large:13.3f} {ratio:8.2f}x")
+        for _key, label, times, ratio in rows:
+            print(f"{label:44}" + "".join(f"{t:14.3f}" for t in times) + f" {ratio:15.2f}x")
+        write_json(
+            args.json,
+            "memory_window",
+            {"sizes": list(SIZES), "window": WINDOW, "repeats": args.repeats},
+            {
+                key: {"ms": dict(zip(map(str, SIZES), times, strict=True)), "ratio": ratio}
+                for key, _label, times, ratio in rows
+            },
+            info,
+        )
 
         if args.explain:
             print("\nplans of the window read on the 100,000-message conversation:")

@@ -8,12 +8,13 @@ common case: every word is tried), prints µs per check for:
 * ``safeguard``: ``SafeGuardAdvisor``'s matcher (NFKC, invisible characters, homoglyphs and
   case folded, then an Aho-Corasick automaton), whole-word mode off.
 
-Run: ``python benchmarks/safe_guard_matching.py``. Medians of several repetitions in one process.
+Run: ``python benchmarks/safe_guard_matching.py`` (``--json PATH`` writes the results). Medians of
+several repetitions in one process.
 """
 
 from __future__ import annotations
 
-import platform
+import argparse
 import random
 import re
 import statistics
@@ -26,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from advisors_app.core.advisors._matching import WordMatcher
+from benchmarks._common import describe, machine, write_json
 
 REPEATS = 5
 random.seed(7)
@@ -55,7 +57,12 @@ def timed(check: Callable[[str], bool], text: str, loops: int) -> float:
 
 
 def main() -> None:
-    print(f"Python {platform.python_version()} on {platform.machine()}")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="write the results to this file")
+    args = parser.parse_args()
+    info = machine()
+    print(f"# SafeGuard matching — {describe(info)}")
+    out = {}
     text = prompt()
     print(f"{'words':>8} {'spring µs':>11} {'regex µs':>10} {'safeguard µs':>13} {'vs spring':>10}")
     for count in (100, 10_000, 100_000):
@@ -76,9 +83,16 @@ def main() -> None:
             timed(lambda t, m=matcher: bool(m.search(t)), text, loops),
         ]
         ratio = results[0] / results[2]
+        out[str(count)] = {
+            "spring_us": results[0],
+            "regex_us": results[1],
+            "safeguard_us": results[2],
+            "ratio_spring_over_safeguard": ratio,
+        }
         print(
             f"{count:>8} {results[0]:>11.1f} {results[1]:>10.1f} {results[2]:>13.1f} {ratio:>9.1f}x"
         )
+    write_json(args.json, "safe_guard_matching", {"prompt_chars": len(text)}, out, info)
 
 
 if __name__ == "__main__":

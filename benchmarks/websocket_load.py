@@ -19,9 +19,11 @@ default 40 ms / 64 characters) and, as the peer measured in the same run, withou
 frame per token, what a consumer that forwards every chunk sends). The last lines give the
 ratios coalesced / per-token for frames and server CPU.
 
-Run: ``.venv/bin/python benchmarks/websocket_load.py`` (``--clients 500`` for the big run;
-``--layers memory`` to skip Redis). With ``DATABASE_URL`` set it uses that server, otherwise a
-throwaway embedded PostgreSQL; either way in a test database it drops at the end.
+Run: ``.venv/bin/python benchmarks/websocket_load.py`` (``--clients 500`` for the big run,
+``--clients 50,200,500`` for a scaling curve: coalesced at every count, the per-token peer at
+the largest; ``--layers memory`` to skip Redis; ``--json PATH`` writes the results). With
+``DATABASE_URL`` set it uses that server, otherwise a throwaway embedded PostgreSQL; either way
+in a test database it drops at the end.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,6 +60,7 @@ from websockets.asyncio.client import ClientConnection, connect  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 from advisors_app.models import ChatModelConfig  # noqa: E402
+from benchmarks._common import describe, machine, write_json  # noqa: E402
 from tests.factories import make_chain  # noqa: E402
 from tests.helpers import database_url_for_subprocess  # noqa: E402
 from tests.live_server import LiveServer  # noqa: E402
@@ -129,7 +133,7 @@ async def run_clients(server: LiveServer, cookies: list[str], timeout: float) ->
 
 def measure(
     label: str, env: dict[str, str], cookies: list[str], answer: str, args: argparse.Namespace
-) -> dict:
+) -> dict[str, Any]:
     server = LiveServer(
         LOGS / f"websocket_load-{label.replace(' ', '_')}.log",
         daphne_args=("--access-log", "/dev/null"),
@@ -187,7 +191,9 @@ def redis_answers(url: str) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clients", type=int, default=100, help="concurrent chats (e.g. 500)")
+    parser.add_argument(
+        "--clients", default="100", help="concurrent chats, or a list (e.g. 500, or 50,200,500)"
+    )
     parser.add_argument("--tokens", type=int, default=200, help="tokens per scripted answer")
     parser.add_argument("--interval", type=float, default=0.01, help="seconds between tokens")
     parser.add_argument("--layers", default="memory,redis", help="memory, redis or both")
@@ -195,7 +201,11 @@ def main() -> None:
         "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14")
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait per frame")
+    parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
+    counts = sorted({int(c) for c in args.clients.split(",") if c.strip()})
+    info = machine()
+    print(f"# websocket load — {describe(info)}")
     layers = [layer.strip() for layer in args.layers.split(",") if layer.strip()]
     if "redis" in layers and not redis_answers(args.redis_url):
         print(f"no Redis at {args.redis_url}: measuring the in-memory layer only")
@@ -213,7 +223,7 @@ def main() -> None:
         )
         make_chain("load", model=model)
         users = get_user_model().objects.bulk_create(
-            get_user_model()(username=f"load{i}") for i in range(args.clients)
+            get_user_model()(username=f"load{i}") for i in range(counts[-1])
         )
         cookies = []
         for user in users:
@@ -223,8 +233,9 @@ def main() -> None:
                 f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
             )
         print(
-            f"{args.clients} concurrent chats; scripted answer of {args.tokens} tokens, one every "
-            f"{args.interval * 1e3:.0f} ms ({len(answer)} characters); {os.cpu_count()} CPUs\n"
+            f"{', '.join(map(str, counts))} concurrent chats; scripted answer of {args.tokens} "
+            f"tokens, one every {args.interval * 1e3:.0f} ms ({len(answer)} characters); "
+            f"{os.cpu_count()} CPUs\n"
         )
         results = []
         for layer in layers:
@@ -234,23 +245,34 @@ def main() -> None:
                     "REDIS_URL": args.redis_url,
                     "BENCH_REDIS_PREFIX": f"bench-{uuid.uuid4().hex}",
                 }
-            for coalesce, name in ((40, "coalesced"), (0, "per token")):
-                label = f"{layer} {name}"
-                results.append(
-                    measure(
-                        label, {**env, "BENCH_COALESCE_MS": str(coalesce)}, cookies, answer, args
-                    )
-                )
+            runs = [(n, 40, "coalesced") for n in counts] + [(counts[-1], 0, "per token")]
+            for clients, coalesce, mode in runs:
+                label = f"{layer} {mode} {clients}"
+                env_run = {**env, "BENCH_COALESCE_MS": str(coalesce)}
+                result = measure(label, env_run, cookies[:clients], answer, args)
+                results.append({**result, "layer": layer, "mode": mode, "clients": clients})
                 print_row(results[-1], header=len(results) == 1)
         print()
         for layer in layers:
-            ours = next(r for r in results if r["label"] == f"{layer} coalesced")
-            peer = next(r for r in results if r["label"] == f"{layer} per token")
+            ours = next(
+                r
+                for r in results
+                if (r["layer"], r["mode"], r["clients"]) == (layer, "coalesced", counts[-1])
+            )
+            peer = next(r for r in results if (r["layer"], r["mode"]) == (layer, "per token"))
             print(
-                f"{layer}: coalesced / per token = {ours['frames'] / peer['frames']:.2f}x frames, "
+                f"{layer}, {counts[-1]} chats: coalesced / per token = "
+                f"{ours['frames'] / peer['frames']:.2f}x frames, "
                 f"{ours['cpu'] / peer['cpu']:.2f}x server CPU, "
                 f"{ours['gap_p99'] / peer['gap_p99']:.2f}x p99 gap"
             )
+        parameters = {
+            "clients": counts,
+            "tokens": args.tokens,
+            "interval_s": args.interval,
+            "layers": layers,
+        }
+        write_json(args.json, "websocket_load", parameters, {"runs": results}, info)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
@@ -258,13 +280,13 @@ def main() -> None:
 def print_row(r: dict, header: bool) -> None:
     if header:
         print(
-            f"{'run':20} {'frames/s':>9} {'deltas/chat':>11} {'gap p50':>8} {'gap p99':>8} "
+            f"{'run':24} {'frames/s':>9} {'deltas/chat':>11} {'gap p50':>8} {'gap p99':>8} "
             f"{'1st p50':>8} {'1st p99':>8} {'done p99':>9} {'lost':>10} {'wall s':>7} "
             f"{'CPU s':>6} {'CPU %':>6}"
         )
     lost = f"{r['lost_chats']}/{r['chats']}"
     print(
-        f"{r['label']:20} {r['frames_per_s']:9.0f} {r['deltas_per_chat']:11.1f} "
+        f"{r['label']:24} {r['frames_per_s']:9.0f} {r['deltas_per_chat']:11.1f} "
         f"{r['gap_p50']:7.1f}ms {r['gap_p99']:7.1f}ms {r['first_p50']:7.0f}ms "
         f"{r['first_p99']:7.0f}ms {r['finish_p99']:7.0f}ms {lost:>10} {r['wall']:7.2f} "
         f"{r['cpu']:6.2f} {100 * r['cpu'] / r['wall']:6.0f}"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -70,6 +73,38 @@ async def test_redis_channel_layer_round_trip() -> None:
             channel = await layer.new_channel()
             await layer.send(channel, {"type": "chat.delta", "text": "héllo"})
             assert await layer.receive(channel) == {"type": "chat.delta", "text": "héllo"}
+        finally:
+            await layer.flush()
+            await layer.close_pools()
+
+
+@pytest.mark.slow
+async def test_redis_layer_receive_outlasts_a_busy_event_loop() -> None:
+    """A receive survives an event loop that was blocked past the end of its 5 s wait.
+
+    channels_redis waits for a message with ``BZPOPMIN`` for ``brpop_timeout`` (5 s). On a
+    loaded server the loop reads the empty reply late; with redis-py's default 5 s read
+    timeout that counted as a timeout, ``receive`` raised and the consumer died (2 of 500
+    chats lost in ``benchmarks/websocket_load.py``). Needs Redis on 127.0.0.1:6379.
+    """
+    from advisorsite.settings import channel_layers
+
+    config = channel_layers("redis://127.0.0.1:6379/0")["default"]
+    config["CONFIG"]["prefix"] = f"advisors-tests-{uuid.uuid4().hex}"
+    with override_settings(CHANNEL_LAYERS={"default": config}):
+        layer = get_channel_layer()
+        try:
+            channel = await layer.new_channel()
+            receive = asyncio.ensure_future(layer.receive(channel))
+            await asyncio.sleep(0.5)  # the BZPOPMIN is on its way
+            time.sleep(layer.brpop_timeout + 1)  # the loop is busy past the wait's end
+            await asyncio.sleep(0.5)
+            assert not receive.done(), receive.exception()
+            await layer.send(channel, {"type": "chat.delta", "text": "still here"})
+            assert await asyncio.wait_for(receive, 10) == {
+                "type": "chat.delta",
+                "text": "still here",
+            }
         finally:
             await layer.flush()
             await layer.close_pools()

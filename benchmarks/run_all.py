@@ -1,0 +1,379 @@
+"""Run every benchmark, then write the results, the plots and the summary table.
+
+``make bench`` runs this after installing ``requirements-bench.txt``. Each benchmark runs in
+its own process (sized to finish within the time budget on two cores), prints its table, and
+writes ``benchmarks/results/<name>.json``; its printed output is also kept in
+``benchmarks/results/<name>.txt``. Then this script draws ``benchmarks/results/*.png``
+(matplotlib, Agg), prints the summary table with every target and whether it is met, writes it
+to ``benchmarks/results/summary.md`` and puts it into ``benchmarks/README.md`` between the
+``results`` markers.
+
+``--only chain_overhead,memory_window`` runs a subset; ``--report-only`` rebuilds the table and
+plots from the JSON files already there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import describe, machine  # noqa: E402
+from benchmarks._plots import plots  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+README = ROOT / "benchmarks" / "README.md"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+#: (name, arguments): the sizes of the ``make bench`` run.
+BENCHMARKS: list[tuple[str, list[str]]] = [
+    ("chain_overhead", []),
+    ("safe_guard_matching", []),
+    ("memory_window", []),
+    ("vector_search", ["--rows", "10000,30000,100000"]),
+    ("websocket_load", ["--clients", "50,200,500", "--tokens", "50"]),
+    ("embedded_models", []),
+]
+
+
+def redis_answers(host: str = "127.0.0.1", port: int = 6379) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def ensure_redis() -> None:
+    """Start a local redis-server (as ``scripts/test.sh`` does) when none answers."""
+    if redis_answers() or os.environ.get("REDIS_URL") or not shutil.which("redis-server"):
+        return
+    print("Starting redis-server on 127.0.0.1:6379", flush=True)
+    subprocess.run(
+        [
+            *("redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1"),
+            *("--port", "6379", "--save", "", "--appendonly", "no"),
+        ],
+        check=True,
+    )
+    for _ in range(50):
+        if redis_answers():
+            return
+        time.sleep(0.1)
+
+
+def run(name: str, args: list[str]) -> float:
+    """Run one benchmark, echoing and keeping its output; its wall time in seconds."""
+    command = [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args]
+    command += ["--json", str(RESULTS / f"{name}.json")]
+    print(f"\n=== {name} {' '.join(args)}", flush=True)
+    start = time.perf_counter()
+    with (RESULTS / f"{name}.txt").open("w") as log:
+        process = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            log.write(line)
+        code = process.wait()
+    if code:
+        raise SystemExit(f"{name} failed with exit code {code}")
+    return time.perf_counter() - start
+
+
+def load(name: str) -> dict[str, Any] | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+# --- the summary table ------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, unit: str = "", digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f}{unit}"
+
+
+def rows(data: dict[str, dict[str, Any] | None]) -> list[dict[str, str]]:
+    """One row per figure: what, ours, peer, ratio, target, met (``"met"``/``"missed"``/``""``)."""
+    out: list[dict[str, str]] = []
+
+    def add(
+        what: str,
+        ours: str,
+        peer: str = "—",
+        ratio: str = "—",
+        target: str = "",
+        met: bool | None = None,
+    ) -> None:
+        status = "" if met is None else ("met" if met else "**missed**")
+        out.append(
+            {
+                "what": what,
+                "ours": ours,
+                "peer": peer,
+                "ratio": ratio,
+                "target": target or "—",
+                "met": status,
+            }
+        )
+
+    chain = (data.get("chain_overhead") or {}).get("results")
+    if chain:
+        call, stream = chain["call"], chain["stream"]
+        lc = chain.get("langchain_versions")
+        ratio = call.get("overhead_ratio")
+        add(
+            "1 chain overhead per call (6 advisors, 1 tool round), µs",
+            _fmt(call["ours_overhead_us"]),
+            f"LangChain {_fmt(call.get('langchain_overhead_us'))}" if lc else "not installed",
+            _fmt(ratio, digits=3) if ratio is not None else "—",
+            "≤ 0.2 of LangChain's",
+            ratio <= 0.2 if ratio is not None else False,
+        )
+        if lc:
+            add(
+                "1 … vs LangChain without its checkpointer, µs",
+                _fmt(call["ours_overhead_us"]),
+                f"LangChain {_fmt(call['langchain_overhead_no_checkpointer_us'])}",
+                _fmt(call["overhead_ratio_no_checkpointer"], digits=3),
+            )
+        add(
+            "1 whole call, µs (model direct: ours / LangChain)",
+            f"{_fmt(call['ours_chain_us'])} ({_fmt(call['ours_direct_us'])})",
+            f"{_fmt(call.get('langchain_agent_us'))} ({_fmt(call.get('langchain_direct_us'))})",
+            _fmt(call["ours_chain_us"] / call["langchain_agent_us"], digits=3) if lc else "—",
+        )
+        per_advisor = stream["ours_chain_per_chunk_per_advisor_us"]
+        add(
+            "2 stream: µs per chunk per advisor (6 advisors)",
+            _fmt(per_advisor, digits=2),
+            f"LangChain {_fmt(stream.get('langchain_agent_per_chunk_per_middleware_us'), digits=2)}"
+            if lc
+            else "—",
+            _fmt(stream.get("per_chunk_overhead_ratio"), digits=3),
+            "< 5 µs",
+            per_advisor < 5,
+        )
+        add(
+            "2 stream: µs per chunk (bare model stream)",
+            f"{_fmt(stream['ours_chain_per_chunk_us'], digits=2)} "
+            f"({_fmt(stream['ours_direct_per_chunk_us'], digits=2)})",
+            f"{_fmt(stream.get('langchain_agent_per_chunk_us'), digits=2)} "
+            f"({_fmt(stream.get('langchain_direct_per_chunk_us'), digits=2)})"
+            if lc
+            else "—",
+        )
+        add(
+            "2 stream: time to first chunk, µs (without validation)",
+            f"{_fmt(stream['ours_chain_first_chunk_us'], digits=0)} "
+            f"({_fmt(stream['ours_chain_no_validation_first_chunk_us'], digits=0)})",
+            _fmt(stream.get("langchain_agent_first_chunk_us"), digits=0),
+        )
+    memory = (data.get("memory_window") or {}).get("results")
+    if memory:
+        get, add_ = memory["get"], memory["add"]
+        sizes = list(get["ms"])
+        add(
+            f"3 memory: window read at {int(sizes[-1]):,} / at {int(sizes[0]):,} messages",
+            f"{_fmt(get['ms'][sizes[-1]], ' ms', 2)} / {_fmt(get['ms'][sizes[0]], ' ms', 2)}",
+            f"Spring-style read {_fmt(memory['spring_read']['ratio'], '×', 0)}",
+            _fmt(get["ratio"], "×", 2),
+            "≤ 1.5×",
+            get["ratio"] <= 1.5,
+        )
+        add(
+            f"3 memory: append a turn at {int(sizes[-1]):,} / at {int(sizes[0]):,}",
+            f"{_fmt(add_['ms'][sizes[-1]], ' ms', 2)} / {_fmt(add_['ms'][sizes[0]], ' ms', 2)}",
+            ratio=_fmt(add_["ratio"], "×", 2),
+        )
+    vector = data.get("vector_search")
+    if vector:
+        params, res = vector["parameters"], vector["results"]
+        for key, label in (("no_filter", "no filter"), ("filter_1pct", "1% filter")):
+            r = res[key]
+            add(
+                f"4 vector: HNSW recall@10, {params['rows']:,} × {params['dimensions']}, {label}",
+                _fmt(r["recall_at_10"], digits=3),
+                "exact search 1.000",
+                target="≥ 0.95",
+                met=r["recall_at_10"] >= 0.95,
+            )
+            add(
+                f"4 vector: top-10 p50 latency, {label}, ms",
+                _fmt(r["hnsw_p50_ms"], digits=2),
+                f"exact SQL {_fmt(r['exact_sql_p50_ms'], digits=1)}, "
+                f"numpy {_fmt(r['numpy_p50_ms'], digits=1)}",
+                _fmt(r["hnsw_p50_ms"] / r["exact_sql_p50_ms"], digits=3),
+            )
+        sparse = res.get("sparse")
+        if sparse:
+            r = sparse["no_filter"]
+            add(
+                f"4 vector: HNSW recall@10, {sparse['rows']:,} × {params['dimensions']}, "
+                "2 rows per topic (harder), no filter",
+                _fmt(r["recall_at_10"], digits=3),
+                "exact search 1.000",
+                target="≥ 0.95",
+                met=r["recall_at_10"] >= 0.95,
+            )
+    ws = data.get("websocket_load")
+    if ws:
+        runs = ws["results"]["runs"]
+        top = max(r["clients"] for r in runs)
+        for layer in ("memory", "redis"):
+            ours = [
+                r
+                for r in runs
+                if r["layer"] == layer and r["mode"] == "coalesced" and r["clients"] == top
+            ]
+            peer = [r for r in runs if r["layer"] == layer and r["mode"] == "per token"]
+            if not ours:
+                add(
+                    f"5 websocket, {layer} layer",
+                    "not run",
+                    target=f"{top} chats, 0 lost",
+                    met=False,
+                )
+                continue
+            o = ours[0]
+            p = peer[0] if peer else None
+            add(
+                f"5 websocket, {layer} layer, {top} chats: lost chats",
+                f"{o['lost_chats']}/{o['chats']}",
+                f"per-token {p['lost_chats']}/{p['chats']}" if p else "—",
+                target="500 chats, 0 lost",
+                met=o["lost_chats"] == 0 and o["chats"] >= 500,
+            )
+            add(
+                f"5 websocket, {layer}: frames/s, p50/p99 gap ms, server CPU %",
+                f"{o['frames_per_s']:,.0f}, {o['gap_p50']:.0f}/{o['gap_p99']:.0f}, "
+                f"{100 * o['cpu'] / o['wall']:.0f}",
+                f"per-token {p['frames_per_s']:,.0f}, {p['gap_p50']:.0f}/{p['gap_p99']:.0f}, "
+                f"{100 * p['cpu'] / p['wall']:.0f}"
+                if p
+                else "—",
+                f"{o['frames'] / p['frames']:.2f}× frames" if p else "—",
+            )
+    guard = (data.get("safe_guard_matching") or {}).get("results")
+    if guard and "10000" in guard:
+        g = guard["10000"]
+        add(
+            "+ SafeGuard check of a 2,000-character prompt, 10,000 words, µs",
+            _fmt(g["safeguard_us"]),
+            f"Spring AI's loop {_fmt(g['spring_us'])}",
+            _fmt(g["safeguard_us"] / g["spring_us"], digits=4),
+        )
+    models = (data.get("embedded_models") or {}).get("results")
+    if models:
+        chat, emb = models["chat"], models["embeddings"]
+        for n in (1, 4):
+            c = chat[f"c{n}"]
+            add(
+                f"6 embedded chat (SmolLM2-135M), {n} concurrent: tokens/s",
+                _fmt(c["ours_tokens_per_s"]),
+                f"raw HTTP {_fmt(c['raw_http_tokens_per_s'])}",
+                _fmt(c["ratio_vs_raw"], digits=2),
+            )
+        for n in (1, 4):
+            e = emb[f"c{n}"]
+            add(
+                f"6 embeddings (MiniLM), {n} concurrent: 1 text / 32 texts per request, per s",
+                f"{_fmt(e['ours_one_per_s'], digits=0)} / "
+                f"{_fmt(e['ours_batch32_per_s'], digits=0)}",
+                f"bare encoder {_fmt(emb['direct_one_per_s'], digits=0)} / "
+                f"{_fmt(emb['direct_batch32_per_s'], digits=0)}",
+            )
+    return out
+
+
+def table(data: dict[str, dict[str, Any] | None], wall: float | None) -> str:
+    """The Markdown block that goes into the README: machine, run time, the table."""
+    info = next((d["machine"] for d in data.values() if d), machine())
+    lines = [
+        f"Latest `make bench`: {info['date']}"
+        + (f", {wall / 60:.1f} min in all" if wall else "")
+        + f". Machine: {describe(info)} (shared with other work while it ran).",
+        "",
+        "CPU pressure (share of time some task waited for a core) at the start of each "
+        "benchmark: "
+        + ", ".join(
+            f"{name.replace('_', ' ')} {d['machine'].get('cpu_pressure_pct', 0):.0f}%"
+            for name, d in data.items()
+            if d and d["machine"].get("cpu_pressure_pct") is not None
+        )
+        + ".",
+        "",
+        "| # figure | ours | peer (same run) | ratio | target | |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows(data):
+        lines.append(
+            f"| {r['what']} | {r['ours']} | {r['peer']} | {r['ratio']} | {r['target']} "
+            f"| {r['met']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(block: str, readme: Path = README) -> bool:
+    """Replace the text between the results markers; ``False`` when the markers are missing."""
+    text = readme.read_text()
+    if START not in text or END not in text:
+        return False
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{START}\n{block}{END}{tail}")
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="comma-separated benchmark names")
+    parser.add_argument("--report-only", action="store_true", help="no runs: table and plots")
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    wanted = set(args.only.split(",")) if args.only else {name for name, _ in BENCHMARKS}
+    wall = None
+    if not args.report_only:
+        ensure_redis()
+        start = time.perf_counter()
+        times = {}
+        for name, extra in BENCHMARKS:
+            if name in wanted:
+                times[name] = run(name, extra)
+        wall = time.perf_counter() - start
+        print("\n" + ", ".join(f"{name} {t:.0f} s" for name, t in times.items()))
+        if args.only:
+            wall = None  # a partial run's time is not the whole run's
+        else:
+            (RESULTS / "wall_time.json").write_text(json.dumps({"seconds": wall}) + "\n")
+    elif (RESULTS / "wall_time.json").exists():
+        wall = json.loads((RESULTS / "wall_time.json").read_text())["seconds"]
+    data = {name: load(name) for name, _ in BENCHMARKS}
+    block = table(data, wall)
+    (RESULTS / "summary.md").write_text(block)
+    written = plots(data, RESULTS)
+    updated = update_readme(block)
+    print("\n" + block)
+    print("plots: " + ", ".join(str(p.relative_to(ROOT)) for p in written))
+    print("benchmarks/README.md " + ("updated" if updated else "has no results markers"))
+    if wall:
+        print(f"make bench: {wall / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()
