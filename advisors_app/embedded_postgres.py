@@ -59,12 +59,7 @@ def start(pgdata: Path, cleanup_mode: str | None = None) -> str:
 
 
 def _socket_dir(pgdata: Path, cleanup_mode: str | None) -> Any:
-    with warnings.catch_warnings():
-        # platformdirs warns at import when XDG_RUNTIME_DIR is unset (as under root); the
-        # fallback directory it picks works for pgserver's lock file.
-        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-        import pgserver
-
+    pgserver = _pgserver()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, START_ATTEMPTS + 1):
         try:
@@ -84,6 +79,17 @@ def _socket_dir(pgdata: Path, cleanup_mode: str | None) -> Any:
     return server.get_postmaster_info().socket_dir
 
 
+def _pgserver() -> Any:
+    with warnings.catch_warnings():
+        # platformdirs warns at import when XDG_RUNTIME_DIR is unset (as under root); the
+        # fallback directory it picks works for pgserver's lock file.
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pgserver
+        import pgserver._commands
+
+    return pgserver
+
+
 def _wait_until_ready(pgdata: Path, timeout: float) -> None:
     """Wait until ``postmaster.pid`` says the server is ready (or ``timeout`` seconds pass)."""
     deadline = time.monotonic() + timeout
@@ -101,8 +107,7 @@ def stop(pgdata: str | Path) -> bool:
     pgdata = Path(pgdata).resolve()
     if not (pgdata / "postmaster.pid").exists():
         return False
-    from pgserver._commands import pg_ctl  # pgserver's own runner of its bundled pg_ctl
-
+    pg_ctl = _pgserver()._commands.pg_ctl  # pgserver's own runner of its bundled pg_ctl
     # As root, pgserver runs PostgreSQL as the system user "pgserver"; pg_ctl must be that user.
     pg_ctl(["-w", "stop"], pgdata=pgdata, user="pgserver" if os.geteuid() == 0 else None)
     return True
