@@ -258,10 +258,16 @@ def test_errors_are_shown_and_a_dropped_socket_reconnects(
 
     send(page, "Tell me a story")
     expect(last_reply(page).locator(".msg-body")).to_contain_text("word2")
-    chat_server.stop()
-    expect(last_reply(page).locator(".msg-note")).to_contain_text("The connection dropped")
-    expect(page.locator("#connection")).to_contain_text("reconnecting")
-    chat_server.start()
+    try:
+        chat_server.stop()
+        # The stopping server ends the turn (stored as interrupted); whether its final frame
+        # or the close reaches the page first is a race, and either note is right.
+        expect(last_reply(page).locator(".msg-note")).to_contain_text(
+            re.compile("The connection dropped|the answer so far was saved")
+        )
+        expect(page.locator("#connection")).to_contain_text("reconnecting")
+    finally:
+        chat_server.start()  # the module's other tests need it, whatever happened above
     expect(page.locator("#connection")).to_have_text("Connected", timeout=30_000)
     send(page, "Still there?")
     expect(last_reply(page).locator(".msg-body")).to_contain_text("word3")
