@@ -13,7 +13,6 @@ import copy
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -34,7 +33,7 @@ from advisors_app.models import (
 )
 from advisors_app.registry import params_errors
 from advisors_app.runtime import ChainConfigurationError, ChainNotFound, load_chain
-from advisors_app.validation import validate_json_value
+from advisors_app.validation import text_problem, validate_json_value
 
 __all__ = [
     "AdvisorRowSerializer",
@@ -233,10 +232,12 @@ class LintMessageSerializer(serializers.Serializer):
 
 
 class SlugLookupField(serializers.SlugRelatedField):
-    """A ``SlugRelatedField`` that refuses a NUL before looking it up (PostgreSQL refuses it)."""
+    """A ``SlugRelatedField`` that refuses text PostgreSQL cannot hold before looking it up."""
 
     def to_internal_value(self, data: Any) -> Any:
-        ProhibitNullCharactersValidator()(data)
+        problem = text_problem(data) if isinstance(data, str) else None
+        if problem:
+            raise serializers.ValidationError(problem)
         return super().to_internal_value(data)
 
 
