@@ -2,8 +2,14 @@
 
 An advisor row in the database stores a type **key** (``"safe_guard"``), never an import path,
 so the admin cannot be used to import arbitrary code. Each :class:`AdvisorType` has a label, a
-default order, a JSON Schema for its params (checked with ``jsonschema`` by the admin form, the
-API and the runtime, with errors naming the field) and a factory that builds the core advisor.
+JSON Schema for its params (checked with ``jsonschema`` by the admin form, the API and the
+runtime, with errors naming the field) and a factory that builds the core advisor.
+
+A type's default order, roles and stream safety come from the core advisor class it names
+(``advisor_class``: ``DEFAULT_ORDER``, ``ROLES``, ``STREAM_SAFE``, ``AFTER_SIDE_EFFECTS``), so
+``ChatClient`` assembly and the chain lint read one set of metadata. A type may still pass them
+explicitly (a third-party type without a class, or a deliberate divergence such as SafeGuard's
+default order); explicit values win, except that roles may only add to the class's.
 
 Params refer to other rows by slug; the schema says which with the ``x-reference`` keyword
 (``{"type": "string", "x-reference": "word_list"}``), and a template reference may require
@@ -19,6 +25,7 @@ from its ``AppConfig.ready()``::
         def ready(self):
             advisor_types.register(AdvisorType(
                 key="shout", label="Shout", factory=lambda spec: ShoutAdvisor(order=spec.order),
+                advisor_class=ShoutAdvisor,  # or default_order=..., roles=... given here
                 params_schema={"type": "object", "properties": {}, "additionalProperties": False},
             ))
 """
@@ -31,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, Advisor
+from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, Advisor, AdvisorRole
 from advisors_app.validation import FieldErrors, check_schema, schema_errors
 
 if TYPE_CHECKING:
@@ -54,9 +61,9 @@ __all__ = [
     "with_defaults",
 ]
 
-#: Roles the chain lint knows: ``memory`` (owns chat memory), ``tool`` (the tool loop),
-#: ``guard`` (blocks input), ``rag`` (retrieves context), ``cache``, ``logging``.
-ROLES = frozenset({"memory", "tool", "guard", "rag", "cache", "logging"})
+#: Role names the chain lint knows: the values of :class:`~advisors_app.core.advisor.AdvisorRole`
+#: (``memory``, ``tool``, ``guard``, ``rag``, ``cache``, ``logging``, ``rewrite``), defined there.
+ROLES = frozenset(role.value for role in AdvisorRole)
 
 EMPTY_PARAMS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -106,27 +113,54 @@ class AdvisorSpec:
         return self.services.chat_memory(**options)
 
 
+class _FromClass:
+    """Default of a metadata field of :class:`AdvisorType`: taken from ``advisor_class``."""
+
+    def __repr__(self) -> str:
+        return "<from advisor_class>"
+
+
+_FROM_CLASS: Any = _FromClass()
+
+#: ``AdvisorType`` field → the core advisor class attribute it derives from.
+_CLASS_METADATA = {
+    "default_order": "DEFAULT_ORDER",
+    "roles": "ROLES",
+    "stream_safe": "STREAM_SAFE",
+    "after_side_effects": "AFTER_SIDE_EFFECTS",
+}
+
+
 @dataclass(frozen=True)
 class AdvisorType:
     """A kind of advisor a chain may use.
 
-    ``roles`` (a subset of :data:`ROLES`) drive the chain lint. ``request_params`` are JSON
-    Schema properties of the per-request params this type reads from the advisor context (for
-    example a filter expression); callers may send only params some advisor of the chain
-    declares. ``after_side_effects`` marks an ``after`` that writes somewhere (audit, cache):
-    such a type must be ``stream_safe`` (its ``after`` runs once per stream, at completion).
+    ``advisor_class`` is the core advisor class the factory builds; ``default_order``,
+    ``roles``, ``stream_safe`` and ``after_side_effects`` not given explicitly are read from it
+    (``DEFAULT_ORDER``, ``ROLES``, ``STREAM_SAFE``, ``AFTER_SIDE_EFFECTS``); without a class
+    they default to 0, no roles, ``True`` and ``False``. Explicit roles must include the
+    class's, since ``ChatClient`` assembly reads those from the advisor itself, and ``build``
+    refuses a factory result that is not an instance of ``advisor_class``.
+
+    ``roles`` (a subset of :data:`ROLES`, as plain strings) drive the chain lint.
+    ``request_params`` are JSON Schema properties of the per-request params this type reads
+    from the advisor context (for example a filter expression); callers may send only params
+    some advisor of the chain declares. ``after_side_effects`` marks an ``after`` that writes
+    somewhere (audit, cache, memory): such a type must be ``stream_safe`` (its ``after`` runs
+    once per stream, at completion).
     """
 
     key: str
     label: str
     factory: Callable[[AdvisorSpec], Advisor]
     params_schema: Mapping[str, Any] = field(default_factory=lambda: dict(EMPTY_PARAMS_SCHEMA))
-    default_order: int = 0
+    default_order: int = _FROM_CLASS
     description: str = ""
-    roles: frozenset[str] = frozenset()
+    roles: frozenset[str] = _FROM_CLASS
     request_params: Mapping[str, Any] = field(default_factory=dict)
-    after_side_effects: bool = False
-    stream_safe: bool = True
+    after_side_effects: bool = _FROM_CLASS
+    stream_safe: bool = _FROM_CLASS
+    advisor_class: type[Advisor] | None = None
 
     def __post_init__(self) -> None:
         if not _KEY.match(self.key):
@@ -136,6 +170,7 @@ class AdvisorType:
             )
         if not callable(self.factory):
             raise ValueError(f"advisor type {self.key!r}: factory must be callable")
+        self._derive_metadata()
         unknown = set(self.roles) - ROLES
         if unknown:
             raise ValueError(
@@ -149,13 +184,46 @@ class AdvisorType:
             raise ValueError(f"advisor type {self.key!r}: params_schema must describe an object")
         check_schema({"type": "object", "properties": dict(self.request_params)})
 
+    def _derive_metadata(self) -> None:
+        """Fill the metadata fields not given from ``advisor_class`` (or the base defaults)."""
+        cls = self.advisor_class
+        if cls is not None and not (isinstance(cls, type) and issubclass(cls, Advisor)):
+            raise ValueError(
+                f"advisor type {self.key!r}: advisor_class must be a subclass of "
+                f"advisors_app.core.Advisor, got {cls!r}"
+            )
+        source = cls or Advisor
+        for name, attribute in _CLASS_METADATA.items():
+            if getattr(self, name) is _FROM_CLASS:
+                object.__setattr__(self, name, getattr(source, attribute))
+        roles = frozenset(str(role) for role in self.roles)
+        object.__setattr__(self, "roles", roles)
+        if cls is not None:
+            missing = {str(role) for role in cls.ROLES} - roles
+            if missing:
+                raise ValueError(
+                    f"advisor type {self.key!r}: roles {sorted(roles)} must include "
+                    f"{sorted(missing)} from {cls.__name__}.ROLES (ChatClient assembly reads "
+                    "the class's roles, so the lint must see them too); add them or omit roles"
+                )
+
     def build(self, params: Mapping[str, Any], order: int, chain_slug: str, services: Any) -> Any:
-        """Validate ``params`` and call the factory; ``ValueError`` naming the field if invalid."""
+        """Validate ``params`` and call the factory; ``ValueError`` naming the field if invalid.
+
+        ``TypeError`` when the factory's advisor is not an instance of ``advisor_class``.
+        """
         errors = schema_errors(self.params_schema, params, "params")
         if errors:
             raise ValueError(_describe(self.key, errors))
         spec = AdvisorSpec(self.key, order, with_defaults(self, params), chain_slug, services)
-        return self.factory(spec)
+        advisor = self.factory(spec)
+        if self.advisor_class is not None and not isinstance(advisor, self.advisor_class):
+            raise TypeError(
+                f"advisor type {self.key!r}: the factory returned {type(advisor).__name__}, "
+                f"not a {self.advisor_class.__name__} (its advisor_class, which the type's "
+                "order, roles and stream safety come from)"
+            )
+        return advisor
 
 
 def _describe(key: str, errors: FieldErrors) -> str:

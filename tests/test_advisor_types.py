@@ -85,6 +85,27 @@ def test_every_builtin_type_is_registered_and_covered_here() -> None:
     assert builtin <= {t.key for t in advisor_types}
 
 
+#: Built-in types whose default order deliberately differs from their class's (noted on the entry).
+ORDER_DIVERGENCES = {"safe_guard": H + 100}  # SafeGuardAdvisor.DEFAULT_ORDER is Spring's 0
+
+
+@pytest.mark.parametrize(("key", "make"), BUILTIN_TYPES, ids=[k for k, _ in BUILTIN_TYPES])
+def test_a_builtin_types_metadata_is_its_advisor_classs(key: str, make: Any) -> None:
+    advisor_type = make()
+    cls = advisor_type.advisor_class
+    assert cls is not None and cls.__name__ == MINIMAL[key][1]
+    assert advisor_type.roles == cls.ROLES
+    assert advisor_type.stream_safe is cls.STREAM_SAFE
+    assert advisor_type.after_side_effects is cls.AFTER_SIDE_EFFECTS
+    assert advisor_type.default_order == ORDER_DIVERGENCES.get(key, cls.DEFAULT_ORDER)
+    assert advisor_types[key].roles == advisor_type.roles  # what the lint reads
+
+
+def test_the_rewrite_role_marks_the_advisors_that_replace_the_user_message() -> None:
+    rewriting = {t.key for t in advisor_types if "rewrite" in t.roles and t.key in MINIMAL}
+    assert rewriting == {"pii_masking", "question_answer", "retrieval_augmentation"}
+
+
 @pytest.mark.parametrize("key", sorted(MINIMAL))
 def test_a_builtin_type_builds_its_advisor_with_its_default_order(key: str) -> None:
     params, class_name, order = MINIMAL[key]

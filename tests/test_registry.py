@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from jsonschema.exceptions import SchemaError
 
-from advisors_app.core import RecordingAdvisor
+from advisors_app.core import AdvisorRole, RecordingAdvisor
 from advisors_app.registry import (
+    ROLES,
     AdvisorType,
     AdvisorTypeRegistry,
     advisor_types,
@@ -127,3 +128,53 @@ def test_build_validates_params_and_fills_defaults() -> None:
     assert seen == [({"n": 1}, 7, "support")]
     with pytest.raises(ValueError, match=r"'recording': params.n: 'x' is not of type 'integer'"):
         advisor_type.build({"n": "x"}, 7, "support", services=None)
+
+
+class Recording(RecordingAdvisor):
+    DEFAULT_ORDER = 42
+    ROLES = frozenset({AdvisorRole.GUARD})
+    AFTER_SIDE_EFFECTS = True
+
+
+def test_the_role_vocabulary_is_the_cores() -> None:
+    assert frozenset(AdvisorRole) == ROLES
+    assert all(type(role) is str for role in ROLES)  # plain strings, as the lint compares them
+    assert "rewrite" in ROLES
+
+
+def test_metadata_not_given_comes_from_the_advisor_class() -> None:
+    derived = _type(advisor_class=Recording, factory=lambda spec: Recording(spec.key, spec.order))
+    assert derived.default_order == 42
+    assert derived.roles == {"guard"} and all(type(r) is str for r in derived.roles)
+    assert derived.after_side_effects is True and derived.stream_safe is True
+    assert derived.build({}, 7, "support", services=None).order == 7
+
+
+def test_without_a_class_a_third_party_type_keeps_its_explicit_values_or_the_defaults() -> None:
+    plain = _type()
+    assert (plain.default_order, plain.roles, plain.stream_safe, plain.after_side_effects) == (
+        0,
+        frozenset(),
+        True,
+        False,
+    )
+    explicit = _type(
+        default_order=5, roles=frozenset({"cache"}), stream_safe=False, after_side_effects=True
+    )
+    assert (explicit.default_order, explicit.roles) == (5, {"cache"})
+    assert explicit.stream_safe is False and explicit.after_side_effects is True
+
+
+def test_explicit_values_win_over_the_class_but_roles_only_add() -> None:
+    overridden = _type(advisor_class=Recording, default_order=-3, roles={"guard", "logging"})
+    assert overridden.default_order == -3 and overridden.roles == {"guard", "logging"}
+    with pytest.raises(ValueError, match=r"roles \['cache'\] must include \['guard'\] from Rec"):
+        _type(advisor_class=Recording, roles=frozenset({"cache"}))
+
+
+def test_advisor_class_must_be_an_advisor_and_the_factory_must_build_one() -> None:
+    with pytest.raises(ValueError, match=r"advisor_class must be a subclass of advisors_app\.core"):
+        _type(advisor_class=dict)
+    wrong = _type(advisor_class=Recording)  # the default factory builds a plain RecordingAdvisor
+    with pytest.raises(TypeError, match="returned RecordingAdvisor, not a Recording"):
+        wrong.build({}, 0, "support", services=None)

@@ -1,9 +1,12 @@
 """The built-in advisor types of the registry, keyed by their core module's name.
 
 Each entry maps admin-editable params (a JSON Schema) onto the keyword arguments of a core
-advisor in ``advisors_app.core.advisors``; factories import the advisor when they first build
-it. Default orders are Spring AI's except where a seed defect says otherwise (each noted on its
-entry). Registered by ``AdvisorsAppConfig.ready()``.
+advisor in ``advisors_app.core.advisors`` and names that class (``advisor_class``): the type's
+default order, roles and stream safety are the class's (``DEFAULT_ORDER``, ``ROLES``,
+``STREAM_SAFE``, ``AFTER_SIDE_EFFECTS``), never restated here, except a divergence noted on its
+entry (SafeGuard's order). Importing the classes is cheap: their heavy dependencies (phone
+metadata, BM25) load when an advisor is first built. Registered by
+``AdvisorsAppConfig.ready()``.
 """
 
 from __future__ import annotations

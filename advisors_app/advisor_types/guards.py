@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisors_app.core.advisor import (
-    HIGHEST_PRECEDENCE,
-    LOWEST_PRECEDENCE,
+from advisors_app.core.advisor import HIGHEST_PRECEDENCE
+from advisors_app.core.advisors.budget_guard import BudgetGuardAdvisor
+from advisors_app.core.advisors.pii_masking import PiiMaskingAdvisor
+from advisors_app.core.advisors.safe_guard import SafeGuardAdvisor
+from advisors_app.core.advisors.structured_output_validation import (
+    StructuredOutputValidationAdvisor,
 )
 from advisors_app.registry import AdvisorSpec, AdvisorType
 
-from ._schema import BuiltinTypes, advisor, object_schema
+from ._schema import BuiltinTypes, object_schema
 
 __all__ = ["TYPES"]
 
@@ -25,15 +28,13 @@ def _safe_guard(spec: AdvisorSpec) -> Any:
         for k in ("failure_response", "scope", "whole_words", "case_sensitive", "normalize")
         if k in params
     }
-    return advisor("safe_guard", "SafeGuardAdvisor")(
-        lists, order=spec.order, guard_output=params["guard_output"], **kwargs
-    )
+    return SafeGuardAdvisor(lists, order=spec.order, guard_output=params["guard_output"], **kwargs)
 
 
 def _budget_guard(spec: AdvisorSpec) -> Any:
     params = spec.params
     kwargs = {k: params[k] for k in ("max_chars", "max_tokens", "message") if k in params}
-    return advisor("budget_guard", "BudgetGuardAdvisor")(order=spec.order, **kwargs)
+    return BudgetGuardAdvisor(order=spec.order, **kwargs)
 
 
 def _pii_masking(spec: AdvisorSpec) -> Any:
@@ -42,7 +43,7 @@ def _pii_masking(spec: AdvisorSpec) -> Any:
     params = spec.params
     # Derived from SECRET_KEY so every process masks one value with the same placeholder.
     secret = salted_hmac("advisors_app.pii_masking", "placeholders").digest()
-    return advisor("pii_masking", "PiiMaskingAdvisor")(
+    return PiiMaskingAdvisor(
         params["kinds"],
         phone_regions=params["phone_regions"],
         restore=params["restore"],
@@ -53,7 +54,7 @@ def _pii_masking(spec: AdvisorSpec) -> Any:
 
 def _structured_output_validation(spec: AdvisorSpec) -> Any:
     params = spec.params
-    return advisor("structured_output_validation", "StructuredOutputValidationAdvisor")(
+    return StructuredOutputValidationAdvisor(
         output_json_schema=params["output_json_schema"],
         max_repeat_attempts=params["max_repeat_attempts"],
         order=spec.order,
@@ -68,10 +69,11 @@ TYPES: BuiltinTypes = (
             key="safe_guard",
             label="Safe guard",
             factory=_safe_guard,
-            # Divergence: Spring's order is 0, inside memory (H+200), so a blocked message is
-            # remembered and blocks every later turn (bug case B14). Here: outside memory.
+            advisor_class=SafeGuardAdvisor,
+            # Divergence from the class's (Spring's) order 0, which is inside memory (H+200):
+            # a blocked message would be remembered and block every later turn (bug case B14;
+            # the core also stops that by not storing refusals). Stored chains: outside memory.
             default_order=HIGHEST_PRECEDENCE + 100,
-            roles=frozenset({"guard"}),
             description="Answers with the failure response instead of calling the model when "
             "the input contains a sensitive word (SafeGuardAdvisor).",
             params_schema=object_schema(
@@ -116,8 +118,7 @@ TYPES: BuiltinTypes = (
             key="budget_guard",
             label="Budget guard",
             factory=_budget_guard,
-            default_order=HIGHEST_PRECEDENCE + 150,
-            roles=frozenset({"guard"}),
+            advisor_class=BudgetGuardAdvisor,
             description="Refuses input longer than a character or token budget.",
             params_schema=object_schema(
                 {
@@ -134,7 +135,7 @@ TYPES: BuiltinTypes = (
             key="pii_masking",
             label="PII masking",
             factory=_pii_masking,
-            default_order=HIGHEST_PRECEDENCE + 150,
+            advisor_class=PiiMaskingAdvisor,
             description="Replaces emails, phone, card and ID numbers with placeholders before "
             "the model, and restores them in the answer (PiiMaskingAdvisor).",
             params_schema=object_schema(
@@ -181,7 +182,7 @@ TYPES: BuiltinTypes = (
             key="structured_output_validation",
             label="Structured output validation",
             factory=_structured_output_validation,
-            default_order=LOWEST_PRECEDENCE - 2000,
+            advisor_class=StructuredOutputValidationAdvisor,
             description="Validates the answer against a JSON Schema and asks again when it "
             "does not match (StructuredOutputValidationAdvisor).",
             params_schema=object_schema(

@@ -4,28 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisors_app.core.advisor import (
-    DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
-)
+from advisors_app.core.advisors.message_chat_memory import MessageChatMemoryAdvisor
+from advisors_app.core.advisors.prompt_chat_memory import PromptChatMemoryAdvisor
 from advisors_app.registry import AdvisorSpec, AdvisorType
 
-from ._schema import BuiltinTypes, advisor, object_schema
+from ._schema import BuiltinTypes, object_schema
 
 __all__ = ["TYPES"]
 
 
 def _message_chat_memory(spec: AdvisorSpec) -> Any:
     memory = spec.chat_memory(max_messages=spec.params["max_messages"])
-    return advisor("message_chat_memory", "MessageChatMemoryAdvisor")(memory, order=spec.order)
+    return MessageChatMemoryAdvisor(memory, order=spec.order)
 
 
 def _prompt_chat_memory(spec: AdvisorSpec) -> Any:
     memory = spec.chat_memory(max_messages=spec.params["max_messages"])
     slug = spec.params.get("system_prompt_template")
     template = spec.template(slug) if slug else None
-    return advisor("prompt_chat_memory", "PromptChatMemoryAdvisor")(
-        memory, system_prompt_template=template, order=spec.order
-    )
+    return PromptChatMemoryAdvisor(memory, system_prompt_template=template, order=spec.order)
 
 
 _MAX_MESSAGES = {
@@ -44,8 +41,7 @@ TYPES: BuiltinTypes = (
             key="message_chat_memory",
             label="Chat memory (messages)",
             factory=_message_chat_memory,
-            default_order=DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
-            roles=frozenset({"memory"}),
+            advisor_class=MessageChatMemoryAdvisor,
             description="Adds the conversation's history to the prompt as messages and "
             "stores each turn (MessageChatMemoryAdvisor).",
             params_schema=object_schema({"max_messages": _MAX_MESSAGES}),
@@ -57,8 +53,7 @@ TYPES: BuiltinTypes = (
             key="prompt_chat_memory",
             label="Chat memory (in the system text)",
             factory=_prompt_chat_memory,
-            default_order=DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
-            roles=frozenset({"memory"}),
+            advisor_class=PromptChatMemoryAdvisor,
             description="Renders the conversation's history into the system text and stores "
             "each turn (PromptChatMemoryAdvisor).",
             params_schema=object_schema(

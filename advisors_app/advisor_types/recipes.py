@@ -7,39 +7,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisors_app.core.advisor import (
-    DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
-    HIGHEST_PRECEDENCE,
-    LOWEST_PRECEDENCE,
-)
+from advisors_app.core.advisors.audit import AuditAdvisor
+from advisors_app.core.advisors.citation import CitationAdvisor
+from advisors_app.core.advisors.fallback import FallbackAdvisor
+from advisors_app.core.advisors.semantic_cache import SemanticCacheAdvisor
+from advisors_app.core.advisors.simple_logger import SimpleLoggerAdvisor
+from advisors_app.core.advisors.timing import TimingAdvisor
 from advisors_app.registry import AdvisorSpec, AdvisorType
 
-from ._schema import BuiltinTypes, advisor, object_schema
+from ._schema import BuiltinTypes, object_schema
 
 __all__ = ["TYPES"]
 
 
 def _simple_logger(spec: AdvisorSpec) -> Any:
-    return advisor("simple_logger", "SimpleLoggerAdvisor")(order=spec.order)
+    return SimpleLoggerAdvisor(order=spec.order)
 
 
 def _audit(spec: AdvisorSpec) -> Any:
     from advisors_app.stores.audit import DjangoAuditSink
 
-    return advisor("audit", "AuditAdvisor")(DjangoAuditSink(), order=spec.order)
+    return AuditAdvisor(DjangoAuditSink(), order=spec.order)
 
 
 def _citation(spec: AdvisorSpec) -> Any:
-    return advisor("citation", "CitationAdvisor")(render=spec.params["render"], order=spec.order)
+    return CitationAdvisor(render=spec.params["render"], order=spec.order)
 
 
 def _fallback(spec: AdvisorSpec) -> Any:
     models = [spec.chat_model(slug) for slug in spec.params["models"]]
-    return advisor("fallback", "FallbackAdvisor")(models, order=spec.order)
+    return FallbackAdvisor(models, order=spec.order)
 
 
 def _timing(spec: AdvisorSpec) -> Any:
-    return advisor("timing", "TimingAdvisor")(order=spec.order)
+    return TimingAdvisor(order=spec.order)
 
 
 def _semantic_cache(spec: AdvisorSpec) -> Any:
@@ -51,7 +52,7 @@ def _semantic_cache(spec: AdvisorSpec) -> Any:
         similarity_threshold=params["similarity_threshold"],
         ttl=params.get("ttl"),
     )
-    return advisor("semantic_cache", "SemanticCacheAdvisor")(
+    return SemanticCacheAdvisor(
         cache,
         allow_shared=params["allow_shared"],
         namespace=params["namespace"],
@@ -68,8 +69,7 @@ TYPES: BuiltinTypes = (
             key="simple_logger",
             label="Simple logger",
             factory=_simple_logger,
-            default_order=0,
-            roles=frozenset({"logging"}),
+            advisor_class=SimpleLoggerAdvisor,
             description="Logs each request and response at DEBUG (SimpleLoggerAdvisor).",
         ),
     ),
@@ -79,9 +79,7 @@ TYPES: BuiltinTypes = (
             key="audit",
             label="Audit",
             factory=_audit,
-            default_order=HIGHEST_PRECEDENCE + 100,
-            roles=frozenset({"logging"}),
-            after_side_effects=True,
+            advisor_class=AuditAdvisor,
             description="Writes one audit entry per call or stream, with its prompt, answer, "
             "usage and outcome (AuditAdvisor).",
         ),
@@ -92,7 +90,7 @@ TYPES: BuiltinTypes = (
             key="citation",
             label="Citations",
             factory=_citation,
-            default_order=LOWEST_PRECEDENCE - 200,
+            advisor_class=CitationAdvisor,
             description="Lists the sources of the retrieved documents in the response metadata "
             "(CitationAdvisor).",
             params_schema=object_schema(
@@ -112,7 +110,7 @@ TYPES: BuiltinTypes = (
             key="fallback",
             label="Fallback models",
             factory=_fallback,
-            default_order=LOWEST_PRECEDENCE - 1000,
+            advisor_class=FallbackAdvisor,
             description="Retries with the next model on timeouts, 429, 5xx and broken streams "
             "(FallbackAdvisor).",
             params_schema=object_schema(
@@ -134,8 +132,7 @@ TYPES: BuiltinTypes = (
             key="timing",
             label="Timing",
             factory=_timing,
-            default_order=100,
-            roles=frozenset({"logging"}),
+            advisor_class=TimingAdvisor,
             description="Puts the time to first token and the total time on the response "
             "(TimingAdvisor).",
         ),
@@ -146,9 +143,7 @@ TYPES: BuiltinTypes = (
             key="semantic_cache",
             label="Semantic cache",
             factory=_semantic_cache,
-            default_order=DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER + 50,
-            roles=frozenset({"cache"}),
-            after_side_effects=True,
+            advisor_class=SemanticCacheAdvisor,
             description="Answers a question similar to one asked before (same user, system "
             "prompt, options and history) from the cache, without calling the model "
             "(SemanticCacheAdvisor).",

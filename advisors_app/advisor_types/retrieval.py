@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisors_app.core.advisor import DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER
+from advisors_app.core import rag
+from advisors_app.core.advisors.question_answer import QuestionAnswerAdvisor
+from advisors_app.core.advisors.vector_store_chat_memory import VectorStoreChatMemoryAdvisor
+from advisors_app.core.rag.advisor import RetrievalAugmentationAdvisor
 from advisors_app.registry import AdvisorSpec, AdvisorType
 from advisors_app.validation import FILTER_EXPRESSION_FORMAT
 
-from ._schema import BuiltinTypes, advisor, object_schema
+from ._schema import BuiltinTypes, object_schema
 
 __all__ = ["TYPES"]
 
@@ -35,14 +38,12 @@ def _question_answer(spec: AdvisorSpec) -> Any:
         similarity_threshold=params["similarity_threshold"],
         filter_expression=params.get("filter_expression") or None,
     )
-    return advisor("question_answer", "QuestionAnswerAdvisor")(
+    return QuestionAnswerAdvisor(
         _store(spec), search, _template(spec, "prompt_template"), order=spec.order
     )
 
 
 def _retrieval_augmentation(spec: AdvisorSpec) -> Any:
-    from advisors_app.core import rag
-
     params = spec.params
     transformers = []
     if params.get("compress_query_with"):
@@ -58,7 +59,7 @@ def _retrieval_augmentation(spec: AdvisorSpec) -> Any:
             spec.chat_model(params["multi_query_with"]),
             number_of_queries=params["number_of_queries"],
         )
-    return rag.RetrievalAugmentationAdvisor(
+    return RetrievalAugmentationAdvisor(
         rag.VectorStoreDocumentRetriever(
             _store(spec),
             similarity_threshold=params["similarity_threshold"],
@@ -77,7 +78,7 @@ def _retrieval_augmentation(spec: AdvisorSpec) -> Any:
 
 
 def _vector_store_chat_memory(spec: AdvisorSpec) -> Any:
-    return advisor("vector_store_chat_memory", "VectorStoreChatMemoryAdvisor")(
+    return VectorStoreChatMemoryAdvisor(
         _store(spec),
         top_k=spec.params["top_k"],
         system_prompt_template=_template(spec, "system_prompt_template"),
@@ -122,8 +123,7 @@ TYPES: BuiltinTypes = (
             key="question_answer",
             label="Question answering (RAG)",
             factory=_question_answer,
-            default_order=0,
-            roles=frozenset({"rag"}),
+            advisor_class=QuestionAnswerAdvisor,
             description="Searches a collection with the user's question and adds the "
             "documents to the prompt (QuestionAnswerAdvisor).",
             params_schema=object_schema(
@@ -152,8 +152,7 @@ TYPES: BuiltinTypes = (
             key="retrieval_augmentation",
             label="Retrieval augmentation (modular RAG)",
             factory=_retrieval_augmentation,
-            default_order=0,
-            roles=frozenset({"rag"}),
+            advisor_class=RetrievalAugmentationAdvisor,
             description="Rewrites or compresses the question (optional), retrieves, joins and "
             "augments the prompt (RetrievalAugmentationAdvisor).",
             params_schema=object_schema(
@@ -206,8 +205,7 @@ TYPES: BuiltinTypes = (
             key="vector_store_chat_memory",
             label="Long-term memory (vector store)",
             factory=_vector_store_chat_memory,
-            default_order=DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
-            roles=frozenset({"memory"}),
+            advisor_class=VectorStoreChatMemoryAdvisor,
             description="Stores each turn in a collection and adds the most similar past "
             "messages of the conversation to the system text (VectorStoreChatMemoryAdvisor).",
             params_schema=object_schema(

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisors_app.core.advisor import (
-    DEFAULT_TOOL_CALLING_ORDER,
-)
+from advisors_app.core.advisors.tool_calling import ToolCallingAdvisor
+from advisors_app.core.advisors.tool_search import ToolSearchToolCallingAdvisor
 from advisors_app.registry import AdvisorSpec, AdvisorType
 
-from ._schema import BuiltinTypes, advisor, object_schema
+from ._schema import BuiltinTypes, object_schema
 
 __all__ = ["TYPES"]
 
@@ -27,7 +26,7 @@ def _tool_manager(params: Any) -> Any:
 
 
 def _tool_calling(spec: AdvisorSpec) -> Any:
-    return advisor("tool_calling", "ToolCallingAdvisor")(
+    return ToolCallingAdvisor(
         _tool_manager(spec.params),
         conversation_history_enabled=spec.params["conversation_history_enabled"],
         order=spec.order,
@@ -40,7 +39,7 @@ def _tool_search(spec: AdvisorSpec) -> Any:
 
     params = spec.params
     index_class = KeywordToolIndex if params["index"] == "keyword" else RegexToolIndex
-    return advisor("tool_search", "ToolSearchToolCallingAdvisor")(
+    return ToolSearchToolCallingAdvisor(
         index_class(max_results=params["max_results"]),
         tool_calling_manager=_tool_manager(params),
         conversation_history_enabled=params["conversation_history_enabled"],
@@ -79,8 +78,7 @@ TYPES: BuiltinTypes = (
             key="tool_calling",
             label="Tool calling loop",
             factory=_tool_calling,
-            default_order=DEFAULT_TOOL_CALLING_ORDER,
-            roles=frozenset({"tool"}),
+            advisor_class=ToolCallingAdvisor,
             description="Runs the tools the model calls and sends their results back until "
             "it answers (ToolCallingAdvisor). Added automatically to chains with tools.",
             params_schema=object_schema(dict(_TOOL_LOOP)),
@@ -92,8 +90,7 @@ TYPES: BuiltinTypes = (
             key="tool_search",
             label="Tool search loop",
             factory=_tool_search,
-            default_order=DEFAULT_TOOL_CALLING_ORDER,
-            roles=frozenset({"tool"}),
+            advisor_class=ToolSearchToolCallingAdvisor,
             description="Offers one search tool instead of every tool; the tools it finds "
             "are offered next (ToolSearchToolCallingAdvisor).",
             params_schema=object_schema(

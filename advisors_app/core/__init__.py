@@ -11,11 +11,13 @@ from .advisor import (
     HIGHEST_PRECEDENCE,
     LOWEST_PRECEDENCE,
     Advisor,
+    AdvisorRole,
     BaseAdvisor,
     CallAdvisor,
     MemoryAdvisor,
     StreamAdvisor,
     ToolAdvisor,
+    has_role,
 )
 from .aggregation import (
     ChatClientMessageAggregator,
@@ -91,6 +93,7 @@ __all__ = [
     "TOOL_CALLING_AUTO_REGISTER",
     "Advisor",
     "AdvisorObserver",
+    "AdvisorRole",
     "AdvisorStateError",
     "AssistantMessage",
     "AuthenticationError",
@@ -147,6 +150,7 @@ __all__ = [
     "Usage",
     "UsageAccumulator",
     "UserMessage",
+    "has_role",
     "merge_options",
     "message_from_dict",
 ]

@@ -4,6 +4,11 @@ An advisor is an ordered interceptor around the chat-model call. ``order`` decid
 smaller is outer (its ``before`` runs first and its ``after`` last). Advisors are shared by
 concurrent requests, so they keep no per-request state on ``self``; per-call state travels in
 the request/response context (seed §6.14.11).
+
+What an advisor *is* lives on its class, once: ``DEFAULT_ORDER``, ``ROLES`` (a set of
+:class:`AdvisorRole`), ``STREAM_SAFE`` and ``AFTER_SIDE_EFFECTS``. ``ChatClient`` assembly reads
+them from instances, and the advisor-type registry of the Django layer derives each built-in
+type's metadata from them, so the chain lint applies the same rules to stored chains.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .aggregation import ChatClientResponseAccumulator
@@ -27,11 +33,13 @@ __all__ = [
     "HIGHEST_PRECEDENCE",
     "LOWEST_PRECEDENCE",
     "Advisor",
+    "AdvisorRole",
     "BaseAdvisor",
     "CallAdvisor",
     "MemoryAdvisor",
     "StreamAdvisor",
     "ToolAdvisor",
+    "has_role",
 ]
 
 HIGHEST_PRECEDENCE = -(2**31)
@@ -42,14 +50,71 @@ DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER = HIGHEST_PRECEDENCE + 200
 DEFAULT_TOOL_CALLING_ORDER = HIGHEST_PRECEDENCE + 300
 
 
+class AdvisorRole(StrEnum):
+    """What an advisor does in a chain: the one vocabulary of ``Advisor.ROLES``.
+
+    ``ChatClient`` assembly and the chain lint both decide by role (at most one ``TOOL``
+    advisor; a ``MEMORY`` advisor inside the tool loop is a mistake). Values are plain strings
+    (``AdvisorRole.MEMORY == "memory"``), so stored or hand-written role names compare equal.
+    """
+
+    #: Owns the chat-memory lifecycle: adds the history, stores the turn (``MemoryAdvisor``).
+    MEMORY = "memory"
+    #: Runs the tool-calling loop, re-entering the rest of the chain per round (``ToolAdvisor``).
+    TOOL = "tool"
+    #: May refuse the request instead of calling the model (sensitive words, budgets).
+    GUARD = "guard"
+    #: Retrieves documents and puts them into the prompt.
+    RAG = "rag"
+    #: May answer from a cache instead of calling the model.
+    CACHE = "cache"
+    #: Observes only: logs, audits or times the call without changing it.
+    LOGGING = "logging"
+    #: Replaces the text of the user message on every request before the model sees it
+    #: (masking, query rewriting, augmentation with retrieved context). A retry that appends a
+    #: correction to a repeated call (``StructuredOutputValidationAdvisor``) is not a rewrite.
+    REWRITE = "rewrite"
+
+
 class Advisor:
-    """Base of every advisor: a read-only ``name`` (the class name) and an ``order`` (0).
+    """Base of every advisor: a read-only ``name`` (the class name) and an ``order``.
 
     Subclasses may override either as a class attribute or a property, or set
     ``self.order = order`` in ``__init__``; they never need to call ``super().__init__()``.
+    An instance that sets no order has its class's ``DEFAULT_ORDER``.
+
+    Class metadata (read by ``ChatClient`` assembly and by the Django advisor-type registry):
+
+    - ``DEFAULT_ORDER``: the order an instance gets when none is given (0).
+    - ``ROLES``: what the advisor does (:class:`AdvisorRole`). A subclass's roles are its own
+      plus every base's, so a subclass of ``ToolAdvisor`` is always a ``TOOL`` advisor; an
+      unknown role raises ``ValueError`` when the class is defined.
+    - ``STREAM_SAFE``: in a stream, work done after the model answers runs once, on the
+      completed stream, never per chunk (``True``; ``BaseAdvisor`` guarantees it for ``after``).
+    - ``AFTER_SIDE_EFFECTS``: that work writes somewhere outside the response (an audit log, a
+      cache, chat memory); such an advisor must be ``STREAM_SAFE``.
     """
 
     __slots__ = ()
+    DEFAULT_ORDER: ClassVar[int] = 0
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset()
+    STREAM_SAFE: ClassVar[bool] = True
+    AFTER_SIDE_EFFECTS: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        roles: set[AdvisorRole] = set()
+        for role in cls.ROLES:
+            try:
+                roles.add(AdvisorRole(role))
+            except ValueError:
+                known = ", ".join(r.value for r in AdvisorRole)
+                raise ValueError(
+                    f"{cls.__qualname__}.ROLES: unknown role {role!r}; known: {known}"
+                ) from None
+        for base in cls.__bases__:
+            roles.update(getattr(base, "ROLES", ()))
+        cls.ROLES = frozenset(roles)
 
     @property
     def name(self) -> str:
@@ -57,7 +122,7 @@ class Advisor:
 
     @property
     def order(self) -> int:
-        return getattr(self, "_order", 0)
+        return getattr(self, "_order", self.DEFAULT_ORDER)
 
     @order.setter
     def order(self, value: int) -> None:
@@ -98,15 +163,30 @@ class StreamAdvisor(Advisor):
 
 
 class MemoryAdvisor(Advisor):
-    """Marker: the advisor owns the chat-memory lifecycle (Spring AI ``MemoryAdvisor``)."""
+    """Marker: the advisor owns the chat-memory lifecycle (Spring AI ``MemoryAdvisor``).
+
+    Inheriting it gives the class the :attr:`AdvisorRole.MEMORY` role, which is what chain
+    assembly checks (an advisor may also declare the role in ``ROLES`` without the marker).
+    """
 
     __slots__ = ()
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.MEMORY})
 
 
 class ToolAdvisor(Advisor):
-    """Marker: the advisor owns the tool-calling loop; at most one per chain."""
+    """Marker: the advisor owns the tool-calling loop; at most one per chain.
+
+    Inheriting it gives the class the :attr:`AdvisorRole.TOOL` role, which is what chain
+    assembly checks (an advisor may also declare the role in ``ROLES`` without the marker).
+    """
 
     __slots__ = ()
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.TOOL})
+
+
+def has_role(advisor: Advisor | type[Advisor], role: AdvisorRole) -> bool:
+    """True when ``advisor`` (an instance or a class) has ``role`` in its ``ROLES``."""
+    return role in advisor.ROLES
 
 
 class _Hooks:

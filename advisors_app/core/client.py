@@ -9,11 +9,14 @@ and streams alike (seed §6.16.1 第三条); an advisor that cannot run in the r
 instead of being skipped silently (bug case B18).
 
 Tool loop auto-registration (reference §2.7): unless the advisor param
-``TOOL_CALLING_AUTO_REGISTER`` is ``False`` or a ``ToolAdvisor`` is already present, each chain
+``TOOL_CALLING_AUTO_REGISTER`` is ``False`` or a tool advisor is already present, each chain
 gets a ``ToolCallingAdvisor`` (even with no tools, so tools added by other advisors work) whose
-``conversation_history_enabled`` is ``False`` exactly when a ``MemoryAdvisor`` runs inside the
+``conversation_history_enabled`` is ``False`` exactly when a memory advisor runs inside the
 loop (order greater than the tool advisor's). The advisor is added to the chain only, never to
-the client or the request spec (fix for defect 5.2.11).
+the client or the request spec (fix for defect 5.2.11). "Tool advisor" and "memory advisor"
+mean the class's ``ROLES`` hold :attr:`AdvisorRole.TOOL` / :attr:`AdvisorRole.MEMORY` (the
+``ToolAdvisor`` and ``MemoryAdvisor`` markers give them), the same metadata the chain lint
+reads through the advisor-type registry.
 """
 
 from __future__ import annotations
@@ -24,14 +27,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from ._sync import run_sync
-from .advisor import (
-    DEFAULT_TOOL_CALLING_ORDER,
-    Advisor,
-    CallAdvisor,
-    MemoryAdvisor,
-    StreamAdvisor,
-    ToolAdvisor,
-)
+from .advisor import Advisor, AdvisorRole, CallAdvisor, StreamAdvisor, has_role
 from .aggregation import ChatClientResponseAccumulator
 from .attributes import (
     OUTPUT_FORMAT,
@@ -138,7 +134,7 @@ class ChatClient:
         Raises :class:`AdvisorStateError` for two tool advisors or an advisor that cannot run
         in ``mode``; warns when a memory advisor sits inside the tool loop (bug case B09).
         """
-        tool_advisors: list[Advisor] = [a for a in advisors if isinstance(a, ToolAdvisor)]
+        tool_advisors = [a for a in advisors if has_role(a, AdvisorRole.TOOL)]
         if len(tool_advisors) > 1:
             found = ", ".join(f"{a.name} (order={a.order})" for a in tool_advisors)
             raise AdvisorStateError(
@@ -158,7 +154,7 @@ class ChatClient:
                 )
         for tool_advisor in tool_advisors:
             for inner in advisors:
-                if isinstance(inner, MemoryAdvisor) and inner.order > tool_advisor.order:
+                if has_role(inner, AdvisorRole.MEMORY) and inner.order > tool_advisor.order:
                     warnings.warn(
                         f"{inner.name} (order={inner.order}) runs inside {tool_advisor.name} "
                         f"(order={tool_advisor.order}): it will read and write memory on every "
@@ -172,7 +168,8 @@ class ChatClient:
         from .advisors.tool_calling import ToolCallingAdvisor
 
         history = not any(
-            isinstance(a, MemoryAdvisor) and a.order > DEFAULT_TOOL_CALLING_ORDER for a in advisors
+            has_role(a, AdvisorRole.MEMORY) and a.order > ToolCallingAdvisor.DEFAULT_ORDER
+            for a in advisors
         )
         advisor = self._tool_advisors.get(history)
         if advisor is None:

@@ -11,9 +11,9 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from ..advisor import HIGHEST_PRECEDENCE, CallAdvisor, StreamAdvisor
+from ..advisor import HIGHEST_PRECEDENCE, AdvisorRole, CallAdvisor, StreamAdvisor
 from ..aggregation import ChatClientResponseAccumulator
 from ..attributes import CONVERSATION_ID
 from ..requests import ChatClientRequest, ChatClientResponse
@@ -93,7 +93,11 @@ class AuditAdvisor(CallAdvisor, StreamAdvisor):
 
     __slots__ = ("_order", "_sink")
 
-    def __init__(self, sink: AuditSink, order: int = HIGHEST_PRECEDENCE + 100) -> None:
+    DEFAULT_ORDER: ClassVar[int] = HIGHEST_PRECEDENCE + 100
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.LOGGING})
+    AFTER_SIDE_EFFECTS: ClassVar[bool] = True
+
+    def __init__(self, sink: AuditSink, order: int = DEFAULT_ORDER) -> None:
         if sink is None:
             raise ValueError("sink must not be null")
         self._sink = sink

@@ -48,7 +48,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..advisor import (
     DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
@@ -102,10 +102,13 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
     which builds the prompt from a :class:`MemoryTurn`.
     """
 
+    DEFAULT_ORDER: ClassVar[int] = DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER
+    AFTER_SIDE_EFFECTS: ClassVar[bool] = True
+
     def __init__(
         self,
         chat_memory: ChatMemory,
-        order: int = DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
+        order: int = DEFAULT_ORDER,
         *,
         default_conversation_id: str | None = None,
     ) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
-from ..advisor import HIGHEST_PRECEDENCE, CallAdvisor, StreamAdvisor
+from ..advisor import HIGHEST_PRECEDENCE, AdvisorRole, CallAdvisor, StreamAdvisor
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..streams import closing_stream
 from ..tokens import TiktokenTokenCountEstimator, TokenCountEstimator
@@ -49,6 +49,9 @@ class BudgetGuardAdvisor(CallAdvisor, StreamAdvisor):
 
     __slots__ = ("_estimator", "_max_chars", "_max_tokens", "_message", "_order")
 
+    DEFAULT_ORDER: ClassVar[int] = HIGHEST_PRECEDENCE + 150
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.GUARD})
+
     def __init__(
         self,
         max_chars: int | None = 8000,
@@ -56,7 +59,7 @@ class BudgetGuardAdvisor(CallAdvisor, StreamAdvisor):
         *,
         token_count_estimator: TokenCountEstimator | None = None,
         message: str = DEFAULT_MESSAGE,
-        order: int = HIGHEST_PRECEDENCE + 150,
+        order: int = DEFAULT_ORDER,
     ) -> None:
         for label, value in (("max_chars", max_chars), ("max_tokens", max_tokens)):
             if value is not None and value < 0:

@@ -6,7 +6,7 @@ Recipe 2 of seed §6.15 ("引用溯源 advisor").
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from ..advisor import LOWEST_PRECEDENCE, CallAdvisor, StreamAdvisor
 from ..aggregation import ChatResponseAccumulator
@@ -77,12 +77,14 @@ class CitationAdvisor(CallAdvisor, StreamAdvisor):
 
     __slots__ = ("_order", "_render", "_renderer")
 
+    DEFAULT_ORDER: ClassVar[int] = LOWEST_PRECEDENCE - 200
+
     def __init__(
         self,
         *,
         render: bool = False,
         renderer: Callable[[Sequence[Mapping[str, Any]]], str] | None = None,
-        order: int = LOWEST_PRECEDENCE - 200,
+        order: int = DEFAULT_ORDER,
     ) -> None:
         self._render = render
         self._renderer = renderer or default_citation_renderer

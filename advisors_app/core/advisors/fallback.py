@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from ..advisor import LOWEST_PRECEDENCE, CallAdvisor, StreamAdvisor
 from ..attributes import CHAT_MODEL_OVERRIDE
@@ -63,10 +63,12 @@ class FallbackAdvisor(CallAdvisor, StreamAdvisor):
 
     __slots__ = ("_models", "_order", "_retry_on")
 
+    DEFAULT_ORDER: ClassVar[int] = LOWEST_PRECEDENCE - 1000
+
     def __init__(
         self,
         fallback_models: ChatModel | Iterable[ChatModel],
-        order: int = LOWEST_PRECEDENCE - 1000,
+        order: int = DEFAULT_ORDER,
         *,
         retry_on: tuple[type[ModelFailure], ...] = (ModelFailure,),
     ) -> None:

@@ -11,13 +11,9 @@ import ipaddress
 import re
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-import phonenumbers
-from stdnum import iban, luhn
-from stdnum.cn import ric
-
-from ..advisor import HIGHEST_PRECEDENCE, CallAdvisor, StreamAdvisor
+from ..advisor import HIGHEST_PRECEDENCE, AdvisorRole, CallAdvisor, StreamAdvisor
 from ..messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse, Generation
@@ -63,6 +59,10 @@ def _is_ip(text: str) -> bool:
 
 
 def _phones(regions: tuple[str, ...]) -> Callable[[str], list[Span]]:
+    # Imported when an advisor is built: phonenumbers' metadata costs ~20 ms, which every
+    # process that merely imports the class (the advisor-type registry) would pay otherwise.
+    import phonenumbers
+
     def detect(text: str) -> list[Span]:
         return [
             (m.start, m.end)
@@ -74,6 +74,9 @@ def _phones(regions: tuple[str, ...]) -> Callable[[str], list[Span]]:
 
 
 def _detectors(regions: tuple[str, ...]) -> dict[str, Callable[[str], list[Span]]]:
+    from stdnum import iban, luhn
+    from stdnum.cn import ric
+
     ipv6 = _regex(_IPV6, lambda s: s.count(":") >= 2 and len(s) > 2 and _is_ip(s))
     ipv4 = _regex(_IPV4, _is_ip)
     return {
@@ -122,6 +125,9 @@ class PiiMaskingAdvisor(CallAdvisor, StreamAdvisor):
 
     __slots__ = ("_detectors", "_kinds", "_order", "_restore", "_secret", "_token_length")
 
+    DEFAULT_ORDER: ClassVar[int] = HIGHEST_PRECEDENCE + 150
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.REWRITE})
+
     def __init__(
         self,
         kinds: Iterable[str] = DEFAULT_KINDS,
@@ -130,7 +136,7 @@ class PiiMaskingAdvisor(CallAdvisor, StreamAdvisor):
         phone_regions: Iterable[str] = ("US", "CN"),
         secret: bytes | None = None,
         restore: bool = True,
-        order: int = HIGHEST_PRECEDENCE + 150,
+        order: int = DEFAULT_ORDER,
     ) -> None:
         known = _detectors(tuple(phone_regions))
         detectors: dict[str, Callable[[str], list[Span]]] = {}

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from xml.sax.saxutils import escape
 
-from ..advisor import DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER
 from ..memory.chat_memory import ChatMemory
 from ..messages import AssistantMessage, Message, SystemMessage, UserMessage
 from ..requests import ChatClientRequest
@@ -71,7 +70,7 @@ class PromptChatMemoryAdvisor(BaseChatMemoryAdvisor):
         self,
         chat_memory: ChatMemory,
         system_prompt_template: str | PromptTemplate | None = None,
-        order: int = DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
+        order: int = BaseChatMemoryAdvisor.DEFAULT_ORDER,
         *,
         default_conversation_id: str | None = None,
     ) -> None:

@@ -6,9 +6,9 @@ Spring AI ``org.springframework.ai.chat.client.advisor.vectorstore.QuestionAnswe
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from ..advisor import BaseAdvisor
+from ..advisor import AdvisorRole, BaseAdvisor
 from ..mappings import merged
 from ..rag.augmentation import xml_document_formatter
 from ..rag.turns import augmented_marker, current_question, recall, reentered, remember, turn_key
@@ -29,7 +29,6 @@ __all__ = [
 RETRIEVED_DOCUMENTS = "qa_retrieved_documents"
 #: Context key of a per-request filter: an expression object or Spring filter text.
 FILTER_EXPRESSION = "qa_filter_expression"
-DEFAULT_ORDER = 0
 
 DEFAULT_PROMPT_TEMPLATE = """\
 {query}
@@ -80,6 +79,9 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         "search_request",
         "vector_store",
     )
+
+    DEFAULT_ORDER: ClassVar[int] = 0
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.RAG, AdvisorRole.REWRITE})
 
     def __init__(
         self,
@@ -145,3 +147,7 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         return response.mutate(
             chat_response=chat_response.with_metadata(**{RETRIEVED_DOCUMENTS: documents})
         )
+
+
+#: ``QuestionAnswerAdvisor.DEFAULT_ORDER`` (Spring AI's 0), kept as a module constant.
+DEFAULT_ORDER = QuestionAnswerAdvisor.DEFAULT_ORDER

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-from ..advisor import CallAdvisor, StreamAdvisor
+from ..advisor import AdvisorRole, CallAdvisor, StreamAdvisor
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
 from ..streams import closing_stream
@@ -92,11 +92,14 @@ class SafeGuardAdvisor(CallAdvisor, StreamAdvisor):
 
     __slots__ = ("_failure_response", "_guard_output", "_matcher", "_order", "_scope")
 
+    DEFAULT_ORDER: ClassVar[int] = 0
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.GUARD})
+
     def __init__(
         self,
         sensitive_words: Iterable[str] | Mapping[str, Iterable[str]],
         failure_response: str = DEFAULT_FAILURE_RESPONSE,
-        order: int = 0,
+        order: int = DEFAULT_ORDER,
         *,
         scope: str = SCOPE_USER,
         whole_words: bool = False,

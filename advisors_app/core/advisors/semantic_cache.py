@@ -36,9 +36,9 @@ import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-from ..advisor import DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER, CallAdvisor, StreamAdvisor
+from ..advisor import DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER, AdvisorRole, CallAdvisor, StreamAdvisor
 from ..aggregation import ChatClientResponseAccumulator
 from ..attributes import OWNER
 from ..cache import CacheHit, SemanticCache
@@ -128,6 +128,10 @@ class SemanticCacheAdvisor(CallAdvisor, StreamAdvisor):
     ``namespace`` is mixed into every scope. Raises ``ValueError("Cache must not be null")``.
     """
 
+    DEFAULT_ORDER: ClassVar[int] = DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER + 50
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.CACHE})
+    AFTER_SIDE_EFFECTS: ClassVar[bool] = True
+
     def __init__(
         self,
         cache: SemanticCache,
@@ -137,7 +141,7 @@ class SemanticCacheAdvisor(CallAdvisor, StreamAdvisor):
         namespace: str = "",
         cache_tool_turns: bool = False,
         fail_open: bool = True,
-        order: int = DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER + 50,
+        order: int = DEFAULT_ORDER,
     ) -> None:
         if cache is None:
             raise ValueError("Cache must not be null")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, ClassVar
 
-from ..advisor import CallAdvisor, StreamAdvisor
+from ..advisor import AdvisorRole, CallAdvisor, StreamAdvisor
 from ..aggregation import ChatResponseAccumulator
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
@@ -52,11 +52,14 @@ class SimpleLoggerAdvisor(CallAdvisor, StreamAdvisor):
 
     __slots__ = ("_order", "_request_to_string", "_response_to_string")
 
+    DEFAULT_ORDER: ClassVar[int] = 0
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.LOGGING})
+
     def __init__(
         self,
         request_to_string: Callable[[ChatClientRequest | None], str] | None = None,
         response_to_string: Callable[[ChatResponse | None], str] | None = None,
-        order: int = 0,
+        order: int = DEFAULT_ORDER,
     ) -> None:
         self._request_to_string = request_to_string or DEFAULT_REQUEST_TO_STRING
         self._response_to_string = response_to_string or DEFAULT_RESPONSE_TO_STRING

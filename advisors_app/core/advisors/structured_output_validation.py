@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import jsonschema
 from jsonschema import Draft202012Validator
@@ -79,12 +79,14 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor):
 
     __slots__ = ("_max_repeat_attempts", "_order", "_raise_on_failure", "_schema", "_validator")
 
+    DEFAULT_ORDER: ClassVar[int] = LOWEST_PRECEDENCE - 2000
+
     def __init__(
         self,
         output_type: Any = None,
         output_json_schema: str | Mapping[str, Any] | None = None,
         max_repeat_attempts: int = 3,
-        order: int = LOWEST_PRECEDENCE - 2000,
+        order: int = DEFAULT_ORDER,
         *,
         raise_on_failure: bool = False,
     ) -> None:

@@ -9,9 +9,9 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
-from ..advisor import CallAdvisor, StreamAdvisor
+from ..advisor import AdvisorRole, CallAdvisor, StreamAdvisor
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..streams import closing_stream
 from ._support import metadata_chunk
@@ -45,7 +45,10 @@ class TimingAdvisor(CallAdvisor, StreamAdvisor):
 
     __slots__ = ("_order",)
 
-    def __init__(self, order: int = 100) -> None:
+    DEFAULT_ORDER: ClassVar[int] = 100
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.LOGGING})
+
+    def __init__(self, order: int = DEFAULT_ORDER) -> None:
         self._order = order
 
     async def advise_call(self, request: ChatClientRequest, chain: Any) -> ChatClientResponse:

@@ -117,7 +117,7 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
         tool_calling_manager: ToolCallingManager | None = None,
         tool_execution_eligibility_checker: ToolExecutionEligibilityChecker | None = None,
         conversation_history_enabled: bool = True,
-        order: int = DEFAULT_TOOL_CALLING_ORDER,
+        order: int = DEFAULT_ORDER,
         *,
         round_streaming: str = "first_content",
     ) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 from xml.sax.saxutils import escape
 
 from ..advisor import (
@@ -108,12 +108,15 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
 
     __slots__ = ("_order", "system_prompt_template", "top_k", "vector_store")
 
+    DEFAULT_ORDER: ClassVar[int] = DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER
+    AFTER_SIDE_EFFECTS: ClassVar[bool] = True
+
     def __init__(
         self,
         vector_store: VectorStore,
         top_k: int = DEFAULT_TOP_K,
         system_prompt_template: str | PromptTemplate | None = None,
-        order: int = DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
+        order: int = DEFAULT_ORDER,
     ) -> None:
         if vector_store is None:
             raise ValueError("vectorStore cannot be null")

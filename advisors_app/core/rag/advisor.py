@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from ..advisor import BaseAdvisor, MemoryAdvisor
+from ..advisor import AdvisorRole, BaseAdvisor, has_role
 from ..exceptions import AdvisorStateError
 from ..mappings import merged
 from ..requests import ChatClientRequest, ChatClientResponse
@@ -80,6 +80,9 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
         "query_transformers",
     )
 
+    DEFAULT_ORDER: ClassVar[int] = 0
+    ROLES: ClassVar[frozenset[AdvisorRole]] = frozenset({AdvisorRole.RAG, AdvisorRole.REWRITE})
+
     def __init__(
         self,
         document_retriever: DocumentRetriever,
@@ -88,7 +91,7 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
         document_joiner: DocumentJoiner | None = None,
         document_post_processors: Sequence[Any] = (),
         query_augmenter: QueryAugmenter | None = None,
-        order: int = 0,
+        order: int = DEFAULT_ORDER,
     ) -> None:
         if document_retriever is None:
             raise AdvisorStateError("documentRetriever cannot be null")
@@ -150,7 +153,7 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
             advisors = tuple(getattr(chain, "stream_advisors", ()) or ())
         if self in advisors:
             inner = advisors[advisors.index(self) + 1 :]
-            if any(isinstance(a, MemoryAdvisor) for a in inner):
+            if any(has_role(a, AdvisorRole.MEMORY) for a in inner):
                 warnings.warn(
                     f"{self.name} (order {self.order}) runs before a memory advisor, so its "
                     "query transformers see no conversation history; give the memory advisor "

@@ -12,12 +12,11 @@ a worker thread.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import bm25s
 
 from .index import (
     DEFAULT_MAX_RESULTS,
@@ -39,11 +38,16 @@ def _words(text: str) -> list[str]:
 
 
 def _tokens(text: str) -> list[str]:
-    stop = _STOP_WORDS
+    stop = _stop_words()
     return [w for w in _words(text) if w not in stop]
 
 
-_STOP_WORDS = frozenset(bm25s.stopwords.STOPWORDS_EN)
+@functools.cache
+def _stop_words() -> frozenset[str]:
+    # bm25s (and what it imports) loads on first use, not with the tool-search advisor class.
+    import bm25s
+
+    return frozenset(bm25s.stopwords.STOPWORDS_EN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,8 @@ class _Session:
 
 
 def _build(tools: tuple[ToolReference, ...]) -> _Session:
+    import bm25s
+
     corpus = []
     for reference in tools:
         name = _tokens(reference.name)
