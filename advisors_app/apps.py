@@ -12,7 +12,7 @@ class AdvisorsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from advisors_app import advisor_types, signals
+        from advisors_app import advisor_types, protection
         from advisors_app.checks import (
             check_chains,
             check_databases,
@@ -20,6 +20,7 @@ class AdvisorsAppConfig(AppConfig):
             check_project,
             check_settings,
         )
+        from advisors_app.definition.snapshot import register_reference_kinds
 
         # Tagged "database" so `check --database default` and `migrate` run them, and
         # plain `check` (which must not need a live server) does not.
@@ -29,4 +30,5 @@ class AdvisorsAppConfig(AppConfig):
         checks.register(check_project)
         checks.register(check_model_configs)
         advisor_types.register_builtins()
-        signals.connect()
+        register_reference_kinds()
+        protection.connect()

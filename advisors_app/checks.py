@@ -18,9 +18,9 @@ a hint that says how to fix it, rather than as a SQL error in the middle of a re
 - ``advisors_app.E011``: ``DEFAULT_CHAT_MODEL`` / ``DEFAULT_EMBEDDING_MODEL`` names no alias.
 - ``advisors_app.W010``: a model configuration reads its API key from an environment variable
   that is not set in this process (requests to that model would fail with a 401).
-- ``advisors_app.E101``–``E110``, ``W103``, ``W104``, ``W112``: the chain lint of every stored
-  chain (:mod:`advisors_app.lint`), with ``--database``; ``advisors_app.E111``: a stored chain
-  names a tool that is not registered.
+- ``advisors_app.E101``–``E115``, ``W103``, ``W104``, ``W112``, ``W114``: the chain lint of every
+  stored chain's draft and of every labelled version (:mod:`advisors_app.definition.lint`),
+  with ``--database``.
 """
 
 from __future__ import annotations
@@ -299,32 +299,48 @@ def check_model_configs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 def check_chains(
     app_configs: Any, databases: Iterable[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """The chain lint of every stored chain, on each database the check command was given.
+    """Every stored chain's draft, and every version a label points at, linted and compiled.
 
+    A draft's findings are reported as the lint rates them; a labelled version was checked
+    when it was published, so only errors are reported for it (an advisor type or tool
+    unregistered from the code since, which would fail its users' turns).
     Skipped on a database whose tables do not exist yet (``migrate`` runs checks first).
     """
-    from advisors_app.lint import lint_chain
-    from advisors_app.models import AdvisorChain
-    from advisors_app.models.chains import unknown_tool_errors
+    from advisors_app.definition import check, check_draft
+    from advisors_app.models import AdvisorChain, ChainVersion
 
     messages: list[CheckMessage] = []
     for alias in databases or ():
         connection = connections[alias]
-        if AdvisorChain._meta.db_table not in connection.introspection.table_names():
+        if ChainVersion._meta.db_table not in connection.introspection.table_names():
             continue
-        for chain in AdvisorChain.objects.using(alias).prefetch_related("advisors"):
-            unknown_tools = unknown_tool_errors(chain.tools or [])
-            messages += [
-                Error(f"Chain {chain.slug!r}: {m}", obj=chain, id="advisors_app.E111")
-                for m in unknown_tools
-            ]
-            for found in lint_chain(chain.advisors.all()):
+        chains = AdvisorChain.objects.using(alias).select_related("chat_model", "system_template")
+        for chain in chains.prefetch_related("advisors"):
+            for found in check_draft(chain, chain.advisors.all()).messages:
                 level = Error if found.is_error else Warning
                 messages.append(
                     level(
-                        f"Chain {chain.slug!r}: {found.message}",
+                        f"Chain {chain.slug!r} (draft): {found.message}",
                         hint=found.hint or None,
                         obj=chain,
+                        id=found.id,
+                    )
+                )
+        labelled = (
+            ChainVersion.objects.using(alias)
+            .filter(labels__isnull=False)
+            .select_related("chain")
+            .distinct()
+        )
+        for version in labelled:
+            names = ", ".join(version.labels.values_list("name", flat=True))
+            for found in check(version.snapshot).errors:
+                messages.append(
+                    Error(
+                        f"Chain {version.chain.slug!r} v{version.number} ({names}): "
+                        f"{found.message}",
+                        hint=found.hint or None,
+                        obj=version.chain,
                         id=found.id,
                     )
                 )

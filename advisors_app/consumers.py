@@ -6,7 +6,9 @@ Route: ``/ws/chat/<slug>/`` (:mod:`advisors_app.routing`), behind the site's
 
 Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
 
-* Client ``{"type": "message", "text": str, "conversation_id"?: str | null, "params"?: {}}``
+* Client ``{"type": "message", "text": str, "conversation_id"?: str | null, "params"?: {},
+  "label"?: str, "version"?: int | "draft"}`` (a label or version other than ``production``:
+  staff only)
   runs one turn through :func:`advisors_app.services.stream_turn` — the service every transport
   calls — and the server answers ``start``, any number of ``delta`` (coalesced:
   :mod:`advisors_app.streaming`), then exactly one ``done`` or ``error``. Refused input (blank
@@ -69,7 +71,7 @@ logger = logging.getLogger(__name__)
 #: Close code for a connection without a logged-in user (4000-4999: application codes).
 CLOSE_NOT_AUTHENTICATED = 4401
 
-_MESSAGE_FIELDS = ("type", "text", "conversation_id", "params")
+_MESSAGE_FIELDS = ("type", "text", "conversation_id", "params", "label", "version")
 _FRAME_TYPES = ("cancel", "message")
 
 
@@ -225,6 +227,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 frame["text"],
                 conversation_id=frame.get("conversation_id"),
                 params=frame.get("params"),
+                label=frame.get("label"),
+                version=frame.get("version"),
             )
             events = DeltaCoalescer(stream)
             async for event in events:

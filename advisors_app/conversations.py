@@ -81,11 +81,11 @@ def _title(message: str) -> str:
 
 
 async def resolve_conversation(
-    user: Any, public_id: str | None, *, title: str = ""
+    user: Any, public_id: str | None, *, title: str = "", chain_version_id: int | None = None
 ) -> tuple[str, str, bool]:
     """``(key, public id, created)`` of ``user``'s conversation, created (titled ``title``) if
     new (then ``created`` is true: :func:`discard_if_empty` removes it if the turn stores
-    nothing).
+    nothing). A new conversation records ``chain_version_id``, the version it started on.
 
     ``public_id=None`` starts a conversation with a server-generated id. Raises
     :class:`TurnError` (``invalid``, field ``conversation_id``) if the key is held by another
@@ -94,7 +94,12 @@ async def resolve_conversation(
     public = public_id if public_id is not None else uuid.uuid4().hex
     key = conversation_key(user, public)
     conversation, created = await Conversation.objects.aget_or_create(
-        conversation_id=key, defaults={"owner_id": user.pk, "title": _title(title)}
+        conversation_id=key,
+        defaults={
+            "owner_id": user.pk,
+            "title": _title(title),
+            "chain_version_id": chain_version_id,
+        },
     )
     if conversation.owner_id != user.pk:
         raise TurnError(

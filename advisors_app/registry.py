@@ -36,13 +36,26 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, Advisor, AdvisorRole
 from advisors_app.validation import FieldErrors, check_schema, schema_errors
 
-if TYPE_CHECKING:
-    from advisors_app.runtime import BuildServices
+
+class BuildServices(Protocol):
+    """What a factory resolves a chain snapshot's slugs through, without queries
+    (implemented by :class:`advisors_app.definition.BuildServices`)."""
+
+    def reference(self, kind: str, slug: str) -> Mapping[str, Any]: ...
+
+    def chat_model(self, slug: str | None) -> Any: ...
+
+    def embedding_model(self, slug: str | None) -> Any: ...
+
+    def vector_store(self, collection: str, embedding_model: str | None = None) -> Any: ...
+
+    def chat_memory(self, **options: Any) -> Any: ...
+
 
 __all__ = [
     "EMPTY_PARAMS_SCHEMA",
@@ -207,7 +220,9 @@ class AdvisorType:
                     "the class's roles, so the lint must see them too); add them or omit roles"
                 )
 
-    def build(self, params: Mapping[str, Any], order: int, chain_slug: str, services: Any) -> Any:
+    def build(
+        self, params: Mapping[str, Any], order: int, chain_slug: str, services: BuildServices
+    ) -> Any:
         """Validate ``params`` and call the factory; ``ValueError`` naming the field if invalid.
 
         ``TypeError`` when the factory's advisor is not an instance of ``advisor_class``.

@@ -1,247 +1,190 @@
-"""Build a core ``ChatClient`` from a stored chain, and cache it by configuration hash.
+"""Which chain version a turn runs, and its built client, cached in-process by snapshot hash.
 
-:func:`load_chain` reads the chain row (one query), and returns the :class:`CompiledChain`
-cached under the row's ``config_hash``. On a miss it resolves the configuration snapshot
-(:mod:`advisors_app.configuration`), builds every advisor through the registry from that
-snapshot alone, and caches the result under the snapshot's own hash (storing it on the row
-if the stored one was stale). Since every change to the chain or to anything it refers to
-changes the stored hash (signals), each process picks up a change on its next request,
-without any message between processes.
+:func:`resolve_target` turns ``(slug, label or version)`` into a :class:`ChainTarget` with one
+indexed query (the label's version and its ``snapshot_hash``); :func:`compiled_chain` returns
+the :class:`~advisors_app.definition.CompiledChain` cached under that hash, loading and
+compiling the version's snapshot only on a miss. A label moved in any process is therefore
+seen by every process on its next request: there is nothing to invalidate, since a version
+never changes and the hash names its content.
+
+A version of a chain without a model of its own runs on the deployment's default chat model
+(``ADVISORS["DEFAULT_CHAT_MODEL"]``, or the model-config row of that name): the same query
+reads when that row last changed, and the cache key includes it, so an edit of the default
+model reaches every process on its next request too.
+
+``version="draft"`` runs the chain's editable rows (resolved and compiled per request): the
+playground's and staff's way to try an edit before publishing.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.core.signals import setting_changed
+from django.db.models import Subquery
 
-from advisors_app.configuration import configuration_hash, resolve_configuration
-from advisors_app.core.advisor import Advisor
-from advisors_app.core.advisors.base_chat_memory import BaseChatMemoryAdvisor
-from advisors_app.core.attributes import TOOL_CALLING_AUTO_REGISTER
-from advisors_app.core.client import ChatClient
-from advisors_app.core.memory import DEFAULT_MAX_MESSAGES, ChatMemory, MessageWindowChatMemory
-from advisors_app.core.model import ChatModel, EmbeddingModel
-from advisors_app.core.prompt import ChatOptions
-from advisors_app.core.providers.registry import (
-    create_chat_model,
-    create_embedding_model,
-    default_embedding_model,
+from advisors_app.conf import app_settings
+from advisors_app.definition import (
+    ChainConfigurationError,
+    CompiledChain,
+    check,
+    compile_snapshot,
+    resolve_draft,
+    snapshot_hash,
 )
-from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
-from advisors_app.core.tools import ToolCallingManager
-from advisors_app.core.vectorstore import VectorStore
-from advisors_app.models import AdvisorChain, Collection
-from advisors_app.registry import advisor_types, reference_kinds, references_in
-from advisors_app.scoping import UserScopedVectorStore
-from advisors_app.stores.memory import DjangoChatMemoryRepository
-from advisors_app.stores.vectors import PgVectorStore
-from advisors_app.tools import tool_registry
-from advisors_app.validation import CHAT_OPTIONS_SCHEMA, REQUEST_OPTIONS
+from advisors_app.models import (
+    PRODUCTION,
+    AdvisorChain,
+    ChainLabel,
+    ChainVersion,
+    ChatModelConfig,
+)
 
 __all__ = [
     "CACHE_SIZE",
-    "BuildServices",
+    "DRAFT",
     "ChainConfigurationError",
     "ChainNotFound",
-    "CompiledChain",
-    "build_chat_model",
+    "ChainTarget",
+    "VersionNotFound",
     "clear_cache",
-    "compile_configuration",
+    "compiled_chain",
     "load_chain",
+    "resolve_target",
 ]
 
 #: Built chains kept per process (least recently used dropped first).
 CACHE_SIZE = 64
+#: The ``version`` that names a chain's editable rows rather than a published version.
+DRAFT = "draft"
 
 
 class ChainNotFound(LookupError):
     """Raised when no chain has the slug, or the chain is disabled."""
 
 
-class ChainConfigurationError(RuntimeError):
-    """Raised when a stored chain cannot be built: unknown type, bad params, missing row."""
-
-
-def build_chat_model(config: Mapping[str, Any]) -> ChatModel:
-    """The chat model a configuration mapping describes (``ModelConfig.to_config()``)."""
-    try:
-        return create_chat_model(config)
-    except ValueError as exc:
-        raise ChainConfigurationError(str(exc)) from exc
-
-
-#: Stateless, so one repository serves every chain, request and thread.
-_repository = DjangoChatMemoryRepository()
-
-
-class BuildServices:
-    """What factories resolve slugs through: one chain snapshot's references, no queries."""
-
-    def __init__(self, configuration: Mapping[str, Any]) -> None:
-        self._references: Mapping[str, Any] = configuration["references"]
-
-    def reference(self, kind: str, slug: str) -> Mapping[str, Any]:
-        value = self._references.get(f"{kind}:{slug}")
-        if value is None:
-            label = getattr(reference_kinds.get(kind), "label", kind)
-            raise ChainConfigurationError(f"no {label} with slug {slug!r}")
-        return value
-
-    def chat_model(self, slug: str) -> ChatModel:
-        return build_chat_model(self.reference("chat_model", slug))
-
-    def embedding_model(self, slug: str | None) -> EmbeddingModel:
-        """The embedding model ``slug`` names; ``None``: the process-wide default (MiniLM)."""
-        if slug is None:
-            return default_embedding_model()
-        try:
-            return create_embedding_model(self.reference("embedding_model", slug), name=slug)
-        except ValueError as exc:
-            raise ChainConfigurationError(str(exc)) from exc
-
-    def vector_store(self, collection: str, embedding_model: str | None = None) -> VectorStore:
-        """The collection as each turn's user may see it (:class:`UserScopedVectorStore`).
-
-        Raises ``EmbeddingDimensionError`` (a ``ValueError``) here, at build time, when the
-        model's dimensions differ from the stored embeddings' (bug case B24).
-        """
-        data = self.reference("collection", collection)
-        row = Collection(
-            id=data["id"], slug=collection, owner_id=data["owner_id"], tenant=data["tenant"]
-        )
-        model = self.embedding_model(embedding_model)
-        PgVectorStore(row, model)  # checks the dimensions without a query
-        return UserScopedVectorStore(row, model)
-
-    def chat_memory(self, *, max_messages: int = DEFAULT_MAX_MESSAGES) -> ChatMemory:
-        """A message-window memory over the conversations in the database."""
-        return MessageWindowChatMemory(_repository, max_messages=max_messages)
+class VersionNotFound(LookupError):
+    """Raised when the chain has no such label or version (or nothing published yet)."""
 
 
 @dataclass(frozen=True)
-class CompiledChain:
-    """A built chain: its client, advisors and what a request to it may carry.
+class ChainTarget:
+    """What a turn runs: a chain's version (``version_id=None`` for the draft), the label
+    asked for, and the chain's ``version_policy``."""
 
-    ``system_template`` is set when the system text has placeholders, filled per request from
-    ``params["system_params"]``. ``params_schema`` is the JSON Schema of a request's params:
-    ``options`` (the per-request subset of chat options), ``system_params``, and the context
-    params the chain's advisor types declare.
-    """
-
-    slug: str
     chain_id: int
-    config_hash: str
-    client: ChatClient
-    advisors: tuple[Advisor, ...]
-    params_schema: Mapping[str, Any]
-    system_template: CorePromptTemplate | None = None
-    configuration: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    slug: str
+    version_id: int | None
+    number: int | None
+    snapshot_hash: str
+    label: str
+    version_policy: str
+    #: When the model-config row named like ``DEFAULT_CHAT_MODEL`` last changed (``None``: no
+    #: such row, the settings' alias serves): chains without a model of their own use it.
+    default_model_changed: datetime | None = None
 
     @property
-    def has_memory(self) -> bool:
-        """Whether a chat-memory advisor stores the turns in the conversation itself.
+    def cache_key(self) -> str:
+        stamp = self.default_model_changed.isoformat() if self.default_model_changed else ""
+        return f"{self.snapshot_hash}:{stamp}"
 
-        ``VectorStoreChatMemoryAdvisor`` is a memory advisor too, but it stores into a
-        collection, so the turn service still writes the conversation's transcript.
-        """
-        return any(isinstance(a, BaseChatMemoryAdvisor) for a in self.advisors)
-
-
-def _params_schema(types: list[Any], template: CorePromptTemplate | None) -> dict[str, Any]:
-    options = {k: v for k, v in CHAT_OPTIONS_SCHEMA["properties"].items() if k in REQUEST_OPTIONS}
-    properties: dict[str, Any] = {
-        "options": {"type": "object", "properties": options, "additionalProperties": False}
-    }
-    if template is not None:
-        properties["system_params"] = {
-            "type": "object",
-            "properties": {name: {"type": ["string", "number"]} for name in template.placeholders},
-            "required": list(template.placeholders),
-            "additionalProperties": False,
-        }
-    for advisor_type in types:
-        properties.update(advisor_type.request_params)
-    schema = {"type": "object", "properties": properties, "additionalProperties": False}
-    if template is not None:
-        schema["required"] = ["system_params"]
-    return schema
+    @property
+    def is_draft(self) -> bool:
+        return self.version_id is None
 
 
-def compile_configuration(configuration: Mapping[str, Any], chain_id: int) -> CompiledChain:
-    """Build the client a configuration snapshot describes; raises ChainConfigurationError."""
-    chain = configuration["chain"]
-    services = BuildServices(configuration)
-    advisors: list[Advisor] = []
-    types = []
-    for row in configuration["advisors"]:
-        advisor_type = advisor_types.get(row["type"])
-        if advisor_type is None:
-            raise ChainConfigurationError(
-                f"chain {chain['slug']!r}: advisor {row['id']} has the unregistered type "
-                f"{row['type']!r}"
+_FIELDS = ("version_id", "version__number", "version__snapshot_hash", "default_model_changed")
+
+
+def _default_model_changed() -> Subquery:
+    """When the model-config row of the default alias last changed: read in the same query."""
+    rows = ChatModelConfig.objects.filter(slug=app_settings.DEFAULT_CHAT_MODEL)
+    return Subquery(rows.values("updated_at")[:1])
+
+
+def _default_chat_model() -> dict[str, Any] | None:
+    """The default alias's model-config row as the provider registry reads it, if one exists
+    (it wins over the settings' alias of the same name)."""
+    row = ChatModelConfig.objects.filter(slug=app_settings.DEFAULT_CHAT_MODEL).first()
+    return row.to_config() if row is not None else None
+
+
+def resolve_target(
+    slug: str, *, label: str | None = None, version: int | str | None = None
+) -> ChainTarget:
+    """The version ``slug`` serves for ``label`` (default ``production``) or ``version``
+    (a number, or :data:`DRAFT`). Blocking: one query (two when nothing matches).
+
+    Raises :class:`ChainNotFound` for an unknown or disabled chain and
+    :class:`VersionNotFound` when the label or version does not exist.
+    """
+    chains = AdvisorChain.objects.filter(slug=slug, enabled=True)
+    if version == DRAFT:
+        chain = chains.first()
+        if chain is None:
+            raise ChainNotFound(slug)
+        return ChainTarget(chain.pk, slug, None, None, "", DRAFT, chain.version_policy)
+    changed = _default_model_changed()
+    if version is not None:
+        row = (
+            ChainVersion.objects.filter(chain__slug=slug, chain__enabled=True, number=version)
+            .annotate(default_model_changed=changed)
+            .values(
+                "id",
+                "number",
+                "snapshot_hash",
+                "chain_id",
+                "chain__version_policy",
+                "default_model_changed",
             )
-        where = f"chain {chain['slug']!r}, advisor {row['id']} ({row['type']})"
-        for param, kind, slug in references_in(advisor_type, row["params"]):
-            if configuration["references"].get(f"{kind}:{slug}") is None:
-                label = getattr(reference_kinds.get(kind), "label", kind)
-                raise ChainConfigurationError(
-                    f"{where}: params.{param}: no {label} with slug {slug!r}"
-                )
-        try:
-            advisors.append(
-                advisor_type.build(row["params"], row["order"], chain["slug"], services)
-            )
-        except Exception as exc:
-            # Whatever a factory raises (a project's own included), the chain cannot be built:
-            # say which row and why, rather than fail the request as an unexplained error.
-            raise ChainConfigurationError(f"{where}: {type(exc).__name__}: {exc}") from exc
-        types.append(advisor_type)
-    system: str | None = chain["system_prompt"] or None
-    template = None
-    if chain["system_template"]:
-        text = services.reference("prompt_template", chain["system_template"])["text"]
-        template = CorePromptTemplate(text)
-        if template.placeholders:
-            system = None
-        else:
-            system, template = template.render({}), None
-    try:
-        options = ChatOptions.from_dict(chain["default_options"] or {})
-    except (TypeError, ValueError) as exc:
-        raise ChainConfigurationError(f"chain {chain['slug']!r}: default_options: {exc}") from exc
-    tools = tuple(chain["tools"])
-    unknown = [name for name in tools if name not in tool_registry]
-    if unknown:
-        raise ChainConfigurationError(
-            f"chain {chain['slug']!r}: unknown tool(s) {', '.join(unknown)}; registered: "
-            + (", ".join(tool_registry.names) or "none")
+            .first()
         )
-    client = ChatClient(
-        services.chat_model(chain["chat_model"]),
-        default_system=system,
-        default_advisors=advisors,
-        # Divergence from ChatClient's default: the tool loop is added only to chains that
-        # enable tools (a tool_calling row adds it explicitly), so other chains do not pay for it.
-        default_advisor_params={} if tools else {TOOL_CALLING_AUTO_REGISTER: False},
-        default_options=options,
-        default_tools=tools,
-        tool_calling_manager=ToolCallingManager(tool_registry=tool_registry),
+        if row is None:
+            _raise_missing(slug, f"version {version}")
+        return ChainTarget(
+            row["chain_id"],
+            slug,
+            row["id"],
+            row["number"],
+            row["snapshot_hash"],
+            "",
+            row["chain__version_policy"],
+            row["default_model_changed"],
+        )
+    name = label or PRODUCTION
+    found = (
+        ChainLabel.objects.filter(chain__slug=slug, chain__enabled=True, name=name)
+        .annotate(default_model_changed=changed)
+        .values("chain_id", "chain__version_policy", *_FIELDS)
+        .first()
     )
-    return CompiledChain(
-        slug=chain["slug"],
-        chain_id=chain_id,
-        config_hash=configuration_hash(dict(configuration)),
-        client=client,
-        advisors=tuple(advisors),
-        params_schema=_params_schema(types, template),
-        system_template=template,
-        configuration=configuration,
+    if found is None:
+        _raise_missing(slug, f"label {name!r}")
+    return ChainTarget(
+        found["chain_id"],
+        slug,
+        found["version_id"],
+        found["version__number"],
+        found["version__snapshot_hash"],
+        name,
+        found["chain__version_policy"],
+        found["default_model_changed"],
     )
+
+
+def _raise_missing(slug: str, what: str) -> Any:
+    if not AdvisorChain.objects.filter(slug=slug, enabled=True).exists():
+        raise ChainNotFound(slug)
+    if not ChainVersion.objects.filter(chain__slug=slug).exists():
+        raise VersionNotFound(
+            f"chain {slug!r} has no published version yet: publish it in the admin or "
+            f"POST /api/chains/{slug}/versions/"
+        )
+    raise VersionNotFound(f"chain {slug!r} has no {what}")
 
 
 _cache: OrderedDict[str, CompiledChain] = OrderedDict()
@@ -256,35 +199,50 @@ def _cached(digest: str) -> CompiledChain | None:
         return found
 
 
-def load_chain(slug: str) -> CompiledChain:
-    """The built, enabled chain with ``slug`` (blocking: runs queries; call from a thread).
-
-    Raises :class:`ChainNotFound` for an unknown or disabled slug and
-    :class:`ChainConfigurationError` when the stored chain cannot be built.
-    """
-    row = AdvisorChain.objects.filter(slug=slug).only("id", "enabled", "config_hash").first()
-    if row is None or not row.enabled:
-        raise ChainNotFound(slug)
-    found = _cached(row.config_hash) if row.config_hash else None
-    if found is not None and found.chain_id == row.pk:
-        return found
-    full = (
-        AdvisorChain.objects.select_related("chat_model", "system_template")
-        .prefetch_related("advisors")
-        .get(pk=row.pk)
-    )
-    configuration = resolve_configuration(full)
-    digest = configuration_hash(configuration)
-    if digest != row.config_hash:
-        AdvisorChain.objects.filter(pk=row.pk).update(config_hash=digest)
+def _keep(key: str, compiled: CompiledChain) -> CompiledChain:
     with _lock:
-        found = _cached(digest)
-        if found is None or found.chain_id != row.pk:
-            found = compile_configuration(configuration, row.pk)
-            _cache[digest] = found
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
-    return found
+        found = _cache.get(key)
+        if found is not None:
+            return found
+        _cache[key] = compiled
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+        return compiled
+
+
+def compiled_chain(target: ChainTarget) -> CompiledChain:
+    """The built chain of ``target`` (blocking: queries only when not cached yet).
+
+    Raises :class:`~advisors_app.definition.ChainConfigurationError` when it cannot be built
+    (a draft with lint errors, or a published version whose advisor type or tool has been
+    unregistered from the code since).
+    """
+    if target.is_draft:
+        default = _default_chat_model()
+        checked = check(
+            resolve_draft(AdvisorChain.objects.get(pk=target.chain_id)), default_chat_model=default
+        )
+        if checked.compiled is None:
+            raise ChainConfigurationError("; ".join(f"{m.id}: {m}" for m in checked.errors))
+        key = f"draft:{checked.snapshot_hash}:{snapshot_hash(default or {})}"
+        return _cached(key) or _keep(key, checked.compiled)
+    found = _cached(target.cache_key)
+    if found is not None:
+        return found
+    snapshot = ChainVersion.objects.values_list("snapshot", flat=True).get(pk=target.version_id)
+    default = _default_chat_model() if snapshot["chat_model"] is None else None
+    return _keep(target.cache_key, compile_snapshot(snapshot, default_chat_model=default))
+
+
+def load_chain(
+    slug: str, *, label: str | None = None, version: int | str | None = None
+) -> CompiledChain:
+    """The built chain ``slug`` serves for ``label``/``version`` (default: ``production``).
+
+    Blocking. Raises :class:`ChainNotFound`, :class:`VersionNotFound` and
+    :class:`~advisors_app.definition.ChainConfigurationError`.
+    """
+    return compiled_chain(resolve_target(slug, label=label, version=version))
 
 
 def clear_cache() -> None:

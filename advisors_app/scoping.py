@@ -96,26 +96,36 @@ def visible_documents(user: Any) -> QuerySet[DocumentRow]:
 class UserScopedVectorStore(VectorStore):
     """A collection's documents as the current turn's user may use them (see module docstring).
 
-    ``collection`` needs only its primary key and ``owner_id`` (no query is made to build the
-    view); ``embedding_model`` must match the collection's 384-dimensional embeddings.
-    Raises ``PermissionDenied`` when the collection belongs to another user.
+    Holds the collection's slug only: a published chain version names its collections by slug,
+    and the row (owner, tenant) is read when a turn uses the store, so building the chain
+    makes no query. ``embedding_model`` must match the collection's 384-dimensional
+    embeddings. Raises ``PermissionDenied`` when the collection belongs to another user and
+    ``LookupError`` when it no longer exists.
     """
 
     __slots__ = ("_collection", "_embedding_model")
 
-    def __init__(self, collection: Collection, embedding_model: EmbeddingModel) -> None:
+    def __init__(self, collection: str, embedding_model: EmbeddingModel) -> None:
         self._collection = collection
         self._embedding_model = embedding_model
 
     @property
     def name(self) -> str:
-        return f"UserScopedVectorStore({self._collection.slug})"
+        return f"UserScopedVectorStore({self._collection})"
+
+    def _view(self, user: Any) -> PgVectorStore:
+        row = (
+            Collection.objects.only("id", "slug", "owner_id", "tenant")
+            .filter(slug=self._collection)
+            .first()
+        )
+        if row is None:
+            raise LookupError(f"collection {self._collection!r} no longer exists")
+        tenant = user_tenant(user) if app_settings.TENANT_RESOLVER else None
+        return PgVectorStore.for_user(row, user, self._embedding_model, tenant=tenant)
 
     async def _store(self) -> PgVectorStore:
-        user = current_user()
-        # Without a resolver there is nothing to look up: no thread hop.
-        tenant = await sync_to_async(user_tenant)(user) if app_settings.TENANT_RESOLVER else None
-        return PgVectorStore.for_user(self._collection, user, self._embedding_model, tenant=tenant)
+        return await sync_to_async(self._view)(current_user())
 
     async def aadd(self, documents: Sequence[Document]) -> None:
         await (await self._store()).aadd(documents)

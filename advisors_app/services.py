@@ -2,22 +2,27 @@
 
 The admin playground, the REST views (``call`` and SSE ``stream``) and the websocket consumer
 all go through :func:`call_turn` or :func:`stream_turn`. Both take the same input — chain slug,
-user, message text, optional conversation id, optional params — and:
+user, message text, optional conversation id, optional params, optional ``label`` or
+``version`` — and:
 
 1. validate it before anything runs: a blank or oversized message, a malformed conversation
-   id, an unknown or disabled chain, params the chain does not accept →
+   id, an unknown or disabled chain, a label or version that does not exist or (for anyone
+   but staff) is not ``production``, params the chain does not accept →
    :class:`TurnError` with field errors (REST: HTTP ``error.http_status``; websocket: an
    ``error`` frame from ``error.to_event()``); nothing is stored;
-2. resolve the user's conversation, or create one (:mod:`advisors_app.conversations`: ids are
-   namespaced per owner, so another user's id behaves as one never used);
+2. choose the chain version (:mod:`advisors_app.runtime`): the label's, or the one the
+   conversation started on when the chain pins conversations; resolve the user's
+   conversation, or create one recording that version (:mod:`advisors_app.conversations`:
+   ids are namespaced per owner, so another user's id behaves as one never used);
 3. run the chain (call) or yield :mod:`stream events <advisors_app.events>`, recording the
    per-advisor trace (``core.tracing.CallTrace``, plus OpenTelemetry spans);
 4. make sure the turn is in the conversation: a memory advisor owns that when the chain has
    one; otherwise the service appends it (an interrupted reply flagged as the memory advisors
    flag it: ``metadata["interrupted"]`` and ``["finish_reason"]``; nothing when no text came);
    either way the stored reply gets the turn's ``metadata["trace_id"]``;
-5. write one :class:`~advisors_app.models.CallLog` row — for completed, failed and cancelled
-   turns alike (cancellations shielded so the row is written even while being cancelled).
+5. write one :class:`~advisors_app.models.CallLog` row, with the version and label — for
+   completed, failed and cancelled turns alike (cancellations shielded so the row is written
+   even while being cancelled).
 
 Params (JSON object): ``options`` (the per-request chat options: ``temperature``,
 ``max_tokens``, ``top_p``, ``top_k``, ``stop``, ``seed``, penalties), ``system_params`` (values
@@ -32,7 +37,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -40,6 +45,7 @@ from asgiref.sync import sync_to_async
 from advisors_app.conf import app_settings
 from advisors_app.conversations import (
     conversation_id_errors,
+    conversation_key,
     discard_if_empty,
     last_sequence,
     record_trace_id,
@@ -65,8 +71,18 @@ from advisors_app.events import (
     TurnEvent,
     error_event,
 )
-from advisors_app.models import CallLog
-from advisors_app.runtime import ChainConfigurationError, ChainNotFound, CompiledChain, load_chain
+from advisors_app.models import PRODUCTION, CallLog, Conversation, VersionPolicy
+from advisors_app.models.versions import LABEL_NAME_VALIDATOR
+from advisors_app.runtime import (
+    DRAFT,
+    ChainConfigurationError,
+    ChainNotFound,
+    ChainTarget,
+    CompiledChain,
+    VersionNotFound,
+    compiled_chain,
+    resolve_target,
+)
 from advisors_app.scoping import acting_for
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.validation import FieldErrors, schema_errors, text_problem
@@ -113,9 +129,9 @@ class TurnResult:
     """A completed call: the answer plus what the playground shows.
 
     ``to_dict()`` is the REST ``call`` body: ``{"conversation_id", "content", "usage",
-    "metadata", "finish_reason", "trace_id"}``. ``prompt`` (the messages and options of the
-    last request sent to the model, texts uncut) and ``trace`` (``CallTrace.to_dict()``) are
-    for operators, not end users.
+    "metadata", "finish_reason", "trace_id", "version"}``. ``prompt`` (the messages and options
+    of the last request sent to the model, texts uncut) and ``trace`` (``CallTrace.to_dict()``)
+    are for operators, not end users.
     """
 
     conversation_id: str
@@ -125,6 +141,8 @@ class TurnResult:
     finish_reason: str | None
     trace_id: str
     chain: str
+    #: The number of the chain version that ran (``None``: the draft).
+    version: int | None = None
     prompt: dict[str, Any] | None = field(default=None, repr=False)
     trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -136,6 +154,7 @@ class TurnResult:
             "metadata": self.metadata,
             "finish_reason": self.finish_reason,
             "trace_id": self.trace_id,
+            "version": self.version,
         }
 
 
@@ -144,6 +163,7 @@ class _Turn:
     """A validated turn, ready to run (internal)."""
 
     compiled: CompiledChain
+    target: ChainTarget
     user: Any
     message: str
     conversation_key: str
@@ -223,6 +243,65 @@ def _params_errors(compiled: CompiledChain, params: Any) -> FieldErrors:
     return schema_errors(compiled.params_schema, dict(params), "params")
 
 
+def _target_errors(label: Any, version: Any) -> FieldErrors:
+    errors: FieldErrors = {}
+    if label is not None and version is not None:
+        errors["version"] = ["Send a label or a version, not both."]
+    if label is not None and not (
+        isinstance(label, str) and LABEL_NAME_VALIDATOR.regex.match(label)
+    ):
+        errors["label"] = [str(LABEL_NAME_VALIDATOR.message)]
+    if version not in (None, DRAFT) and (
+        isinstance(version, bool) or not isinstance(version, int) or version < 1
+    ):
+        errors["version"] = ['Enter a version number (1, 2, ...) or "draft".']
+    return errors
+
+
+def _check_target_permission(user: Any, label: str | None, version: int | str | None) -> None:
+    """Anything but the ``production`` label is for staff: drafts and other versions are
+    for trying out, not for end users."""
+    if (version is not None or label not in (None, PRODUCTION)) and not user.is_staff:
+        raise TurnError(
+            "forbidden",
+            "Only staff may choose a chain version or label other than production.",
+            http_status=403,
+        )
+
+
+def _pinned(target: ChainTarget, user: Any, conversation_id: Any) -> ChainTarget:
+    """``target``, or the version the caller's conversation started on (when it is of this
+    chain and the chain pins conversations). One query."""
+    if target.version_policy != VersionPolicy.PIN or conversation_id is None:
+        return target
+    pinned = (
+        Conversation.objects.filter(
+            conversation_id=conversation_key(user, conversation_id),
+            owner_id=user.pk,
+            chain_version__chain_id=target.chain_id,
+        )
+        .values("chain_version_id", "chain_version__number", "chain_version__snapshot_hash")
+        .first()
+    )
+    if pinned is None or pinned["chain_version_id"] == target.version_id:
+        return target
+    return replace(
+        target,
+        version_id=pinned["chain_version_id"],
+        number=pinned["chain_version__number"],
+        snapshot_hash=pinned["chain_version__snapshot_hash"],
+    )
+
+
+def _load(
+    chain: str, user: Any, conversation_id: Any, label: str | None, version: int | str | None
+) -> tuple[ChainTarget, CompiledChain]:
+    target = resolve_target(chain, label=label, version=version)
+    if label is None and version is None:
+        target = _pinned(target, user, conversation_id)
+    return target, compiled_chain(target)
+
+
 async def _prepare(
     chain: str,
     user: Any,
@@ -230,19 +309,33 @@ async def _prepare(
     conversation_id: Any,
     params: Any,
     mode: str,
+    label: Any = None,
+    version: Any = None,
 ) -> _Turn:
     refused = _user_errors(user)
     if refused is not None:
         raise refused
     errors = _message_errors(message)
+    errors.update(conversation_id_errors(conversation_id))
+    target_errors = _target_errors(label, version)
+    if target_errors:
+        raise TurnError("invalid", "The request is invalid.", errors={**errors, **target_errors})
+    _check_target_permission(user, label, version)
     try:
-        compiled = await sync_to_async(load_chain)(chain)
+        target, compiled = await sync_to_async(_load)(
+            chain, user, None if errors else conversation_id, label, version
+        )
     except ChainNotFound:
         raise TurnError(
             "chain_not_found",
             f"No enabled chain {chain!r}.",
             errors={"chain": [f"No enabled chain {chain!r}."]},
             http_status=404,
+        ) from None
+    except VersionNotFound as exc:
+        field_name = "label" if label is not None or version is None else "version"
+        raise TurnError(
+            "version_not_found", str(exc), errors={field_name: [str(exc)]}, http_status=404
         ) from None
     except ChainConfigurationError as exc:
         raise TurnError(
@@ -252,7 +345,6 @@ async def _prepare(
         ) from exc
     params = {} if params is None else params
     errors.update(_params_errors(compiled, params))
-    errors.update(conversation_id_errors(conversation_id))
     if errors:
         raise TurnError("invalid", "The request is invalid.", errors=errors)
     context = {k: v for k, v in params.items() if k not in ("options", "system_params")}
@@ -260,12 +352,15 @@ async def _prepare(
     system = None
     if compiled.system_template is not None:
         system = compiled.system_template.render(params["system_params"])
-    key, public, created = await resolve_conversation(user, conversation_id, title=message)
+    key, public, created = await resolve_conversation(
+        user, conversation_id, title=message, chain_version_id=target.version_id
+    )
     context[CONVERSATION_ID] = key
     # Scopes per-user state (the semantic cache) to the caller.
     context[OWNER] = f"user:{user.pk}"
     return _Turn(
         compiled,
+        target,
         user,
         message,
         key,
@@ -334,9 +429,11 @@ async def _finish(
     finally:
         usage, _, finish_reason = _outcome(response)
         await CallLog.objects.acreate(
-            chain_id=turn.compiled.chain_id,
+            chain_id=turn.target.chain_id,
             chain_slug=turn.compiled.slug,
-            config_hash=turn.compiled.config_hash,
+            config_hash=turn.compiled.snapshot_hash,
+            chain_version_id=turn.target.version_id,
+            label=turn.target.label,
             user_id=turn.user.pk,
             conversation_id=turn.conversation_key,
             trace_id=turn.trace_id,
@@ -373,6 +470,9 @@ async def call_turn(
     message: str,
     conversation_id: str | None = None,
     params: Mapping[str, Any] | None = None,
+    *,
+    label: str | None = None,
+    version: int | str | None = None,
 ) -> TurnResult:
     """Run one turn through ``chain`` and return the whole answer.
 
@@ -380,7 +480,9 @@ async def call_turn(
     whatever the chain raised, unchanged, when it failed (``error_event(exc)`` gives the
     payload transports send); the call log is written in every case but refused input.
     """
-    turn = await _prepare(chain, user, message, conversation_id, params, CallLog.Mode.CALL)
+    turn = await _prepare(
+        chain, user, message, conversation_id, params, CallLog.Mode.CALL, label, version
+    )
     _running_turn_started()
     try:
         with acting_for(user):
@@ -404,6 +506,7 @@ async def call_turn(
         finish_reason=finish_reason,
         trace_id=turn.trace_id,
         chain=turn.compiled.slug,
+        version=turn.target.number,
         prompt=turn.final_prompt,
         trace=turn.trace.to_dict(),
     )
@@ -517,6 +620,9 @@ async def stream_turn(
     message: str,
     conversation_id: str | None = None,
     params: Mapping[str, Any] | None = None,
+    *,
+    label: str | None = None,
+    version: int | str | None = None,
 ) -> TurnStream:
     """Validate a turn and return its :class:`TurnStream`; the chain runs while iterating.
 
@@ -524,5 +630,7 @@ async def stream_turn(
     stored (so a REST view can still answer 400 instead of opening an event stream). Errors
     of the chain arrive as one ``error`` event, never as an exception.
     """
-    turn = await _prepare(chain, user, message, conversation_id, params, CallLog.Mode.STREAM)
+    turn = await _prepare(
+        chain, user, message, conversation_id, params, CallLog.Mode.STREAM, label, version
+    )
     return TurnStream(turn)

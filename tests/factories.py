@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from advisors_app.definition import publish as publish_draft
 from advisors_app.models import AdvisorChain, AdvisorConfig, ChatModelConfig
 
 
@@ -20,9 +21,11 @@ def make_chain(
     *,
     model: ChatModelConfig | None = None,
     advisors: tuple[tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], int | None], ...] = (),
+    publish: bool = True,
     **fields: Any,
 ) -> AdvisorChain:
-    """A chain on ``model`` (default: a new scripted one) with ``(type, params[, order])`` rows."""
+    """A chain on ``model`` (default: a new scripted one) with ``(type, params[, order])`` rows,
+    published as version 1 (labelled ``production``) unless ``publish`` is false."""
     if model is None:
         model = scripted_model(f"{slug}-model")
     chain = AdvisorChain.objects.create(slug=slug, name=slug.title(), chat_model=model, **fields)
@@ -31,5 +34,7 @@ def make_chain(
         AdvisorConfig.objects.create(
             chain=chain, advisor_type=key, params=params, order=rest[0] if rest else None
         )
+    if publish:
+        publish_draft(chain, message="factory")
     chain.refresh_from_db()
     return chain

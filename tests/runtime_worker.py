@@ -1,12 +1,12 @@
-"""A separate process for the cross-process runtime tests: runs or edits stored chains.
+"""A separate process for the cross-process runtime tests: runs chains or moves their labels.
 
 Started by ``tests/test_runtime.py`` with ``DJANGO_SETTINGS_MODULE=tests.settings`` and the test
 database's ``DATABASE_URL``. Reads one JSON command per line on stdin and answers one JSON line:
 
-- ``{"op": "run", "slug": s}`` → ``{"reply", "user_text", "config_hash", "compiled"}`` where
+- ``{"op": "run", "slug": s}`` → ``{"reply", "user_text", "snapshot_hash", "compiled"}`` where
   ``user_text`` is the user message the model received and ``compiled`` identifies the built
-  chain object (it changes only when this process rebuilt the chain);
-- ``{"op": "set_order", "advisor": pk, "order": n}`` → ``{"ok": true}`` (saved with signals).
+  chain object (it changes only when this process built another one);
+- ``{"op": "move", "slug": s, "label": name, "version": n}`` → ``{"ok": true}``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ def main() -> None:
     django.setup()
     from asgiref.sync import async_to_sync
 
-    from advisors_app.models import AdvisorConfig
+    from advisors_app.definition import move_label
+    from advisors_app.models import AdvisorChain
     from advisors_app.runtime import load_chain
 
     for line in sys.stdin:
@@ -33,13 +34,13 @@ def main() -> None:
             answer = {
                 "reply": spec.content(),
                 "user_text": model.prompts[-1].user_message.text,
-                "config_hash": compiled.config_hash,
+                "snapshot_hash": compiled.snapshot_hash,
                 "compiled": id(compiled),
             }
         else:
-            row = AdvisorConfig.objects.get(pk=command["advisor"])
-            row.order = command["order"]
-            row.save()
+            chain = AdvisorChain.objects.get(slug=command["slug"])
+            version = chain.versions.get(number=command["version"])
+            move_label(chain, command["label"], version, reason="from another process")
             answer = {"ok": True}
         print(json.dumps(answer), flush=True)
 

@@ -354,7 +354,8 @@ async def test_a_message_right_after_done_is_accepted(socket: Any, chain: Any) -
             '{"type": "message", "text": "hi", "conversationId": "x"}',
             {
                 "conversationId": [
-                    "Unknown field. Known fields: conversation_id, params, text, type."
+                    "Unknown field. Known fields: "
+                    "conversation_id, label, params, text, type, version."
                 ]
             },
         ),

@@ -1,4 +1,4 @@
-"""Chain lint rules, each by its stable id, and the system check that runs them."""
+"""Chain lint rules over snapshots, each by its stable id, and the system check that runs them."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 from django.core.checks import run_checks
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from advisors_app.core import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, RecordingAdvisor
-from advisors_app.lint import format_order, lint_chain
+from advisors_app.definition import LintMessage, check, lint, resolve_draft
 from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
+from advisors_app.orders import format_order
 from advisors_app.registry import AdvisorType, advisor_types
 from tests.factories import make_chain
 
@@ -22,11 +25,14 @@ H = HIGHEST_PRECEDENCE
 def role_types() -> Iterator[None]:
     """Types with each role the lint knows, registered for the test only."""
 
-    def make(key: str, order: int, **kwargs: object) -> AdvisorType:
+    def broken(spec: object) -> RecordingAdvisor:
+        raise RuntimeError("the factory refuses")
+
+    def make(key: str, order: int, factory_error: bool = False, **kwargs: object) -> AdvisorType:
         return AdvisorType(
             key=key,
             label=key,
-            factory=lambda spec: RecordingAdvisor(key, spec.order),
+            factory=broken if factory_error else lambda spec: RecordingAdvisor(key, spec.order),
             default_order=order,
             **kwargs,  # type: ignore[arg-type]
         )
@@ -36,6 +42,8 @@ def role_types() -> Iterator[None]:
         make("t_tool", H + 300, roles=frozenset({"tool"})),
         make("t_guard", 0, roles=frozenset({"guard"})),
         make("t_rag", 0, roles=frozenset({"rag"})),
+        make("t_rewrite", 0, roles=frozenset({"rewrite"})),
+        make("t_broken", 0, factory_error=True),
         make("t_audit", 0, after_side_effects=True, stream_safe=False),
         make("t_safe_audit", 0, after_side_effects=True),
         make(
@@ -68,6 +76,11 @@ def rows(*specs: tuple) -> list[AdvisorConfig]:
         enabled = rest[1] if len(rest) > 1 else True
         made.append(AdvisorConfig(advisor_type=key, order=order, params=params, enabled=enabled))
     return made
+
+
+def lint_chain(chain_rows: list[AdvisorConfig]) -> list[LintMessage]:
+    """Lint unsaved rows as the admin does: resolve the draft's snapshot, then lint it."""
+    return lint(resolve_draft(AdvisorChain(slug="linted"), chain_rows))
 
 
 def ids(chain_rows: list[AdvisorConfig]) -> list[str]:
@@ -175,7 +188,7 @@ def test_manage_py_check_reports_every_stored_chain() -> None:
     AdvisorConfig.objects.create(chain=chain, advisor_type="t_memory", params={})
     found = [m for m in run_checks(databases=["default"]) if m.id.startswith("advisors_app.")]
     assert sorted(m.id for m in found) == ["advisors_app.E101", "advisors_app.W103"]
-    assert all(m.obj == chain and m.msg.startswith("Chain 'bad-chain': ") for m in found)
+    assert all(m.obj == chain and m.msg.startswith("Chain 'bad-chain' (draft): ") for m in found)
     assert not [m for m in run_checks() if m.id in {"advisors_app.E101", "advisors_app.W103"}]
 
 
@@ -183,4 +196,53 @@ def test_manage_py_check_reports_a_tool_that_is_no_longer_registered() -> None:
     chain = make_chain("tooled")
     AdvisorChain.objects.filter(pk=chain.pk).update(tools=["retired_tool"])  # as after an upgrade
     [found] = [m for m in run_checks(databases=["default"]) if m.id == "advisors_app.E111"]
-    assert found.msg.startswith("Chain 'tooled': Unknown tool(s): retired_tool.")
+    assert found.msg.startswith("Chain 'tooled' (draft): unknown tool(s): retired_tool.")
+
+
+def test_manage_py_check_reports_a_labelled_version_that_no_longer_builds() -> None:
+    chain = make_chain("uses-a-plugin", advisors=(("t_guard", {}),))
+    advisor_types.unregister("t_guard")  # as after removing an app that registered the type
+    found = [m for m in run_checks(databases=["default"]) if m.id == "advisors_app.E108"]
+    assert {m.msg.split(":")[0] for m in found} == {
+        "Chain 'uses-a-plugin' (draft)",
+        "Chain 'uses-a-plugin' v1 (production)",
+    }
+    assert chain.versions.count() == 1
+
+
+def test_lint_and_compile_read_no_database() -> None:
+    PromptTemplate.objects.create(slug="qa", text="{query} {context}")
+    SensitiveWordList.objects.create(slug="bad", words=["bomb"])
+    snapshot = resolve_draft(
+        AdvisorChain(slug="linted"),
+        rows(("safe_guard", None, {"word_lists": ["bad"]}), ("t_template", 0, {"template": "qa"})),
+    )
+    with CaptureQueriesContext(connection) as queries:
+        checked = check(snapshot)
+    assert checked.messages == () and checked.compiled is not None
+    assert len(queries) == 0, [q["sql"] for q in queries]
+
+
+def test_e113_a_factory_that_fails_is_a_lint_error_naming_the_advisor() -> None:
+    snapshot = resolve_draft(AdvisorChain(slug="linted"), rows(("t_guard", 0), ("t_broken", 0)))
+    assert lint(snapshot) == []
+    checked = check(snapshot)
+    [error] = checked.errors
+    assert error.id == "advisors_app.E113" and checked.compiled is None
+    assert "advisor #2 (t_broken): RuntimeError: the factory refuses" in error.message
+
+
+def test_w114_a_rewriter_inside_retrieval_resends_the_context() -> None:
+    messages = lint_chain(rows(("t_rag", 0), ("t_rewrite", 10)))
+    assert [(m.id, m.level) for m in messages] == [("advisors_app.W114", "warning")]
+    assert "rewrites and sends again the whole retrieved context" in messages[0].message
+    assert "smaller order than advisor #1 (t_rag)" in messages[0].hint
+    assert ids(rows(("t_rewrite", -10), ("t_rag", 0))) == []
+
+
+def test_e115_default_options_the_chat_options_refuse() -> None:
+    snapshot = resolve_draft(
+        AdvisorChain(slug="linted", default_options={"temperature": "hot"}), []
+    )
+    [message] = lint(snapshot)
+    assert message.id == "advisors_app.E115" and "temperature" in message.message

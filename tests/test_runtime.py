@@ -1,4 +1,5 @@
-"""Building chains from rows, the per-process cache, and its invalidation across processes."""
+"""Serving chain versions: labels, the per-process cache by snapshot hash, and label moves seen
+across processes."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.db.models import ProtectedError, RestrictedError
 from django.test import override_settings
 
-from advisors_app.configuration import refresh_chain
 from advisors_app.core import UserMessage
+from advisors_app.definition import PublishError, move_label, publish, rollback
 from advisors_app.models import (
+    PRODUCTION,
     AdvisorChain,
     AdvisorConfig,
     ChatModelConfig,
@@ -23,11 +27,14 @@ from advisors_app.models import (
     PromptTemplate,
     SensitiveWordList,
 )
+from advisors_app.models.versions import ImmutableVersionError
 from advisors_app.registry import AdvisorType, advisor_types
 from advisors_app.runtime import (
+    DRAFT,
     ChainConfigurationError,
     ChainNotFound,
     CompiledChain,
+    VersionNotFound,
     clear_cache,
     load_chain,
 )
@@ -66,49 +73,63 @@ def test_a_stored_chain_answers_with_its_system_options_and_advisors_in_order() 
 
 
 @pytest.mark.django_db
-def test_the_built_chain_is_cached_until_its_configuration_changes() -> None:
+def test_the_built_chain_is_cached_by_version_and_edits_wait_for_publishing() -> None:
     chain = make_chain(advisors=(("append", {"text": "!"}),))
     first = load_chain(chain.slug)
     assert load_chain(chain.slug) is first
     row = chain.advisors.get()
     row.params = {"text": "?"}
     row.save()
+    assert load_chain(chain.slug) is first  # the draft changed, production did not
+    assert load_chain(chain.slug, version=DRAFT).client.chat_model is not first.client.chat_model
+    version, created = publish(chain, message="question mark")
+    assert created and version.number == 2
+    assert load_chain(chain.slug) is first  # published, not promoted
+    assert load_chain(chain.slug, version=2).snapshot_hash == version.snapshot_hash
+    move_label(chain, PRODUCTION, version)
     second = load_chain(chain.slug)
-    assert second is not first
-    assert second.config_hash != first.config_hash
+    assert second is not first and second.snapshot_hash != first.snapshot_hash
     assert ask(second) == "Hello!"
     assert second.client.chat_model.prompts[-1].user_message.text == "hi?"
+    # Publishing again without a change stores nothing new.
+    assert publish(chain) == (version, False)
 
 
 @pytest.mark.django_db
-def test_unknown_and_disabled_chains_are_not_found() -> None:
+def test_unknown_disabled_and_unpublished_chains() -> None:
     with pytest.raises(ChainNotFound):
         load_chain("nope")
     make_chain("off", enabled=False)
     with pytest.raises(ChainNotFound):
         load_chain("off")
+    make_chain("unpublished", publish=False)
+    with pytest.raises(VersionNotFound, match="has no published version yet"):
+        load_chain("unpublished")
+    make_chain("labelled")
+    with pytest.raises(VersionNotFound, match="has no label 'staging'"):
+        load_chain("labelled", label="staging")
+    with pytest.raises(VersionNotFound, match="has no version 7"):
+        load_chain("labelled", version=7)
 
 
 @pytest.mark.django_db
-def test_a_chain_that_cannot_be_built_says_which_advisor_and_why() -> None:
+def test_a_chain_that_cannot_be_built_cannot_be_published_and_says_why() -> None:
     chain = make_chain()
     row = AdvisorConfig.objects.create(chain=chain, advisor_type="vanished", params={})
-    with pytest.raises(
-        ChainConfigurationError, match=f"advisor {row.pk} has the unregistered type 'vanished'"
-    ):
-        load_chain(chain.slug)
+    with pytest.raises(PublishError, match=r"E108: advisor #1 \(vanished\): unknown advisor"):
+        publish(chain)
     row.advisor_type, row.params = "append", {"text": 1}
     row.save()
-    with pytest.raises(ChainConfigurationError, match=r"params.text: 1 is not of type 'string'"):
-        load_chain(chain.slug)
+    with pytest.raises(PublishError, match=r"params.text: 1 is not of type 'string'"):
+        publish(chain)
     row.params = {"text": "!", "note": "missing"}
     row.save()
-    with pytest.raises(
-        ChainConfigurationError, match=r"params\.note: no sensitive-word list with slug 'missing'"
-    ):
-        load_chain(chain.slug)
+    with pytest.raises(PublishError, match=r"params\.note: no sensitive-word list with slug"):
+        publish(chain)
     SensitiveWordList.objects.create(slug="missing", words=["x"])
-    assert ask(load_chain(chain.slug)) == "Hello!"
+    version, _ = publish(chain)
+    assert ask(load_chain(chain.slug, version=version.number)) == "Hello!"
+    assert chain.versions.count() == 2
 
 
 class _Broken:
@@ -117,18 +138,73 @@ class _Broken:
 
 
 @pytest.mark.django_db
-def test_an_advisor_factory_that_fails_names_its_row_and_error() -> None:
+def test_an_advisor_factory_that_fails_blocks_publishing_naming_its_row_and_error() -> None:
     advisor_types.register(AdvisorType(key="broken", label="Broken", factory=lambda s: _Broken(0)))
     try:
-        row = AdvisorConfig.objects.create(chain=make_chain(), advisor_type="broken", params={})
-        with pytest.raises(ChainConfigurationError) as caught:
-            load_chain("support")
-        assert str(caught.value) == (
-            f"chain 'support', advisor {row.pk} (broken): AttributeError: "
+        chain = make_chain(publish=False)
+        AdvisorConfig.objects.create(chain=chain, advisor_type="broken", params={})
+        with pytest.raises(PublishError) as caught:
+            publish(chain)
+        [error] = caught.value.messages
+        assert error.id == "advisors_app.E113"
+        assert error.message == (
+            "the chain cannot be built: advisor #1 (broken): AttributeError: "
             "'_Broken' object has no attribute 'missing_attribute'"
         )
+        assert not chain.versions.exists()
     finally:
         advisor_types.unregister("broken")
+
+
+@pytest.mark.django_db
+def test_editing_a_referenced_template_never_changes_what_production_serves() -> None:
+    template = PromptTemplate.objects.create(slug="sys", text="You are terse.")
+    chain = make_chain(system_template=template)
+    assert load_chain(chain.slug).client.default_system == "You are terse."
+    template.text = "You are chatty."
+    template.save()
+    clear_cache()  # even rebuilt from the database, production keeps its own copy
+    assert load_chain(chain.slug).client.default_system == "You are terse."
+    assert load_chain(chain.slug, version=DRAFT).client.default_system == "You are chatty."
+
+
+@pytest.mark.django_db
+def test_rows_a_labelled_version_refers_to_cannot_be_deleted() -> None:
+    Collection.objects.create(slug="kb", name="KB")
+    words = SensitiveWordList.objects.create(slug="bad", words=["bomb"])
+    make_chain(
+        advisors=(
+            ("question_answer", {"collection": "kb"}),
+            ("safe_guard", {"word_lists": ["bad"]}),
+        )
+    )
+    # Refused inside the delete's own transaction: the caller's transaction is left usable
+    # only when it wraps the delete in a savepoint, as with any database error.
+    with (
+        pytest.raises(ProtectedError, match=r"chain 'support' v1 \(production\) refer to it"),
+        transaction.atomic(),
+    ):
+        Collection.objects.get(slug="kb").delete()
+    with (
+        pytest.raises(ProtectedError, match="Cannot delete sensitive-word list 'bad'"),
+        transaction.atomic(),
+    ):
+        words.delete()
+    assert Collection.objects.filter(slug="kb").exists()
+    # A row only a draft refers to may go (the draft's lint reports it).
+    spare = SensitiveWordList.objects.create(slug="spare", words=["x"])
+    spare.delete()
+
+
+@pytest.mark.django_db
+def test_versions_are_immutable_and_kept_while_referenced() -> None:
+    chain = make_chain()
+    version = chain.versions.get()
+    version.message = "rewritten"
+    with pytest.raises(ImmutableVersionError):
+        version.save()
+    with pytest.raises(RestrictedError):
+        version.delete()  # production points at it
 
 
 @pytest.mark.django_db
@@ -188,26 +264,29 @@ class Worker:
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_change_made_in_one_process_is_used_by_another_on_its_next_request() -> None:
+def test_a_label_moved_in_one_process_is_served_by_another_on_its_next_request() -> None:
     chain = make_chain(advisors=(("append", {"text": " [a]"}, 1), ("append", {"text": " [b]"}, 2)))
-    first_row = chain.advisors.get(params__text=" [a]")
+    chain.advisors.filter(params__text=" [a]").update(order=3)
+    publish(chain, message="b before a")
     reader, writer = Worker(), Worker()
     try:
         one = reader.send(op="run", slug=chain.slug)
         assert one["user_text"] == "hi [a] [b]"
         again = reader.send(op="run", slug=chain.slug)
-        assert again["compiled"] == one["compiled"]  # cached: no rebuild without a change
+        assert again["compiled"] == one["compiled"]  # cached: no rebuild without a move
 
-        assert writer.send(op="set_order", advisor=first_row.pk, order=3) == {"ok": True}
-        changed = reader.send(op="run", slug=chain.slug)
-        assert changed["user_text"] == "hi [b] [a]"
-        assert changed["config_hash"] != one["config_hash"]
-        assert changed["compiled"] != one["compiled"]
+        assert writer.send(op="move", slug=chain.slug, label="production", version=2) == {
+            "ok": True
+        }
+        moved = reader.send(op="run", slug=chain.slug)
+        assert moved["user_text"] == "hi [b] [a]"
+        assert moved["snapshot_hash"] != one["snapshot_hash"]
 
-        # And back from this process: both workers follow the stored hash.
-        first_row.order = 1
-        first_row.save()
-        assert reader.send(op="run", slug=chain.slug)["user_text"] == "hi [a] [b]"
+        # Rolled back from this process: both workers follow the label, and the reader
+        # serves the version it built before without building it again.
+        rollback(chain, PRODUCTION, reason="b before a was wrong")
+        back = reader.send(op="run", slug=chain.slug)
+        assert back["user_text"] == "hi [a] [b]" and back["compiled"] == one["compiled"]
         assert writer.send(op="run", slug=chain.slug)["user_text"] == "hi [a] [b]"
     finally:
         reader.close()
@@ -217,18 +296,18 @@ def test_a_change_made_in_one_process_is_used_by_another_on_its_next_request() -
 @pytest.mark.django_db
 def test_without_a_chat_model_the_default_alias_from_settings_is_used() -> None:
     chain = AdvisorChain.objects.create(slug="plain", name="Plain")
+    publish(chain)
     assert type(load_chain("plain").client.chat_model).__name__ == "SmolLm2ChatModel"
     scripted = {"provider": "scripted", "responses": ["From settings."]}
     with override_settings(
         ADVISORS={"CHAT_MODELS": {"fake": scripted}, "DEFAULT_CHAT_MODEL": "fake"}
     ):
-        refresh_chain(chain)
-        assert ask(load_chain("plain")) == "From settings."
+        assert ask(load_chain("plain", version=DRAFT)) == "From settings."
         # A model-config row with the alias's slug wins over the settings.
         ChatModelConfig.objects.create(
             slug="fake", provider="scripted", settings={"responses": ["From the row."]}
         )
-        assert ask(load_chain("plain")) == "From the row."
+        assert ask(load_chain("plain", version=DRAFT)) == "From the row."
 
 
 @pytest.mark.django_db
@@ -244,5 +323,7 @@ def test_embedding_models_must_match_the_stored_dimensions() -> None:
     advisor = chain.advisors.get()
     advisor.params = {"collection": "kb", "embedding_model": "big"}
     advisor.save()
+    with pytest.raises(PublishError, match="1536"):
+        publish(chain)
     with pytest.raises(ChainConfigurationError, match="1536"):
-        load_chain(chain.slug)
+        load_chain(chain.slug, version=DRAFT)

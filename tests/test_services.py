@@ -95,6 +95,7 @@ async def test_call_answers_persists_the_turn_and_logs_it(chain: Any, user: Any)
         "metadata": {},
         "finish_reason": "STOP",
         "trace_id": result.trace_id,
+        "version": 1,
     }
     key = f"{user.pk}:{result.conversation_id}"
     assert await atranscript(key) == [

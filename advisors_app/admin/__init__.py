@@ -1,5 +1,5 @@
-"""The app's admin: chains (with the playground), what they refer to, logs, conversations and
-documents (with upload).
+"""The app's admin: chains (with their versions, labels and the playground), what they refer
+to, logs, conversations and documents (with upload).
 
 Importing this package registers every ``ModelAdmin`` with the default admin site.
 """
@@ -15,11 +15,15 @@ from advisors_app.admin.resources import (
     PromptTemplateAdmin,
     SensitiveWordListAdmin,
 )
+from advisors_app.admin.versions import ChainLabelAdmin, ChainLabelEventAdmin, ChainVersionAdmin
 
 __all__ = [
     "AdvisorChainAdmin",
     "AdvisorConfigInline",
     "CallLogAdmin",
+    "ChainLabelAdmin",
+    "ChainLabelEventAdmin",
+    "ChainVersionAdmin",
     "ChatModelConfigAdmin",
     "CollectionAdmin",
     "ConversationAdmin",

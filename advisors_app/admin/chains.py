@@ -1,4 +1,5 @@
-"""Admin of chains: advisor rows inline, the chain lint, the type reference and the playground."""
+"""Admin of chains: advisor rows inline, the chain lint, the type reference, the version
+workflow (:mod:`advisors_app.admin.publishing`) and the playground."""
 
 from __future__ import annotations
 
@@ -22,12 +23,14 @@ from advisors_app.admin.forms import (
     params_help,
     pretty_json,
 )
+from advisors_app.admin.publishing import ChainWorkflowAdmin
 from advisors_app.admin.traces import trace_rows
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
 from advisors_app.core.serialization import to_jsonable
+from advisors_app.definition import Checked, check_draft
 from advisors_app.events import TurnError, error_event
-from advisors_app.lint import format_order, lint_chain
 from advisors_app.models import AdvisorChain, AdvisorConfig, CallLog
+from advisors_app.orders import format_order
 from advisors_app.registry import advisor_types
 from advisors_app.services import call_turn
 
@@ -73,8 +76,17 @@ def type_reference() -> list[dict[str, Any]]:
     ]
 
 
+def draft_check(chain: AdvisorChain) -> Checked:
+    """``check_draft(chain)``, run once per loaded chain: the page's lint field and its
+    draft-vs-production banner read the same result."""
+    checked: Checked | None = chain.__dict__.get("_draft_check")
+    if checked is None:
+        checked = chain.__dict__["_draft_check"] = check_draft(chain)
+    return checked
+
+
 @admin.register(AdvisorChain)
-class AdvisorChainAdmin(admin.ModelAdmin):
+class AdvisorChainAdmin(ChainWorkflowAdmin):
     form = AdvisorChainForm
     formfield_overrides = TEXTAREA_OVERRIDES
     inlines = [AdvisorConfigInline]
@@ -83,12 +95,13 @@ class AdvisorChainAdmin(admin.ModelAdmin):
     list_filter = ("enabled", "chat_model")
     search_fields = ("slug", "name", "description")
     prepopulated_fields = {"slug": ("name",)}
-    readonly_fields = ("lint", "config_hash")
+    readonly_fields = ("lint",)
     fieldsets = (
         (None, {"fields": ("slug", "name", "description", "enabled")}),
         ("Model and prompt", {"fields": ("chat_model", "system_prompt", "system_template")}),
         ("Options and tools", {"fields": ("default_options", "tools")}),
-        ("Checks", {"fields": ("lint", "config_hash")}),
+        ("Versions", {"fields": ("version_policy",)}),
+        ("Checks", {"fields": ("lint",)}),
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AdvisorChain]:
@@ -102,7 +115,7 @@ class AdvisorChainAdmin(admin.ModelAdmin):
     def lint(self, obj: AdvisorChain) -> str:
         if obj.pk is None:
             return "Runs when the chain is saved."
-        return lint_list(lint_chain(obj.advisors.all()))
+        return lint_list(list(draft_check(obj).messages))
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
@@ -115,7 +128,10 @@ class AdvisorChainAdmin(admin.ModelAdmin):
         self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
     ) -> HttpResponse:
         context["advisor_types"] = type_reference()
-        context["playground_form"] = PlaygroundForm()
+        chain = context.get("original")
+        context["playground_form"] = PlaygroundForm(chain=chain)
+        if chain is not None and chain.pk is not None:
+            context.update(self.version_panel(request, chain, draft_check(chain)))
         return super().render_change_form(request, context, *args, **kwargs)
 
     def get_urls(self) -> list[URLPattern]:
@@ -127,14 +143,15 @@ class AdvisorChainAdmin(admin.ModelAdmin):
         return [playground, *super().get_urls()]
 
     def playground_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Send a message through the stored chain; show the reply, final prompt and trace."""
+        """Send a message through the draft, a label or a version; show the reply, final prompt
+        and trace."""
         chain = self.get_object(request, object_id)
         if chain is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         # Running a chain spends model time (and money): editors only.
         if not self.has_change_permission(request, chain):
             raise PermissionDenied
-        form = PlaygroundForm(request.POST or None)
+        form = PlaygroundForm(request.POST or None, chain=chain)
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -144,19 +161,25 @@ class AdvisorChainAdmin(admin.ModelAdmin):
             "change_url": reverse("admin:advisors_app_advisorchain_change", args=[chain.pk]),
         }
         if request.method == "POST" and form.is_valid():
-            outcome = self._run(request, chain, form.cleaned_data)
+            outcome = self._run(request, chain, form.cleaned_data, form.target())
             context.update(outcome)
             if "result" in outcome:  # the next message continues this conversation
                 context["form"] = PlaygroundForm(
                     initial={
+                        "run": form.cleaned_data["run"],
                         "conversation_id": outcome["result"].conversation_id,
                         "params": form.cleaned_data["params"] or None,
-                    }
+                    },
+                    chain=chain,
                 )
         return TemplateResponse(request, "admin/advisors_app/advisorchain/playground.html", context)
 
     def _run(
-        self, request: HttpRequest, chain: AdvisorChain, data: dict[str, Any]
+        self,
+        request: HttpRequest,
+        chain: AdvisorChain,
+        data: dict[str, Any],
+        target: dict[str, Any],
     ) -> dict[str, Any]:
         try:
             result = async_to_sync(call_turn)(
@@ -165,6 +188,7 @@ class AdvisorChainAdmin(admin.ModelAdmin):
                 data["message"],
                 conversation_id=data["conversation_id"] or None,
                 params=data["params"],
+                **target,
             )
         except TurnError as exc:
             return {"refused": exc}
@@ -172,8 +196,10 @@ class AdvisorChainAdmin(admin.ModelAdmin):
             event = error_event(exc)
             return {"failure": {"type": type(exc).__name__, "detail": str(exc), "code": event.code}}
         log = CallLog.objects.filter(trace_id=result.trace_id).first()
+        ran = "the draft" if result.version is None else f"v{result.version}"
         return {
             "result": result,
+            "ran": f"{ran} (label {target['label']})" if "label" in target else ran,
             "metadata": pretty_json(result.metadata),
             "prompt_messages": (result.prompt or {}).get("messages", []),
             "prompt_options": pretty_json((result.prompt or {}).get("options")),

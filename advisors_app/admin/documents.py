@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
+from advisors_app.admin.protected import ReferencedByVersionsAdmin
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
 from advisors_app.ingestion import ingest_bytes
 from advisors_app.models import Collection, Document
@@ -35,7 +36,7 @@ class UploadForm(forms.Form):
 
 
 @admin.register(Collection)
-class CollectionAdmin(admin.ModelAdmin):
+class CollectionAdmin(ReferencedByVersionsAdmin):
     list_display = ("slug", "name", "owner", "tenant", "document_total", "updated_at")
     search_fields = ("slug", "name", "description")
     list_filter = ("tenant",)

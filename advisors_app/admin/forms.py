@@ -12,12 +12,15 @@ from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
 from django.forms.models import BaseInlineFormSet
 from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
 
 from advisors_app.admin.widgets import Textarea
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
-from advisors_app.lint import LintMessage, format_order, lint_chain
+from advisors_app.definition import LintMessage, check_draft
 from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
+from advisors_app.orders import format_order
 from advisors_app.registry import advisor_types, schema_help
+from advisors_app.runtime import DRAFT
 from advisors_app.tools import tool_registry
 from advisors_app.validation import printable
 
@@ -30,6 +33,7 @@ __all__ = [
     "PromptTemplateForm",
     "SensitiveWordListForm",
     "params_help",
+    "ref_choices",
 ]
 
 _RELATIVE = re.compile(r"^(HIGHEST|LOWEST)(?:_PRECEDENCE)?\s*(?:([+-])\s*(\d+))?$", re.IGNORECASE)
@@ -151,7 +155,7 @@ class AdvisorConfigForm(forms.ModelForm):
 
 
 class AdvisorConfigFormSet(BaseInlineFormSet):
-    """The chain's advisor rows; runs the chain lint over the rows as they would be saved."""
+    """The chain's advisor rows; checks the draft (lint, then compile) as it would be saved."""
 
     lint_messages: list[LintMessage]
 
@@ -167,7 +171,7 @@ class AdvisorConfigFormSet(BaseInlineFormSet):
             if self.can_delete and self._should_delete_form(form):
                 continue
             rows.append(form.instance)
-        self.lint_messages = lint_chain(rows)
+        self.lint_messages = list(check_draft(self.instance, rows).messages)
         errors = [str(m) for m in self.lint_messages if m.is_error]
         if errors:
             raise ValidationError(errors)
@@ -200,6 +204,7 @@ class AdvisorChainForm(forms.ModelForm):
             "system_template",
             "default_options",
             "tools",
+            "version_policy",
         ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -241,9 +246,40 @@ class PromptTemplateForm(forms.ModelForm):
         widgets = {"text": Textarea(attrs={"rows": 14, "class": "vLargeTextField"})}
 
 
-class PlaygroundForm(forms.Form):
-    """A message sent through the stored chain from its admin page."""
+def ref_choices(chain: AdvisorChain | None) -> list[tuple[str, Any]]:
+    """Grouped choices of what of ``chain`` to run or compare: the draft, each label, each
+    version (newest first).
 
+    Values are the references :func:`advisors_app.definition.resolve_snapshot` reads:
+    ``draft``, a label name or a version number.
+    """
+    choices: list[tuple[str, Any]] = [(DRAFT, "Draft (the saved rows)")]
+    if chain is None or chain.pk is None:
+        return choices
+    labels = [
+        (label.name, f"{label.name} (v{label.version.number})")
+        for label in chain.labels.select_related("version").order_by("name")
+    ]
+    versions = [
+        (str(number), f"v{number}: {Truncator(message).chars(60)}" if message else f"v{number}")
+        for number, message in chain.versions.order_by("-number").values_list("number", "message")
+    ]
+    if labels:
+        choices.append(("Labels", labels))
+    if versions:
+        choices.append(("Versions", versions))
+    return choices
+
+
+class PlaygroundForm(forms.Form):
+    """A message sent from the chain's admin page through its draft, a label or a version."""
+
+    run = forms.ChoiceField(
+        required=False,
+        initial=DRAFT,
+        help_text="The draft runs the rows as saved, before publishing; a label runs the "
+        "version it points at.",
+    )
     message = forms.CharField(widget=Textarea(attrs={"rows": 3, "cols": 80}), strip=False)
     conversation_id = forms.CharField(
         required=False, help_text="Blank: a new conversation. Reuse the id to continue one."
@@ -254,9 +290,22 @@ class PlaygroundForm(forms.Form):
         help_text='Request params, e.g. {"options": {"temperature": 0.2}}.',
     )
 
+    def __init__(self, *args: Any, chain: AdvisorChain | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["run"].choices = ref_choices(chain)
+
     def clean_params(self) -> Any:
         value = self.cleaned_data.get("params")
         return {} if value is None else value
+
+    def target(self) -> dict[str, Any]:
+        """``call_turn``'s ``label`` or ``version`` for the chosen ``run`` (blank: the draft)."""
+        ref = self.cleaned_data.get("run") or DRAFT
+        if ref == DRAFT:
+            return {"version": DRAFT}
+        if ref.isdigit():
+            return {"version": int(ref)}
+        return {"label": ref}
 
 
 def pretty_json(value: Any) -> str:

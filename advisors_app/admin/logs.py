@@ -35,6 +35,7 @@ class CallLogAdmin(ReadOnlyAdmin):
     list_display = (
         "created",
         "chain_slug",
+        "ran",
         "user",
         "mode",
         "status",
@@ -46,10 +47,11 @@ class CallLogAdmin(ReadOnlyAdmin):
     list_filter = ("status", "mode", "chain_slug", "created", "error_type")
     date_hierarchy = "created"
     search_fields = ("trace_id", "conversation_id", "error_message", "user__username")
-    list_select_related = ("user",)
+    list_select_related = ("user", "chain_version")
     fields = (
         "created",
         "chain_link",
+        "ran",
         "config_hash",
         "user",
         "conversation_link",
@@ -78,6 +80,14 @@ class CallLogAdmin(ReadOnlyAdmin):
     @admin.display(description="Chain")
     def chain_link(self, obj: CallLog) -> str:
         return chain_link(obj.chain, obj.chain_slug)
+
+    @admin.display(description="Ran")
+    def ran(self, obj: CallLog) -> str:
+        """The version and the label asked for; ``draft`` for the editable rows, ``-`` for a
+        turn logged before chains had versions."""
+        if obj.chain_version_id is None:
+            return obj.label or "-"
+        return f"{obj.chain_version} ({obj.label})" if obj.label else str(obj.chain_version)
 
     @admin.display(description="Conversation")
     def conversation_link(self, obj: CallLog) -> str:
@@ -127,7 +137,15 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_filter = ("updated_at",)
     search_fields = ("conversation_id", "title", "owner__username")
     list_select_related = ("owner",)
-    fields = ("public_id", "conversation_id", "owner", "title", "created_at", "updated_at")
+    fields = (
+        "public_id",
+        "conversation_id",
+        "owner",
+        "title",
+        "chain_version",
+        "created_at",
+        "updated_at",
+    )
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:

@@ -1,4 +1,8 @@
-"""Admin of what chains refer to: model configurations, sensitive-word lists, templates."""
+"""Admin of what chains refer to: model configurations, sensitive-word lists, templates.
+
+None of them can be deleted while a labelled chain version refers to it (the delete page says
+which); editing one changes drafts, never what a label serves.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from django.db import models
 from django.utils.html import format_html
 
 from advisors_app.admin.forms import PromptTemplateForm, SensitiveWordListForm
+from advisors_app.admin.protected import ReferencedByVersionsAdmin
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
 from advisors_app.models import (
     ChatModelConfig,
@@ -24,7 +29,7 @@ __all__ = [
 ]
 
 
-class ModelConfigAdmin(admin.ModelAdmin):
+class ModelConfigAdmin(ReferencedByVersionsAdmin):
     """Shows whether the key's environment variable is set in this process — never its value."""
 
     list_display = ("slug", "name", "provider", "model", "api_key_env", "key_status", "updated_at")
@@ -79,7 +84,7 @@ class EmbeddingModelConfigAdmin(ModelConfigAdmin):
 
 
 @admin.register(SensitiveWordList)
-class SensitiveWordListAdmin(admin.ModelAdmin):
+class SensitiveWordListAdmin(ReferencedByVersionsAdmin):
     form = SensitiveWordListForm
     formfield_overrides = TEXTAREA_OVERRIDES
     list_display = ("slug", "name", "word_count", "updated_at")
@@ -91,7 +96,7 @@ class SensitiveWordListAdmin(admin.ModelAdmin):
 
 
 @admin.register(PromptTemplate)
-class PromptTemplateAdmin(admin.ModelAdmin):
+class PromptTemplateAdmin(ReferencedByVersionsAdmin):
     form = PromptTemplateForm
     formfield_overrides = TEXTAREA_OVERRIDES
     list_display = ("slug", "name", "placeholder_list", "updated_at")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisors_app.lint import format_order
+from advisors_app.orders import format_order
 
 __all__ = ["trace_rows"]
 

@@ -11,7 +11,10 @@ Every error body is::
 - ``code``: a stable, machine-readable string: DRF's codes (``parse_error``,
   ``not_authenticated``, ``authentication_failed``, ``permission_denied``, ``not_found``,
   ``method_not_allowed``, ``not_acceptable``, ``unsupported_media_type``, ``throttled``), the
-  turn service's (``invalid``, ``chain_not_found``, ``chain_misconfigured``), the provider codes
+  turn service's (``invalid``, ``chain_not_found``, ``chain_misconfigured``), ``conflict`` and
+  ``protected`` (409: the request does not fit the current state, or a delete is refused
+  because other rows — a labelled chain version, a conversation — refer to the row), the
+  provider codes
   of :func:`advisors_app.events.error_event` (``rate_limited``, ``provider_timeout``,
   ``provider_unreachable``, ``provider_unavailable``, ``provider_malformed_response``,
   ``provider_authentication``, ``provider_bad_request``, ``provider_error``), ``output_invalid``
@@ -38,6 +41,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db.models import ProtectedError, RestrictedError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers, status
@@ -49,6 +53,7 @@ from advisors_app.validation import printable
 
 __all__ = [
     "PROVIDER_HTTP_STATUS",
+    "Conflict",
     "ErrorSerializer",
     "api_exception_handler",
     "api_not_found",
@@ -71,6 +76,15 @@ PROVIDER_HTTP_STATUS: dict[str, int] = {
     "provider_error": status.HTTP_502_BAD_GATEWAY,
     "output_invalid": status.HTTP_502_BAD_GATEWAY,
 }
+
+
+class Conflict(exceptions.APIException):
+    """Raised when a request does not fit the current state (409): nothing to roll back to, or
+    a delete that other rows refuse (code ``protected``)."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state."
+    default_code = "conflict"
 
 
 def error_body(
@@ -168,7 +182,8 @@ def _from_api_exception(exc: exceptions.APIException) -> Response:
 def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response:
     """DRF exception handler: every exception becomes the one error shape, never HTML.
 
-    Handles DRF's exceptions, Django's ``Http404``/``PermissionDenied``, a body over
+    Handles DRF's exceptions, Django's ``Http404``/``PermissionDenied``, a delete refused by
+    ``ProtectedError``/``RestrictedError`` (409 ``protected``, with Django's message), a body over
     ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413 ``too_large``), JSON nested too deeply to parse (400
     ``parse_error``),
     :class:`~advisors_app.events.TurnError` (its ``http_status``), provider errors of a
@@ -181,6 +196,9 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(*exc.args)
+    elif isinstance(exc, (ProtectedError, RestrictedError)):
+        # Views that delete say which rows protect the target; this is the net under them.
+        exc = Conflict(str(exc.args[0]), code="protected")
     elif isinstance(exc, RequestDataTooBig):  # over DATA_UPLOAD_MAX_MEMORY_SIZE
         body = error_body("too_large", f"The request body is too large: {exc}")
         return Response(body, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)

@@ -3,8 +3,10 @@
 Chat requests are not validated here: the turn service validates them (the same messages for
 REST, websocket and admin), so :class:`ChatRequestSerializer` and the chat responses only
 describe the JSON for the OpenAPI schema. Chain writes validate through the registry
-(:func:`advisors_app.registry.params_errors`), the model's own ``clean()`` and the chain lint
-(:func:`advisors_app.lint.lint_chain`), so the API, the admin and the runtime agree.
+(:func:`advisors_app.registry.params_errors`), the model's own ``clean()`` and the definition
+pipeline (:func:`advisors_app.definition.check_draft`: lint and compile), so the API, the admin
+and the runtime agree. Versions and labels are read-only here: every write goes through
+:mod:`advisors_app.definition` in the views.
 """
 
 from __future__ import annotations
@@ -14,16 +16,20 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
+from django.db.models import Max, Prefetch, QuerySet
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from advisors_app.conversations import public_conversation_id
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from advisors_app.core.vectorstore import Filter, FilterExpressionTextParser
-from advisors_app.lint import lint_chain
+from advisors_app.definition import check_draft, resolve_draft, snapshot_hash
 from advisors_app.models import (
+    PRODUCTION,
     AdvisorChain,
     AdvisorConfig,
+    ChainLabel,
+    ChainVersion,
     ChatMessage,
     ChatModelConfig,
     Collection,
@@ -32,13 +38,23 @@ from advisors_app.models import (
     PromptTemplate,
 )
 from advisors_app.registry import params_errors
-from advisors_app.runtime import ChainConfigurationError, ChainNotFound, load_chain
+from advisors_app.runtime import (
+    ChainConfigurationError,
+    ChainNotFound,
+    VersionNotFound,
+    load_chain,
+)
 from advisors_app.validation import text_problem, validate_json_value
 
 __all__ = [
     "AdvisorRowSerializer",
     "ChainConfigSerializer",
+    "ChainDiffSerializer",
+    "ChainLabelEventSerializer",
+    "ChainLabelSerializer",
     "ChainSerializer",
+    "ChainVersionDetailSerializer",
+    "ChainVersionSerializer",
     "ChatRequestSerializer",
     "ChatResultSerializer",
     "CollectionSerializer",
@@ -47,11 +63,16 @@ __all__ = [
     "DocumentSerializer",
     "FileUploadSerializer",
     "IngestResultSerializer",
+    "LabelMoveSerializer",
+    "LabelRollbackSerializer",
+    "PublishSerializer",
+    "RestoreResultSerializer",
     "SearchRequestSerializer",
     "SearchResultSerializer",
     "TextUploadSerializer",
     "UploadResultSerializer",
     "UsageSerializer",
+    "with_version_state",
 ]
 
 _OBJECT = {"type": "object", "additionalProperties": {}}
@@ -76,6 +97,15 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text='Per-request params the chain accepts (its params_schema): "options" '
         '(temperature, max_tokens, ...), "system_params", and advisor params such as '
         '"qa_filter_expression".',
+    )
+    label = serializers.CharField(
+        required=False,
+        help_text="Run the version this label points at (default: production). Staff only "
+        "for any other label.",
+    )
+    version = serializers.JSONField(
+        required=False,
+        help_text='Run this version number, or "draft" for the editable rows. Staff only.',
     )
 
     class Meta:
@@ -106,6 +136,9 @@ class ChatResultSerializer(serializers.Serializer):
     )
     finish_reason = serializers.CharField(allow_null=True)
     trace_id = serializers.CharField(help_text="Finds the call log row of this turn.")
+    version = serializers.IntegerField(
+        allow_null=True, help_text="The chain version that answered (null: the draft)."
+    )
 
     class Meta:
         ref_name = "ChatResult"
@@ -148,24 +181,90 @@ class ConversationDetailSerializer(ConversationSerializer):
 
 
 def _params_schema(chain: AdvisorChain) -> dict[str, Any] | None:
+    """The params schema of what ``production`` serves (``None``: disabled or unpublished)."""
     if not chain.enabled:
         return None
     try:
         return dict(load_chain(chain.slug).params_schema)
-    except (ChainNotFound, ChainConfigurationError):
+    except (ChainNotFound, VersionNotFound, ChainConfigurationError):
         return None
 
 
-class ChainSerializer(serializers.ModelSerializer):
-    """What a client needs to call a chain."""
+def with_version_state(chains: QuerySet[AdvisorChain]) -> QuerySet[AdvisorChain]:
+    """``chains`` with what :class:`ChainSerializer`'s version fields read, in two queries
+    for any number of chains (without it they query per chain)."""
+    labels = ChainLabel.objects.select_related("version").order_by("name")
+    return chains.annotate(latest_number=Max("versions__number")).prefetch_related(
+        Prefetch("labels", queryset=labels, to_attr="label_rows")
+    )
+
+
+def _label_rows(chain: AdvisorChain) -> list[ChainLabel]:
+    rows = getattr(chain, "label_rows", None)
+    if rows is None:
+        rows = list(chain.labels.select_related("version").order_by("name"))
+    return rows
+
+
+class _VersionState(serializers.Serializer):
+    """Where a chain's versions stand: labels, newest version, and whether the draft moved on
+    (for staff only)."""
+
+    labels = serializers.SerializerMethodField(
+        help_text='Each label and the version number it points at: {"production": 3}.'
+    )
+    latest_version = serializers.SerializerMethodField(
+        help_text="The newest published version number (null: nothing published yet)."
+    )
+    draft_changed = serializers.SerializerMethodField(
+        help_text="Whether the editable draft differs from what production serves (true "
+        "when nothing is published)."
+    )
+
+    def get_fields(self) -> dict[str, Any]:
+        fields = super().get_fields()
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        if request is not None and not getattr(user, "is_staff", False):
+            # Versions are for the people who publish them (the version endpoints answer
+            # 404 to everyone else); callers just get what production serves.
+            for name in _VERSION_STATE:
+                fields.pop(name, None)
+        return fields
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "integer"}})
+    def get_labels(self, chain: AdvisorChain) -> dict[str, int]:
+        return {label.name: label.version.number for label in _label_rows(chain)}
+
+    def get_latest_version(self, chain: AdvisorChain) -> int | None:
+        if hasattr(chain, "latest_number"):
+            latest: int | None = chain.latest_number
+        else:
+            latest = chain.versions.aggregate(latest=Max("number"))["latest"]
+        return latest
+
+    def get_draft_changed(self, chain: AdvisorChain) -> bool:
+        production = next((r for r in _label_rows(chain) if r.name == PRODUCTION), None)
+        if production is None:
+            return True
+        return snapshot_hash(resolve_draft(chain)) != production.version.snapshot_hash
+
+
+_VERSION_STATE = ["labels", "latest_version", "draft_changed"]
+
+
+class ChainSerializer(_VersionState, serializers.ModelSerializer):
+    """What a client needs to call a chain, and where its versions stand."""
 
     params_schema = serializers.SerializerMethodField(
-        help_text="JSON Schema of the params a request may send (null: the chain cannot run)."
+        help_text="JSON Schema of the params a request may send to what production serves "
+        "(null: the chain cannot run)."
     )
 
     class Meta:
         model = AdvisorChain
         fields = ["slug", "name", "description", "enabled", "tools", "params_schema"]
+        fields += _VERSION_STATE
         read_only_fields = fields
 
     @extend_schema_field({**_OBJECT, "nullable": True})
@@ -241,7 +340,7 @@ class SlugLookupField(serializers.SlugRelatedField):
         return super().to_internal_value(data)
 
 
-class ChainConfigSerializer(serializers.ModelSerializer):
+class ChainConfigSerializer(_VersionState, serializers.ModelSerializer):
     """A chain's whole configuration, for staff: create, replace, update."""
 
     chat_model = SlugLookupField(
@@ -264,8 +363,13 @@ class ChainConfigSerializer(serializers.ModelSerializer):
         required=False,
         help_text="The chain's advisors; a write that sends them replaces them all.",
     )
-    params_schema = serializers.SerializerMethodField()
-    lint = serializers.SerializerMethodField(help_text="Chain lint warnings of the saved chain.")
+    params_schema = serializers.SerializerMethodField(
+        help_text="JSON Schema of the request params of what production serves (null: the "
+        "chain cannot run)."
+    )
+    lint = serializers.SerializerMethodField(
+        help_text="Lint warnings of the saved draft (errors are refused at write)."
+    )
 
     class Meta:
         model = AdvisorChain
@@ -280,12 +384,13 @@ class ChainConfigSerializer(serializers.ModelSerializer):
             "default_options",
             "tools",
             "advisors",
-            "config_hash",
+            "version_policy",
             "updated_at",
             "params_schema",
             "lint",
+            *_VERSION_STATE,
         ]
-        read_only_fields = ["config_hash", "updated_at"]
+        read_only_fields = ["updated_at"]
         ref_name = "ChainConfig"
 
     @extend_schema_field({**_OBJECT, "nullable": True})
@@ -295,8 +400,7 @@ class ChainConfigSerializer(serializers.ModelSerializer):
     @extend_schema_field(LintMessageSerializer(many=True))
     def get_lint(self, chain: AdvisorChain) -> list[dict[str, str]]:
         return [
-            {"id": m.id, "level": m.level, "message": str(m)}
-            for m in lint_chain(chain.advisors.all())
+            {"id": m.id, "level": m.level, "message": str(m)} for m in check_draft(chain).messages
         ]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -310,8 +414,10 @@ class ChainConfigSerializer(serializers.ModelSerializer):
             chain.clean()
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from None
-        rows = [AdvisorConfig(**row) for row in attrs.get("advisors", ())]
-        lint_errors = [f"{m.id}: {m}" for m in lint_chain(rows) if m.is_error]
+        rows: list[AdvisorConfig] | None = None
+        if "advisors" in attrs or chain.pk is None:
+            rows = [AdvisorConfig(**row) for row in attrs.get("advisors", ())]
+        lint_errors = [f"{m.id}: {m}" for m in check_draft(chain, rows).messages if m.is_error]
         if lint_errors:
             raise serializers.ValidationError({"advisors": lint_errors})
         return attrs
@@ -340,6 +446,245 @@ class ChainConfigSerializer(serializers.ModelSerializer):
             self._save_advisors(instance, rows)
         instance.refresh_from_db()
         return instance
+
+
+# -- versions and labels --------------------------------------------------------------------
+
+
+def _text(value: str) -> str:
+    """Refuses text PostgreSQL cannot store (a NUL, an unpaired surrogate) as a field error."""
+    problem = text_problem(value)
+    if problem:
+        raise serializers.ValidationError(problem)
+    return value
+
+
+class ChainVersionSerializer(serializers.ModelSerializer):
+    """One published version of a chain (immutable)."""
+
+    created_by = serializers.SerializerMethodField(help_text="Username of who published it.")
+    parent = serializers.SlugRelatedField(
+        slug_field="number",
+        read_only=True,
+        help_text="The version this one was restored from (null: none).",
+    )
+    labels = serializers.SlugRelatedField(
+        slug_field="name",
+        many=True,
+        read_only=True,
+        help_text="Names of the labels pointing at this version.",
+    )
+
+    class Meta:
+        model = ChainVersion
+        fields = [
+            "number",
+            "snapshot_hash",
+            "message",
+            "created_by",
+            "created_at",
+            "parent",
+            "labels",
+        ]
+        read_only_fields = fields
+        ref_name = "ChainVersion"
+
+    def get_created_by(self, version: ChainVersion) -> str | None:
+        user = version.created_by
+        return user.get_username() if user is not None else None
+
+
+class ChainVersionDetailSerializer(ChainVersionSerializer):
+    """A version with its snapshot: everything a turn of this version runs with."""
+
+    snapshot = serializers.JSONField(
+        read_only=True,
+        help_text="The canonical snapshot: chat_model, system prompt or template, "
+        "default_options, tools, advisors (type, order, enabled, params) and references "
+        "(templates and word lists by content, collections by slug).",
+    )
+
+    class Meta(ChainVersionSerializer.Meta):
+        fields = [*ChainVersionSerializer.Meta.fields, "snapshot"]
+        read_only_fields = fields
+        ref_name = "ChainVersionDetail"
+
+
+class PublishSerializer(serializers.Serializer):
+    """``POST /api/chains/<slug>/versions/``: publish the draft."""
+
+    message = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        default="",
+        validators=[_text],
+        help_text="What changed, for the version list and the label history.",
+    )
+
+    class Meta:
+        ref_name = "Publish"
+
+
+class ChainLabelSerializer(serializers.ModelSerializer):
+    """A label: a named pointer at one version."""
+
+    version = serializers.SlugRelatedField(
+        slug_field="number", read_only=True, help_text="The version number it points at."
+    )
+
+    class Meta:
+        model = ChainLabel
+        fields = ["name", "version", "updated_at"]
+        read_only_fields = fields
+        ref_name = "ChainLabel"
+
+
+class LabelMoveSerializer(serializers.Serializer):
+    """``PUT /api/chains/<slug>/labels/<name>/``: point the label at a version."""
+
+    version = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, help_text="A version number of this chain."
+    )
+    reason = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        default="",
+        validators=[_text],
+        help_text="Why, for the label history.",
+    )
+
+    class Meta:
+        ref_name = "LabelMove"
+
+
+class LabelRollbackSerializer(serializers.Serializer):
+    """``POST /api/chains/<slug>/labels/<name>/rollback/``."""
+
+    reason = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        default="",
+        validators=[_text],
+        help_text='Why, for the label history (default: "roll back from vN").',
+    )
+
+    class Meta:
+        ref_name = "LabelRollback"
+
+
+class ChainLabelEventSerializer(serializers.Serializer):
+    """One move of a label (``from`` and ``to`` are version numbers)."""
+
+    class Meta:
+        ref_name = "ChainLabelEvent"
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # "from" is a keyword, so the fields cannot be class attributes.
+        return {
+            "from": serializers.IntegerField(
+                source="from_version.number",
+                allow_null=True,
+                read_only=True,
+                help_text="The version it pointed at before (null: the label was created).",
+            ),
+            "to": serializers.IntegerField(source="to_version.number", read_only=True),
+            "actor": serializers.CharField(
+                source="actor.get_username",
+                allow_null=True,
+                read_only=True,
+                help_text="Username of who moved it (null: a command or a deleted user).",
+            ),
+            "reason": serializers.CharField(read_only=True),
+            "at": serializers.DateTimeField(read_only=True),
+        }
+
+
+class _AdvisorKeySerializer(serializers.Serializer):
+    type = serializers.CharField()
+    occurrence = serializers.IntegerField(help_text="1 for the first advisor of this type, ...")
+
+    class Meta:
+        ref_name = "DiffAdvisor"
+
+
+class _AdvisorChangeSerializer(_AdvisorKeySerializer):
+    params = serializers.ListField(child=serializers.CharField(), help_text="Changed params.")
+    fields = serializers.ListField(
+        child=serializers.CharField(), help_text="Changed fields: order, enabled."
+    )
+
+    class Meta:
+        ref_name = "DiffAdvisorChange"
+
+
+class _AdvisorDiffSerializer(serializers.Serializer):
+    added = _AdvisorKeySerializer(many=True)
+    removed = _AdvisorKeySerializer(many=True)
+    reordered = serializers.BooleanField()
+    changed = _AdvisorChangeSerializer(many=True)
+
+    class Meta:
+        ref_name = "DiffAdvisors"
+
+
+class _TemplateDiffSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    diff = serializers.CharField(help_text="Unified diff of the template text.")
+
+    class Meta:
+        ref_name = "DiffTemplate"
+
+
+class _WordListDiffSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    added = serializers.ListField(child=serializers.CharField())
+    removed = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        ref_name = "DiffWordList"
+
+
+class ChainDiffSerializer(serializers.Serializer):
+    """What changed from one snapshot to another (documentation of ``diff_snapshots``)."""
+
+    class Meta:
+        ref_name = "ChainDiff"
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {
+            "from": serializers.CharField(help_text='What "from" named: "v3", "draft", ...'),
+            "to": serializers.CharField(help_text='What "to" named: "production (v2)", ...'),
+            "from_hash": serializers.CharField(),
+            "to_hash": serializers.CharField(),
+            "changed": serializers.BooleanField(help_text="Whether the hashes differ."),
+            "text": serializers.CharField(
+                allow_blank=True, help_text="Unified diff of the indented canonical snapshots."
+            ),
+            "chain": serializers.ListField(
+                child=serializers.CharField(),
+                help_text="Changed chain fields (chat_model, system_prompt, ...).",
+            ),
+            "advisors": _AdvisorDiffSerializer(),
+            "templates": _TemplateDiffSerializer(many=True),
+            "word_lists": _WordListDiffSerializer(many=True),
+        }
+
+
+class RestoreResultSerializer(serializers.Serializer):
+    """``POST /api/chains/<slug>/versions/<n>/restore/``."""
+
+    version = serializers.IntegerField(help_text="The version copied into the draft.")
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Where the draft still differs from the version (a shared template that "
+        "was changed since, a collection missing here, ...).",
+    )
+
+    class Meta:
+        ref_name = "RestoreResult"
 
 
 # -- collections and documents ---------------------------------------------------------------

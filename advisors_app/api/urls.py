@@ -10,19 +10,49 @@ from advisors_app.api.views.chains import ChainDetailView, ChainListView
 from advisors_app.api.views.chat import ChainCallView, ChainStreamView
 from advisors_app.api.views.conversations import ConversationDetailView, ConversationListView
 from advisors_app.api.views.documents import (
+    CollectionDetailView,
     CollectionListView,
     DocumentDetailView,
     DocumentListView,
     DocumentSearchView,
 )
+from advisors_app.api.views.versions import (
+    ChainDiffView,
+    ChainLabelDetailView,
+    ChainLabelHistoryView,
+    ChainLabelListView,
+    ChainLabelRollbackView,
+    ChainVersionDetailView,
+    ChainVersionListView,
+    ChainVersionRestoreView,
+)
 
 __all__ = ["urlpatterns"]
+
+_CHAIN = "chains/<slug:slug>/"
+_LABEL = _CHAIN + "labels/<str:name>/"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("chains/", ChainListView.as_view(), name="api-chains"),
     path("chains/<slug:slug>/", ChainDetailView.as_view(), name="api-chain"),
     path("chains/<slug:slug>/call/", ChainCallView.as_view(), name="api-chain-call"),
     path("chains/<slug:slug>/stream/", ChainStreamView.as_view(), name="api-chain-stream"),
+    path(_CHAIN + "versions/", ChainVersionListView.as_view(), name="api-chain-versions"),
+    path(
+        _CHAIN + "versions/<int:number>/",
+        ChainVersionDetailView.as_view(),
+        name="api-chain-version",
+    ),
+    path(
+        _CHAIN + "versions/<int:number>/restore/",
+        ChainVersionRestoreView.as_view(),
+        name="api-chain-version-restore",
+    ),
+    path(_CHAIN + "diff/", ChainDiffView.as_view(), name="api-chain-diff"),
+    path(_CHAIN + "labels/", ChainLabelListView.as_view(), name="api-chain-labels"),
+    path(_LABEL, ChainLabelDetailView.as_view(), name="api-chain-label"),
+    path(_LABEL + "history/", ChainLabelHistoryView.as_view(), name="api-chain-label-history"),
+    path(_LABEL + "rollback/", ChainLabelRollbackView.as_view(), name="api-chain-label-rollback"),
     path("conversations/", ConversationListView.as_view(), name="api-conversations"),
     path(
         "conversations/<str:conversation_id>/",
@@ -30,6 +60,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="api-conversation",
     ),
     path("collections/", CollectionListView.as_view(), name="api-collections"),
+    path("collections/<slug:slug>/", CollectionDetailView.as_view(), name="api-collection"),
     path("documents/", DocumentListView.as_view(), name="api-documents"),
     path("documents/search/", DocumentSearchView.as_view(), name="api-documents-search"),
     path("documents/<str:document_id>/", DocumentDetailView.as_view(), name="api-document"),

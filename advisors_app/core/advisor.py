@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from .aggregation import ChatClientResponseAccumulator
 from .requests import ChatClientRequest, ChatClientResponse
 from .response import ChatResponse, ChatResponseMetadata
 from .streams import closing_stream
-
-if TYPE_CHECKING:
-    from .chain import CallAdvisorChain, StreamAdvisorChain
 
 __all__ = [
     "DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER",
@@ -36,8 +33,10 @@ __all__ = [
     "AdvisorRole",
     "BaseAdvisor",
     "CallAdvisor",
+    "CallAdvisorChain",
     "MemoryAdvisor",
     "StreamAdvisor",
+    "StreamAdvisorChain",
     "ToolAdvisor",
     "has_role",
 ]
@@ -160,6 +159,42 @@ class StreamAdvisor(Advisor):
         self, request: ChatClientRequest, chain: StreamAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         raise NotImplementedError(f"{type(self).__name__} must implement advise_stream")
+
+
+# The chains' interfaces live beside the advisors' (Spring's advisor.api package): an advisor
+# receives the rest of its chain; implementations are in :mod:`.chain`.
+
+
+class CallAdvisorChain:
+    """What a ``CallAdvisor`` receives: the rest of the chain for a call."""
+
+    __slots__ = ()
+
+    async def next_call(self, request: ChatClientRequest) -> ChatClientResponse:
+        raise NotImplementedError
+
+    @property
+    def call_advisors(self) -> Sequence[CallAdvisor]:
+        raise NotImplementedError
+
+    def copy(self, after: Advisor) -> CallAdvisorChain:
+        raise NotImplementedError
+
+
+class StreamAdvisorChain:
+    """What a ``StreamAdvisor`` receives: the rest of the chain for a stream."""
+
+    __slots__ = ()
+
+    def next_stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
+        raise NotImplementedError
+
+    @property
+    def stream_advisors(self) -> Sequence[StreamAdvisor]:
+        raise NotImplementedError
+
+    def copy(self, after: Advisor) -> StreamAdvisorChain:
+        raise NotImplementedError
 
 
 class MemoryAdvisor(Advisor):

@@ -13,9 +13,16 @@ Divergences from Spring AI, each a fix (reference §5.1):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable
 
-from .advisor import LOWEST_PRECEDENCE, Advisor, CallAdvisor, StreamAdvisor
+from .advisor import (
+    LOWEST_PRECEDENCE,
+    Advisor,
+    CallAdvisor,
+    CallAdvisorChain,
+    StreamAdvisor,
+    StreamAdvisorChain,
+)
 from .attributes import (
     CHAT_MODEL_OVERRIDE,
     OUTPUT_FORMAT,
@@ -36,38 +43,6 @@ __all__ = [
     "DefaultAroundAdvisorChain",
     "StreamAdvisorChain",
 ]
-
-
-class CallAdvisorChain:
-    """What a ``CallAdvisor`` receives: the rest of the chain for a call."""
-
-    __slots__ = ()
-
-    async def next_call(self, request: ChatClientRequest) -> ChatClientResponse:
-        raise NotImplementedError
-
-    @property
-    def call_advisors(self) -> Sequence[CallAdvisor]:
-        raise NotImplementedError
-
-    def copy(self, after: Advisor) -> CallAdvisorChain:
-        raise NotImplementedError
-
-
-class StreamAdvisorChain:
-    """What a ``StreamAdvisor`` receives: the rest of the chain for a stream."""
-
-    __slots__ = ()
-
-    def next_stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
-        raise NotImplementedError
-
-    @property
-    def stream_advisors(self) -> Sequence[StreamAdvisor]:
-        raise NotImplementedError
-
-    def copy(self, after: Advisor) -> StreamAdvisorChain:
-        raise NotImplementedError
 
 
 def _sorted(advisors: Iterable[Advisor]) -> tuple[Advisor, ...]:

@@ -34,8 +34,10 @@ from django.db import transaction
 
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE
 from advisors_app.core.vectorstore import Document
+from advisors_app.definition import move_label, publish
 from advisors_app.ingestion import ingest_documents
 from advisors_app.models import (
+    PRODUCTION,
     AdvisorChain,
     AdvisorConfig,
     ChatModelConfig,
@@ -255,6 +257,11 @@ def _ensure_chain(slug: str, spec: dict[str, Any], force: bool, report: DemoRepo
             row = AdvisorConfig(chain=chain, advisor_type=advisor_type, params=params, order=order)
             row.full_clean()
             row.save()
+        # Users get what the production label points at: publish the rows, and move the label
+        # when a forced reload changed them.
+        version, created = publish(chain, message="Loaded by the demo loader.")
+        if created:
+            move_label(chain, PRODUCTION, version, reason="demo loader")
 
 
 def ensure_demo_rows(force: bool = False, report: DemoReport | None = None) -> Collection:

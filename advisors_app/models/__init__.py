@@ -7,17 +7,22 @@ that they register, and so that ``from advisors_app.models import X`` works for 
 from advisors_app.models.audit import AuditEntry
 from advisors_app.models.cache import SemanticCacheEntry
 from advisors_app.models.call_logs import CallLog
-from advisors_app.models.chains import AdvisorChain, AdvisorConfig
+from advisors_app.models.chains import AdvisorChain, AdvisorConfig, VersionPolicy
 from advisors_app.models.documents import Collection, Document
 from advisors_app.models.memory import ChatMessage, Conversation
 from advisors_app.models.model_configs import ChatModelConfig, EmbeddingModelConfig
 from advisors_app.models.resources import PromptTemplate, SensitiveWordList
+from advisors_app.models.versions import PRODUCTION, ChainLabel, ChainLabelEvent, ChainVersion
 
 __all__ = [
+    "PRODUCTION",
     "AdvisorChain",
     "AdvisorConfig",
     "AuditEntry",
     "CallLog",
+    "ChainLabel",
+    "ChainLabelEvent",
+    "ChainVersion",
     "ChatMessage",
     "ChatModelConfig",
     "Collection",
@@ -27,4 +32,5 @@ __all__ = [
     "PromptTemplate",
     "SemanticCacheEntry",
     "SensitiveWordList",
+    "VersionPolicy",
 ]

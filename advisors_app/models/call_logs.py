@@ -33,7 +33,18 @@ class CallLog(models.Model):
     )
     #: Kept when the chain is deleted.
     chain_slug = models.SlugField(max_length=100)
+    #: The ``snapshot_hash`` of the version that ran.
     config_hash = models.CharField(max_length=64, blank=True)
+    chain_version = models.ForeignKey(
+        "advisors_app.ChainVersion",
+        on_delete=models.RESTRICT,
+        null=True,
+        blank=True,
+        related_name="call_logs",
+    )
+    #: The label the caller asked for: ``draft`` when the editable rows ran, empty when they
+    #: named a version.
+    label = models.CharField(max_length=50, blank=True)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,

@@ -1,10 +1,9 @@
 """Advisor chains and their advisor configurations: a chain as data, edited in the admin.
 
-A chain row plus its enabled advisor rows is what ``advisors_app.runtime`` turns into a core
-``ChatClient``. ``config_hash`` is the SHA-256 of the chain's resolved configuration (the chain,
-its advisor rows and every word list, template, collection and model config they refer to);
-signals keep it current, and every process compares it with the hash of the client it has
-cached, so a change made anywhere is used by every process on its next request.
+A chain row plus its advisor rows is the chain's editable *draft*. Turns never run the draft
+directly: publishing turns it into an immutable :class:`~advisors_app.models.ChainVersion`
+(:mod:`advisors_app.definition`), and labels choose which version callers get. Only the
+chain's ``enabled`` flag acts at once: a disabled chain serves nobody.
 """
 
 from __future__ import annotations
@@ -22,7 +21,14 @@ from advisors_app.core.templates import assert_balanced_braces
 from .model_configs import ChatModelConfig
 from .resources import PromptTemplate
 
-__all__ = ["AdvisorChain", "AdvisorConfig"]
+__all__ = ["AdvisorChain", "AdvisorConfig", "VersionPolicy"]
+
+
+class VersionPolicy(models.TextChoices):
+    """What version a conversation's later turns run (:attr:`AdvisorChain.version_policy`)."""
+
+    PIN = "pin", "Keep the version the conversation started on"
+    FOLLOW_LABEL = "follow_label", "Follow the label"
 
 
 class AdvisorChain(models.Model):
@@ -60,10 +66,23 @@ class AdvisorChain(models.Model):
         blank=True,
         help_text="Names of tools from advisors_app.tools.tool_registry, comma-separated.",
     )
-    enabled = models.BooleanField(default=True)
-    config_hash = models.CharField(max_length=64, blank=True, editable=False)
-    #: ``"kind:slug"`` of every row the resolved configuration depends on (for the signals).
-    references = ArrayField(models.CharField(max_length=200), default=list, editable=False)
+    enabled = models.BooleanField(default=True, help_text="Off: the chain serves nobody.")
+    version_policy = models.CharField(
+        max_length=16,
+        choices=VersionPolicy.choices,
+        default=VersionPolicy.PIN,
+        help_text="Which version a continued conversation runs: the one it started on, or "
+        "whatever its label points at now.",
+    )
+    #: Set by "restore to draft": the next version published from this draft names it as parent.
+    restored_from = models.ForeignKey(
+        "advisors_app.ChainVersion",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -133,7 +152,7 @@ class AdvisorConfig(models.Model):
         verbose_name = "advisor"
 
     def __str__(self) -> str:
-        from advisors_app.lint import format_order
+        from advisors_app.orders import format_order
 
         return f"{self.advisor_type} at {format_order(self.effective_order)}"
 

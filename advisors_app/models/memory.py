@@ -34,6 +34,16 @@ class Conversation(models.Model):
         help_text="The user who may see and continue this conversation.",
     )
     title = models.CharField(max_length=200, blank=True)
+    #: The chain version the conversation started on; later turns keep it unless the chain's
+    #: ``version_policy`` follows its label (memory written under one version is never
+    #: replayed into another).
+    chain_version = models.ForeignKey(
+        "advisors_app.ChainVersion",
+        on_delete=models.RESTRICT,
+        null=True,
+        blank=True,
+        related_name="conversations",
+    )
     #: The highest sequence number handed out so far (kept even when messages are deleted).
     last_sequence = models.BigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

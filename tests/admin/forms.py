@@ -22,6 +22,7 @@ def chain_form(
         "system_template": "",
         "default_options": "{}",
         "tools": [],
+        "version_policy": chain.version_policy if chain else "pin",
     }
     data.update(fields)
     if data.get("enabled") is False:

@@ -9,6 +9,7 @@ from django.test import Client
 
 from advisors_app.core import HIGHEST_PRECEDENCE
 from advisors_app.core.tools import tool
+from advisors_app.definition import check_draft
 from advisors_app.models import AdvisorChain, CallLog, Collection
 from advisors_app.runtime import clear_cache
 from advisors_app.tools import tool_registry
@@ -26,6 +27,10 @@ def change_url(chain: AdvisorChain) -> str:
 
 def playground_url(chain: AdvisorChain) -> str:
     return f"/admin/advisors_app/advisorchain/{chain.pk}/playground/"
+
+
+def diff_url(chain: AdvisorChain) -> str:
+    return f"/admin/advisors_app/advisorchain/{chain.pk}/diff/"
 
 
 @pytest.fixture(autouse=True)
@@ -64,9 +69,10 @@ def test_a_chain_with_advisor_rows_is_created_from_the_admin(admin_client: Clien
         ("append", HIGHEST_PRECEDENCE + 100, {"text": "!"}),
         ("safe_guard", None, {"words": ["bomb"]}),
     ]
-    assert len(chain.config_hash) == 64
+    assert not chain.versions.exists()  # a draft until someone publishes it
     page = admin_client.get(change_url(chain)).content.decode()
     assert 'value="HIGHEST+100"' in page
+    assert "Not published yet." in page
 
 
 def test_bad_params_are_a_form_error_naming_the_field(admin_client: Client) -> None:
@@ -165,17 +171,22 @@ def test_w104_says_memory_would_store_the_retrieved_excerpts(admin_client: Clien
     )
 
 
-def test_deleting_a_row_in_the_admin_changes_the_chain(admin_client: Client) -> None:
+def test_deleting_a_row_in_the_admin_changes_the_draft_not_production(
+    admin_client: Client,
+) -> None:
     chain = make_chain(advisors=(("append", {"text": "!"}),))
-    before = chain.config_hash
+    production = chain.labels.get(name="production").version
     row = chain.advisors.get()
     data = chain_form(
         chain,
         rows=[{"id": row.pk, "advisor_type": "append", "params": {"text": "!"}, "delete": True}],
     )
     assert admin_client.post(change_url(chain), data).status_code == 302
-    chain.refresh_from_db()
-    assert not chain.advisors.exists() and chain.config_hash != before
+    assert not chain.advisors.exists()
+    assert check_draft(chain).snapshot_hash != production.snapshot_hash
+    assert chain.labels.get(name="production").version == production
+    diff = admin_client.get(f"{diff_url(chain)}?from=production&to=draft").context["diff"]
+    assert diff["advisors"] == ["removed append"]
 
 
 def test_playground_round_trip_on_the_scripted_model(admin_client: Client) -> None:

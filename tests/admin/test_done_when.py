@@ -1,6 +1,11 @@
-"""Issue 9's "done when": a chain built only in the admin answers in the playground with
-memory, retrieval and SafeGuard active, and an order changed in the admin changes the next
-request's behaviour."""
+"""The "done when" of issues 9 and 16, through the admin only.
+
+Issue 9: a chain built only in the admin answers in the playground with memory, retrieval and
+SafeGuard active, and an order changed in the admin changes the next request's behaviour.
+Issue 16: an edit to a chain and to a template shows in the diff, is published and promoted,
+users get it on their next turn, one click rolls production back, and the label history says
+who did what.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,16 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpResponse
 from django.test import Client
 
-from advisors_app.models import AdvisorChain, ChatModelConfig, Collection
+from advisors_app.models import AdvisorChain, ChatModelConfig, Collection, PromptTemplate
 from advisors_app.runtime import clear_cache
+from advisors_app.services import call_turn
 from tests.admin.forms import chain_form
+from tests.factories import make_chain
 
 pytestmark = pytest.mark.django_db
 
@@ -138,4 +146,58 @@ def test_an_admin_built_chain_runs_memory_rag_and_safeguard_and_follows_order_ch
         "MessageChatMemoryAdvisor",
         "QuestionAnswerAdvisor",
         "SafeGuardAdvisor",
+    ]
+
+
+def test_an_admin_edits_diffs_publishes_promotes_and_rolls_back_a_chain(
+    admin_client: Client, admin_user
+) -> None:
+    template = PromptTemplate.objects.create(slug="tone", text="You are terse.")
+    chain = make_chain(system_template=template, advisors=(("append", {"text": " (v1)"}),))
+    page = f"/admin/advisors_app/advisorchain/{chain.pk}"
+
+    def prompt() -> list[str]:
+        """What production sends the model for a user's next turn."""
+        result = async_to_sync(call_turn)(chain.slug, admin_user, "hi")
+        return [m["text"] for m in result.prompt["messages"]]
+
+    assert prompt() == ["You are terse.", "hi (v1)"]
+    row = chain.advisors.get()
+    edit = [{"id": row.pk, "advisor_type": "append", "params": {"text": " (v2)"}}]
+    created(
+        admin_client.post(
+            f"{page}/change/", chain_form(chain, rows=edit, system_template=template.pk)
+        )
+    )
+    created(
+        admin_client.post(
+            f"/admin/advisors_app/prompttemplate/{template.pk}/change/",
+            {"slug": "tone", "name": "", "text": "You are warm.", "placeholders": ""},
+        )
+    )
+    assert prompt() == ["You are terse.", "hi (v1)"]  # edits reach nobody yet
+    assert "The draft differs from what production serves (v1)." in (
+        admin_client.get(f"{page}/change/").content.decode()
+    )
+
+    diff = admin_client.get(f"{page}/diff/?from=production&to=draft").context["diff"]
+    assert diff["advisors"] == ["changed append: param text"]
+    assert ("diff-add", "+You are warm.") in diff["templates"][0]["lines"]
+
+    created(admin_client.post(f"{page}/publish/", {"message": "warmer, v2 suffix"}))
+    created(
+        admin_client.post(
+            f"{page}/promote/", {"label": "production", "version": "2", "reason": "ship it"}
+        )
+    )
+    assert prompt() == ["You are warm.", "hi (v2)"]
+
+    created(admin_client.post(f"{page}/labels/production/rollback/", {"reason": "complaints"}))
+    assert prompt() == ["You are terse.", "hi (v1)"]
+
+    events = admin_client.get(f"{page}/change/").context["label_events"]
+    assert [(str(e.from_version), str(e.to_version), e.actor, e.reason) for e in events] == [
+        ("v2", "v1", admin_user, "complaints"),
+        ("v1", "v2", admin_user, "ship it"),
+        ("None", "v1", None, "first version"),
     ]

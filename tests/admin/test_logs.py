@@ -47,3 +47,15 @@ def test_conversations_show_their_transcript(admin_client: Client, played: dict)
     assert page.status_code == 200
     text = page.content.decode()
     assert "hello" in text and "Sure." in text
+
+
+def test_call_logs_say_which_version_and_label_ran(admin_client: Client, played: dict) -> None:
+    url = f"/admin/advisors_app/advisorchain/{played['chain'].pk}/playground/"
+    admin_client.post(url, {"message": "again", "run": "production"})
+    listing = admin_client.get("/admin/advisors_app/calllog/")
+    admin = listing.context["cl"].model_admin
+    assert [admin.ran(log) for log in CallLog.objects.order_by("created")] == [
+        "draft",
+        "v1 (production)",
+    ]
+    assert "v1 (production)" in listing.content.decode()

@@ -135,16 +135,17 @@ def test_a_template_with_an_unpaired_brace_is_refused_with_its_position(
     assert admin_client.post(url, data).status_code == 302
 
 
-def test_editing_a_word_list_changes_the_chains_that_use_it(admin_client: Client) -> None:
+def test_editing_a_word_list_changes_the_drafts_that_use_it_not_production(
+    admin_client: Client,
+) -> None:
     words = SensitiveWordList.objects.create(slug="bad", words=["bomb"])
     chain = make_chain(advisors=(("safe_guard", {"word_lists": ["bad"]}),))
+    production = chain.labels.get(name="production").version
     data = {"slug": "bad", "name": "", "words": "bomb\ngun"}
-    assert (
-        admin_client.post(
-            f"/admin/advisors_app/sensitivewordlist/{words.pk}/change/", data
-        ).status_code
-        == 302
-    )
-    before = chain.config_hash
-    chain.refresh_from_db()
-    assert chain.config_hash != before
+    url = f"/admin/advisors_app/sensitivewordlist/{words.pk}/change/"
+    assert admin_client.post(url, data).status_code == 302
+    diff_url = f"/admin/advisors_app/advisorchain/{chain.pk}/diff/?from=production&to=draft"
+    diff = admin_client.get(diff_url).context["diff"]
+    assert diff["word_lists"] == [{"slug": "bad", "added": ["gun"], "removed": []}]
+    assert production.snapshot["references"]["word_list:bad"] == {"words": ["bomb"]}
+    assert chain.labels.get(name="production").version == production

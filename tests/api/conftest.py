@@ -64,3 +64,9 @@ def live_api(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory) -> 
     log = tmp_path_factory.mktemp("daphne") / "server.log"
     with LiveServer(log, DATABASE_URL=database_url_for_subprocess()) as server:
         yield server.url
+
+
+@pytest.fixture
+def superuser(django_user_model: Any) -> Any:
+    """Staff with every permission (publishing, moving labels, promoting to production)."""
+    return django_user_model.objects.create_superuser("root", password="pw")

@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from advisors_app.core.vectorstore import Eq
+from advisors_app.definition import move_label, publish
 from advisors_app.demo.corpus import python_reference_topics
 from advisors_app.demo.retrieval import (
     QUESTIONS_FILE,
@@ -18,10 +19,17 @@ from advisors_app.demo.retrieval import (
     evaluate,
     load_questions,
 )
-from advisors_app.models import AdvisorChain, AdvisorConfig, Collection
+from advisors_app.models import PRODUCTION, AdvisorChain, AdvisorConfig, Collection
 from advisors_app.runtime import load_chain
 
 pytestmark = pytest.mark.django_db
+
+
+def promote_draft(slug: str) -> None:
+    """Publish the chain's edited rows and point production at them."""
+    chain = AdvisorChain.objects.get(slug=slug)
+    version, _ = publish(chain)
+    move_label(chain, PRODUCTION, version)
 
 
 def check(*args: str) -> str:
@@ -73,6 +81,7 @@ def test_the_chain_filter_applies(demo: Collection, tmp_path: Path) -> None:
     )
     row.params = {**row.params, "filter_expression": "topic == 'async'"}
     row.save()
+    promote_draft("python-docs")
     retriever = chain_retriever(load_chain("python-docs").advisors)
     assert retriever.filter_expression == Eq("topic", "async")
     questions = tmp_path / "questions.json"
@@ -92,6 +101,7 @@ def test_errors_name_the_problem(demo: Collection, tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="entry 0 needs a 'question' and a 'topic'"):
         check("--questions", str(bad))
     AdvisorConfig.objects.filter(advisor_type="retrieval_augmentation").delete()
+    promote_draft("python-docs")
     with pytest.raises(CommandError, match="no retrieval advisor"):
         check()
     assert AdvisorChain.objects.filter(slug="python-docs").exists()

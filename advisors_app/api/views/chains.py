@@ -1,19 +1,29 @@
-"""Chains: every user lists and reads the enabled ones; staff create, change and delete them."""
+"""Chains: every user lists and reads the enabled ones; staff create, change and delete them.
+
+Writes change the chain's *draft*; callers keep getting what its ``production`` label serves
+until someone publishes (``POST /api/chains/<slug>/versions/``) and moves the label
+(:mod:`advisors_app.api.views.versions`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db import transaction
+from django.db.models import ProtectedError, Q, QuerySet, RestrictedError
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics
 
 from advisors_app.api.base import ApiView
-from advisors_app.api.errors import ErrorSerializer
+from advisors_app.api.errors import Conflict, ErrorSerializer
 from advisors_app.api.pagination import ApiPagination
 from advisors_app.api.permissions import IsStaffOrReadOnly
-from advisors_app.api.serializers import ChainConfigSerializer, ChainSerializer
-from advisors_app.models import AdvisorChain
+from advisors_app.api.serializers import (
+    ChainConfigSerializer,
+    ChainSerializer,
+    with_version_state,
+)
+from advisors_app.models import AdvisorChain, ChainVersion
 
 __all__ = ["ChainDetailView", "ChainListView"]
 
@@ -30,7 +40,8 @@ _WRITE = {
 _MISSING = {404: OpenApiResponse(ErrorSerializer, description="No such chain.")}
 _STAFF_NOTE = (
     " Staff receive the whole configuration (the ChainConfig fields: chat_model, advisors, "
-    "lint, ...) and see disabled chains too."
+    "lint, ...) and see disabled chains too. The configuration is the chain's draft: what "
+    "callers get is the version its production label points at (see versions and labels)."
 )
 
 
@@ -43,7 +54,9 @@ class _ChainView(ApiView):
         if not self.request.user.is_staff:
             chains = chains.filter(enabled=True)
         if self.request.method == "GET":
-            chains = chains.prefetch_related("advisors")
+            chains = with_version_state(
+                chains.select_related("chat_model", "system_template").prefetch_related("advisors")
+            )
         return chains
 
     def get_serializer_class(self) -> Any:
@@ -95,8 +108,39 @@ class ChainListView(_ChainView, generics.ListCreateAPIView):
     delete=extend_schema(
         tags=["chains"],
         summary="Delete a chain (staff)",
-        responses={204: None, **_WRITE, **_MISSING},
+        description="Deletes the chain with its versions and labels. Refused (409) while "
+        "conversations or call logs refer to one of its versions: disable it instead.",
+        responses={
+            204: None,
+            **_WRITE,
+            **_MISSING,
+            409: OpenApiResponse(
+                ErrorSerializer, description="Conversations or call logs use its versions."
+            ),
+        },
     ),
 )
 class ChainDetailView(_ChainView, generics.RetrieveUpdateDestroyAPIView):
     """``/api/chains/<slug>/``: read (users), replace, change, delete (staff)."""
+
+    def perform_destroy(self, instance: AdvisorChain) -> None:
+        try:
+            with transaction.atomic():  # a savepoint: a refused delete leaves nothing behind
+                instance.delete()
+        except (ProtectedError, RestrictedError) as exc:
+            used = (
+                ChainVersion.objects.filter(chain=instance)
+                .filter(Q(conversations__isnull=False) | Q(call_logs__isnull=False))
+                .values_list("number", flat=True)
+                .distinct()
+                .order_by("number")
+            )
+            if not used:
+                raise Conflict(str(exc.args[0]), code="protected") from exc
+            versions = ", ".join(f"v{n}" for n in used)
+            raise Conflict(
+                f"Cannot delete chain {instance.slug!r}: conversations or call logs refer to "
+                f"its versions {versions}. Disable the chain instead "
+                '(PATCH {"enabled": false}).',
+                code="protected",
+            ) from exc

@@ -47,7 +47,7 @@ from advisors_app.services import TurnStream, call_turn, stream_turn
 
 __all__ = ["ChainCallView", "ChainStreamView", "JSONOnlyNegotiation", "sse_event", "sse_events"]
 
-_FIELDS = ("message", "conversation_id", "params")
+_FIELDS = ("message", "conversation_id", "params", "label", "version")
 
 _ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Refused input (code invalid)."),

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import ProtectedError, QuerySet
 from django.http import Http404
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -29,7 +29,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from advisors_app.api.base import ApiView
-from advisors_app.api.errors import ErrorSerializer
+from advisors_app.api.errors import Conflict, ErrorSerializer
 from advisors_app.api.pagination import ApiPagination
 from advisors_app.api.serializers import (
     CollectionSerializer,
@@ -44,10 +44,12 @@ from advisors_app.conf import app_settings
 from advisors_app.core.vectorstore import SearchRequest
 from advisors_app.ingestion import IngestResult, ingest_bytes, ingest_text
 from advisors_app.models import Collection, Document
+from advisors_app.protection import protecting_versions, protection_message
 from advisors_app.scoping import user_tenant, visible_collections, visible_documents
 from advisors_app.stores.vectors import PgVectorStore
 
 __all__ = [
+    "CollectionDetailView",
     "CollectionListView",
     "DocumentDetailView",
     "DocumentListView",
@@ -89,6 +91,65 @@ class CollectionListView(ApiView, generics.ListCreateAPIView):
 
     def perform_create(self, serializer: Any) -> None:
         serializer.save(owner=self.request.user)
+
+
+@extend_schema_view(
+    get=extend_schema(
+        tags=["documents"],
+        summary="One collection you may use",
+        responses={
+            200: CollectionSerializer,
+            **_AUTH,
+            404: OpenApiResponse(ErrorSerializer, description="No such collection."),
+        },
+    ),
+    delete=extend_schema(
+        tags=["documents"],
+        summary="Delete a collection with all its documents",
+        description="Your own collection; a shared one needs the "
+        "`advisors_app.delete_collection` permission. Refused (409, naming the chains and "
+        "versions) while a labelled chain version searches it: publish versions without it "
+        "and move the labels first.",
+        responses={
+            204: None,
+            **_AUTH,
+            403: OpenApiResponse(ErrorSerializer, description="A shared collection."),
+            404: OpenApiResponse(ErrorSerializer, description="No such collection."),
+            409: OpenApiResponse(
+                ErrorSerializer, description="A labelled chain version refers to it."
+            ),
+        },
+    ),
+)
+class CollectionDetailView(ApiView):
+    """``/api/collections/<slug>/``: read; delete your own (or a shared one, with permission)."""
+
+    def _collection(self, request: Request, slug: str) -> Collection:
+        found = visible_collections(request.user).filter(slug=slug).first()
+        if found is None:
+            raise Http404(f"No collection {slug!r} that you may use.")
+        return found
+
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(CollectionSerializer(self._collection(request, slug)).data)
+
+    def delete(self, request: Request, slug: str) -> Response:
+        collection = self._collection(request, slug)
+        if collection.owner_id != request.user.pk and not request.user.has_perm(
+            "advisors_app.delete_collection"
+        ):
+            raise PermissionDenied(
+                "Deleting a shared collection needs the advisors_app.delete_collection permission."
+            )
+        versions = protecting_versions(collection)
+        if versions:
+            raise Conflict(protection_message(collection, versions), code="protected")
+        try:
+            with transaction.atomic():  # a savepoint: a refused delete leaves nothing behind
+                collection.delete()
+        except ProtectedError as exc:  # a label moved onto such a version meanwhile
+            raise Conflict(str(exc.args[0]), code="protected") from exc
+        return Response(status=204)
 
 
 @extend_schema_view(

@@ -13,7 +13,16 @@ from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC_FIELDS = {"slug", "name", "description", "enabled", "tools", "params_schema"}
+PUBLIC_FIELDS = {
+    "slug",
+    "name",
+    "description",
+    "enabled",
+    "tools",
+    "params_schema",
+}
+#: Where a chain's versions stand: shown to staff only.
+VERSION_STATE = {"labels", "latest_version", "draft_changed"}
 
 
 @pytest.fixture
@@ -40,6 +49,9 @@ def test_staff_see_every_chain_with_its_configuration(chains: None, staff: Any) 
     body = client_for(staff).get("/api/chains/").json()
     assert [c["slug"] for c in body["results"]] == ["retired", "support"]
     support = body["results"][1]
+    assert set(support) >= VERSION_STATE
+    assert support["labels"] == {"production": 1} and support["latest_version"] == 1
+    assert support["draft_changed"] is False
     assert support["chat_model"] == "support-model"
     assert support["advisors"] == [
         {
@@ -50,7 +62,8 @@ def test_staff_see_every_chain_with_its_configuration(chains: None, staff: Any) 
             "params": {"text": "!"},
         }
     ]
-    assert len(support["config_hash"]) == 64 and support["lint"] == []
+    assert support["lint"] == [] and support["version_policy"] == "pin"
+    assert (support["labels"], support["latest_version"]) == ({"production": 1}, 1)
 
 
 def new_chain(**fields: Any) -> dict[str, Any]:
@@ -66,16 +79,26 @@ def new_chain(**fields: Any) -> dict[str, Any]:
     }
 
 
-def test_staff_create_a_chain_that_users_can_call(staff: Any, api: Any) -> None:
+def test_staff_create_a_chain_that_users_can_call_once_published(
+    staff: Any, superuser: Any, api: Any
+) -> None:
     response = client_for(staff).post("/api/chains/", new_chain(), format="json")
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["advisors"][0]["order"] == HIGHEST_PRECEDENCE + 10
+    assert (body["labels"], body["latest_version"], body["draft_changed"]) == ({}, None, True)
+    assert body["params_schema"] is None  # nothing served yet
     chain = AdvisorChain.objects.get(slug="writer")
-    assert chain.config_hash == body["config_hash"] != ""
     assert chain.default_options == {"temperature": 0.3}
+    unpublished = api.post("/api/chains/writer/call/", {"message": "hi"}, format="json")
+    assert unpublished.status_code == 404, unpublished.content
+
+    published = client_for(superuser).post("/api/chains/writer/versions/", {}, format="json")
+    assert published.status_code == 201, published.content
     answer = api.post("/api/chains/writer/call/", {"message": "hi"}, format="json")
     assert answer.json()["content"] == "Written."
+    assert client_for(staff).get("/api/chains/writer/").json()["labels"] == {"production": 1}
+    assert "labels" not in api.get("/api/chains/writer/").json()
 
 
 @pytest.mark.parametrize(
@@ -174,7 +197,8 @@ def test_staff_change_and_delete_chains(chains: None, staff: Any) -> None:
     body = replaced.json()
     assert [a["advisor_type"] for a in body["advisors"]] == ["message_chat_memory", "safe_guard"]
     assert [m["id"] for m in body["lint"]] == ["advisors_app.W103"]  # warnings do not block
-    assert body["config_hash"] != before.config_hash
+    assert body["draft_changed"] is True and body["labels"] == {"production": 1}
+    assert before.versions.get().snapshot["advisors"][0]["type"] == "append"  # still served
 
     assert admin.delete("/api/chains/support/").status_code == 204
     assert not AdvisorChain.objects.filter(slug="support").exists()

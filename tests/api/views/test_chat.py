@@ -23,6 +23,7 @@ from advisors_app.core import (
     ScriptedChatModel,
     Usage,
 )
+from advisors_app.definition import publish
 from advisors_app.ingestion import ingest_text
 from advisors_app.models import CallLog, ChatMessage, Collection, Conversation
 from advisors_app.runtime import load_chain
@@ -87,6 +88,7 @@ def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any,
         "metadata": {},
         "finish_reason": "STOP",
         "trace_id": body["trace_id"],
+        "version": 1,
     }
     assert len(body["conversation_id"]) == 32
     assert model.prompts[-1].user_message.text == "hello!"
@@ -190,7 +192,11 @@ def rag_chain(alice: Any) -> Any:
             {"message": "hi", "mesage": "typo"},
             400,
             "invalid",
-            {"mesage": ["Unknown field. Known fields: message, conversation_id, params."]},
+            {
+                "mesage": [
+                    "Unknown field. Known fields: message, conversation_id, params, label, version."
+                ]
+            },
         ),
         (["hi"], 400, "invalid", {"non_field_errors": ["Send a JSON object."]}),
         (
@@ -399,9 +405,10 @@ def test_a_provider_failure_mid_stream_is_an_error_event(chain: Any, alice: Any,
 @pytest.mark.slow
 def test_call_on_the_embedded_default_model(api: Any) -> None:
     """A chain without a model runs on the offline SmolLM2 (ADVISORS["DEFAULT_CHAT_MODEL"])."""
-    chain = make_chain("embedded", model=None)
+    chain = make_chain("embedded", model=None, publish=False)
     chain.chat_model = None
     chain.save()
+    publish(chain)
     response = api.post(
         f"/api/chains/{chain.slug}/call/",
         {"message": "Say hello.", "params": {"options": {"max_tokens": 8, "temperature": 0}}},

@@ -10,12 +10,12 @@ shared documents (no user's private uploads).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from advisors_app.demo.loader import MAIN_CHAIN
@@ -25,7 +25,12 @@ from advisors_app.demo.retrieval import (
     evaluate,
     load_questions,
 )
-from advisors_app.runtime import ChainConfigurationError, ChainNotFound, load_chain
+from advisors_app.runtime import (
+    ChainConfigurationError,
+    ChainNotFound,
+    VersionNotFound,
+    load_chain,
+)
 
 
 class Command(BaseCommand):
@@ -47,7 +52,7 @@ class Command(BaseCommand):
             compiled = load_chain(options["chain"])
         except ChainNotFound:
             raise CommandError(f"no enabled chain {options['chain']!r}") from None
-        except ChainConfigurationError as exc:
+        except (VersionNotFound, ChainConfigurationError) as exc:
             raise CommandError(str(exc)) from exc
         try:
             retriever = chain_retriever(compiled.advisors)
@@ -63,7 +68,9 @@ class Command(BaseCommand):
             raise CommandError("no questions to ask")
         ks = sorted({1, retriever.top_k, 5})
         started = time.perf_counter()
-        report = asyncio.run(evaluate(retriever, questions, ks))
+        # async_to_sync, not asyncio.run: the store's queries then run on this thread, in
+        # its connection (and transaction), as they do under a Django view.
+        report = async_to_sync(evaluate)(retriever, questions, ks)
         elapsed = time.perf_counter() - started
         rates = {f"hit@{k}": round(report.rate(k), 3) for k in ks}
         if options["json"]:

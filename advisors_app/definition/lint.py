@@ -1,7 +1,8 @@
-"""Chain lint: structural mistakes in a chain's advisors, found before a request runs.
+"""Chain lint: mistakes in a chain's snapshot, found before a request runs. Reads no database.
 
-Runs when a chain is saved in the admin (errors block the save, warnings are shown) and in
-``manage.py check --database default`` (every stored chain). Each rule has a stable id:
+Runs on the draft when a chain is saved (admin, API: errors block the save, warnings are
+shown), before publishing, and in ``manage.py check --database default`` (every chain's draft
+and every labelled version). Each rule has a stable id:
 
 - ``advisors_app.E101``: more than one tool advisor (seed §4.4, Spring's
   "At most one ToolAdvisor is allowed").
@@ -19,8 +20,15 @@ Runs when a chain is saved in the admin (errors block the save, warnings are sho
 - ``advisors_app.E108``: an unregistered advisor type.
 - ``advisors_app.E109``: params that do not match the type's JSON Schema.
 - ``advisors_app.E110``: a reference to a row that does not exist (word list, template, ...).
+- ``advisors_app.E111``: a tool that is not registered.
 - ``advisors_app.W112``: a guard that takes word lists has no word at all (its lists are empty
   and it has no inline ``words``): it blocks nothing.
+- ``advisors_app.E113``: the chain cannot be built: an advisor type's factory (a project's
+  own included) or the chat model refused the configuration (reported by
+  :func:`advisors_app.definition.check`, which compiles after linting).
+- ``advisors_app.W114``: an advisor that rewrites the user message runs inside a retrieval
+  advisor: it rewrites, and sends again, the whole retrieved context.
+- ``advisors_app.E115``: default options the chat options do not accept.
 
 "Inside" means later in the chain's execution order (larger order; equal orders keep the
 rows' saved order).
@@ -28,14 +36,13 @@ rows' saved order).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.apps import apps
-
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from advisors_app.core.templates import assert_balanced_braces, assert_placeholders
+from advisors_app.orders import format_order
 from advisors_app.registry import (
     AdvisorType,
     advisor_types,
@@ -43,13 +50,18 @@ from advisors_app.registry import (
     reference_kinds,
     references_in,
 )
+from advisors_app.tools import tool_registry
+from advisors_app.validation import chat_options_errors
 
-__all__ = ["LintMessage", "format_order", "lint_chain"]
+__all__ = ["LintMessage", "advisor_label", "lint"]
+
+#: The role of advisors that rewrite the user message (see W114).
+REWRITE_ROLE = "rewrite"
 
 
 @dataclass(frozen=True)
 class LintMessage:
-    """One finding: ``level`` is ``"error"`` (blocks saving) or ``"warning"``."""
+    """One finding: ``level`` is ``"error"`` (blocks saving and publishing) or ``"warning"``."""
 
     id: str
     level: str
@@ -63,16 +75,8 @@ class LintMessage:
     def __str__(self) -> str:
         return f"{self.message} {self.hint}".strip()
 
-
-def format_order(order: int | None) -> str:
-    """``-2147483448`` → ``"HIGHEST+200"``; orders near the ends read better relative to them."""
-    if order is None:
-        return "default"
-    if order - HIGHEST_PRECEDENCE <= 1_000_000:
-        return "HIGHEST" if order == HIGHEST_PRECEDENCE else f"HIGHEST+{order - HIGHEST_PRECEDENCE}"
-    if LOWEST_PRECEDENCE - order <= 1_000_000:
-        return "LOWEST" if order == LOWEST_PRECEDENCE else f"LOWEST-{LOWEST_PRECEDENCE - order}"
-    return str(order)
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "level": self.level, "message": self.message, "hint": self.hint}
 
 
 @dataclass(frozen=True)
@@ -80,12 +84,12 @@ class _Row:
     label: str
     type: AdvisorType
     order: int
-    position: int
     params: dict[str, Any]
 
 
-def _label(index: int, row: Any) -> str:
-    return f"advisor #{index + 1} ({row.advisor_type})"
+def advisor_label(index: int, advisor: Mapping[str, Any]) -> str:
+    """How messages name the snapshot's advisor ``index``: ``advisor #2 (safe_guard)``."""
+    return f"advisor #{index + 1} ({advisor['type']})"
 
 
 def _error(id_: str, message: str, hint: str = "") -> LintMessage:
@@ -96,32 +100,30 @@ def _warning(id_: str, message: str, hint: str = "") -> LintMessage:
     return LintMessage(id_, "warning", message, hint)
 
 
-def lint_chain(advisors: Iterable[Any]) -> list[LintMessage]:
-    """Lint a chain's advisor rows (saved or not: anything with the model's attributes).
-
-    Each row needs ``advisor_type``, ``order``, ``enabled`` and ``params``. Rows are taken in
-    their saved order (equal orders keep it). Runs queries to check references.
-    """
-    messages: list[LintMessage] = []
+def lint(snapshot: Mapping[str, Any]) -> list[LintMessage]:
+    """Every finding of the chain a snapshot describes (see the module docstring)."""
+    references: Mapping[str, Any] = snapshot["references"]
+    messages = _chain_messages(snapshot)
     rows: list[_Row] = []
-    for index, row in enumerate(advisors):
-        label = _label(index, row)
-        advisor_type = advisor_types.get(row.advisor_type)
+    for index, advisor in enumerate(snapshot["advisors"]):
+        label = advisor_label(index, advisor)
+        advisor_type = advisor_types.get(advisor["type"])
         if advisor_type is None:
             messages.append(
                 _error(
                     "advisors_app.E108",
-                    f"{label}: unknown advisor type {row.advisor_type!r}.",
+                    f"{label}: unknown advisor type {advisor['type']!r}.",
                     "Registered types: " + (", ".join(t.key for t in advisor_types) or "none"),
                 )
             )
             continue
-        errors = params_errors(row.advisor_type, row.params)
+        params = advisor["params"]
+        errors = params_errors(advisor["type"], params)
         if errors:
             details = "; ".join(f"{f}: {' '.join(m)}" for f, m in errors.items())
             messages.append(_error("advisors_app.E109", f"{label}: invalid params: {details}"))
             continue
-        order = advisor_type.default_order if row.order is None else row.order
+        order = advisor["order"]
         if not HIGHEST_PRECEDENCE <= order <= LOWEST_PRECEDENCE:
             messages.append(
                 _error(
@@ -131,55 +133,96 @@ def lint_chain(advisors: Iterable[Any]) -> list[LintMessage]:
                 )
             )
             continue
-        messages.extend(_reference_messages(label, advisor_type, row.params))
-        if row.enabled:
-            messages.extend(_empty_guard_messages(label, advisor_type, row.params))
-            rows.append(_Row(label, advisor_type, order, index, dict(row.params)))
-    rows.sort(key=lambda r: (r.order, r.position))
+        if advisor["enabled"]:
+            messages.extend(_reference_messages(label, advisor_type, params, references))
+            messages.extend(_empty_guard_messages(label, advisor_type, params, references))
+            rows.append(_Row(label, advisor_type, order, dict(params)))
     messages.extend(_structure_messages(rows))
     return messages
 
 
-def _reference_messages(label: str, advisor_type: AdvisorType, params: Any) -> list[LintMessage]:
+def _chain_messages(snapshot: Mapping[str, Any]) -> list[LintMessage]:
+    """The chain's own settings: model, system template, default options, tools."""
     messages = []
-    properties = advisor_type.params_schema.get("properties", {})
-    for param, kind_key, slug in references_in(advisor_type, params):
-        kind = reference_kinds.get(kind_key)
-        row = None
-        if kind is not None:
-            model = apps.get_model(kind.model)
-            row = model._default_manager.filter(slug=slug).first()
-        if row is None:
-            what = kind.label if kind else kind_key
+    references = snapshot["references"]
+    model = snapshot["chat_model"]
+    if model is not None and references.get(f"chat_model:{model}") is None:
+        messages.append(
+            _error(
+                "advisors_app.E110",
+                f"chat model {model!r} does not exist.",
+                "Choose an existing chat model configuration.",
+            )
+        )
+    template = snapshot["system_template"]
+    if template:
+        messages.extend(_template_messages("system template", template, references, required=None))
+    for field, problems in chat_options_errors(snapshot["default_options"], "").items():
+        for problem in problems:
             messages.append(
                 _error(
-                    "advisors_app.E110",
-                    f"{label}: params.{param}: no {what} with slug {slug!r}.",
-                    f"Create the {what} or choose an existing one.",
+                    "advisors_app.E115",
+                    f"default_options: {field + ': ' if field else ''}{problem}",
                 )
             )
-            continue
-        if kind_key == "prompt_template":
-            required = properties.get(param, {}).get("x-required-placeholders")
-            messages.extend(_template_messages(f"{label}: params.{param}", row, required))
+    unknown = [tool["name"] for tool in snapshot["tools"] if tool.get("registered") is False]
+    if unknown:
+        listing = ", ".join(sorted(tool_registry.names)) or "none"
+        messages.append(
+            _error(
+                "advisors_app.E111",
+                f"unknown tool(s): {', '.join(unknown)}.",
+                f"Registered tools: {listing}.",
+            )
+        )
     return messages
 
 
-def _template_messages(where: str, template: Any, required: list[str] | None) -> list[LintMessage]:
-    """E106 for a stored template with an unpaired brace (a template saved before the admin
-    refused them) or without the placeholders its advisor requires."""
+def _reference_messages(
+    label: str, advisor_type: AdvisorType, params: Any, references: Mapping[str, Any]
+) -> list[LintMessage]:
+    messages = []
+    properties = advisor_type.params_schema.get("properties", {})
+    for param, kind_key, slug in references_in(advisor_type, params):
+        if kind_key == "prompt_template":
+            required = properties.get(param, {}).get("x-required-placeholders")
+            messages.extend(
+                _template_messages(f"{label}: params.{param}", slug, references, required)
+            )
+        elif references.get(f"{kind_key}:{slug}") is None:
+            messages.append(_missing(f"{label}: params.{param}", kind_key, slug))
+    return messages
+
+
+def _missing(where: str, kind_key: str, slug: str) -> LintMessage:
+    kind = reference_kinds.get(kind_key)
+    what = kind.label if kind else kind_key
+    return _error(
+        "advisors_app.E110",
+        f"{where}: no {what} with slug {slug!r}.",
+        f"Create the {what} or choose an existing one.",
+    )
+
+
+def _template_messages(
+    where: str, slug: str, references: Mapping[str, Any], required: list[str] | None
+) -> list[LintMessage]:
+    """E110 for a missing template; E106 for one with an unpaired brace (saved before the
+    admin refused them) or without the placeholders its advisor requires."""
+    found = references.get(f"prompt_template:{slug}")
+    if found is None:
+        return [_missing(where, "prompt_template", slug)]
     try:
-        assert_balanced_braces(template.text)
+        assert_balanced_braces(found["text"])
     except ValueError as exc:
         hint = "Fix the template text; write {{ and }} for literal braces."
-        return [_error("advisors_app.E106", f"{where}: template {template.slug!r}: {exc}", hint)]
+        return [_error("advisors_app.E106", f"{where}: template {slug!r}: {exc}", hint)]
     if required:
         try:
-            assert_placeholders(template.text, required)
+            assert_placeholders(found["text"], required)
         except ValueError as exc:
             hint = "Add the placeholders to the template text."
-            message = f"{where}: template {template.slug!r}: {exc}"
-            return [_error("advisors_app.E106", message, hint)]
+            return [_error("advisors_app.E106", f"{where}: template {slug!r}: {exc}", hint)]
     return []
 
 
@@ -194,18 +237,19 @@ def _takes_word_lists(advisor_type: AdvisorType) -> bool:
     return False
 
 
-def _empty_guard_messages(label: str, advisor_type: AdvisorType, params: Any) -> list[LintMessage]:
+def _empty_guard_messages(
+    label: str, advisor_type: AdvisorType, params: Any, references: Mapping[str, Any]
+) -> list[LintMessage]:
     """W112 for a guard whose word lists and inline ``words`` (SafeGuard's) hold no word."""
     if "guard" not in advisor_type.roles or not _takes_word_lists(advisor_type):
         return []
     if any(str(w).strip() for w in params.get("words") or ()):
         return []
     slugs = [s for _, kind, s in references_in(advisor_type, params) if kind == "word_list"]
-    word_lists = apps.get_model("advisors_app", "SensitiveWordList")._default_manager
-    lists = list(word_lists.filter(slug__in=slugs))
-    if len(lists) < len(set(slugs)):
+    lists = [references.get(f"word_list:{slug}") for slug in slugs]
+    if any(found is None for found in lists):
         return []  # a missing list is E110's
-    if any(str(w).strip() for found in lists for w in found.words):
+    if any(str(w).strip() for found in lists for w in found["words"]):  # type: ignore[index]
         return []
     named = ", ".join(repr(s) for s in slugs) if slugs else "none"
     return [
@@ -277,6 +321,19 @@ def _structure_messages(rows: list[_Row]) -> list[LintMessage]:
                         "Give the memory advisor a smaller order than the retrieval advisor "
                         "(memory's default HIGHEST+200, retrieval at HIGHEST+250 or 0), so "
                         "memory stores what the user typed.",
+                    )
+                )
+    for rag in _with_role(rows, "rag")[:1]:
+        for rewriter in _with_role(rows, REWRITE_ROLE):
+            if rewriter is not rag and position[id(rewriter)] > position[id(rag)]:
+                messages.append(
+                    _warning(
+                        "advisors_app.W114",
+                        f"{_describe(rewriter)} rewrites the user message inside "
+                        f"{_describe(rag)}: by then the message holds every retrieved excerpt, "
+                        "so it rewrites and sends again the whole retrieved context.",
+                        f"Give {rewriter.label} a smaller order than {rag.label} "
+                        f"(below {format_order(rag.order)}), so it sees what the user typed.",
                     )
                 )
     for row in rows:

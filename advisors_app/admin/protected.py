@@ -1,0 +1,31 @@
+"""Deleting a row that a labelled chain version refers to: a refusal on the delete page.
+
+The ``pre_delete`` receiver of :mod:`advisors_app.protection` refuses such deletes with
+``ProtectedError``; the admin collects what a delete would remove without sending signals, so
+it asks :func:`~advisors_app.protection.protecting_versions` itself and lists the versions the
+way it lists any protected object (the delete page and the bulk delete action both read it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from advisors_app.protection import protecting_versions, protection_message
+
+__all__ = ["ReferencedByVersionsAdmin"]
+
+
+class ReferencedByVersionsAdmin(admin.ModelAdmin):
+    """A row a labelled version refers to shows as protected, naming the chains and versions."""
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, Any]:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        protected = list(protected)
+        for obj in objs:
+            versions = protecting_versions(obj)
+            if versions:
+                protected.append(protection_message(obj, versions))
+        return deleted, counts, perms_needed, protected

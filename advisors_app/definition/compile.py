@@ -1,0 +1,241 @@
+"""Compile a chain snapshot into a core ``ChatClient``: every advisor built by its type's factory.
+
+Reads only the snapshot (no query): factories resolve the slugs in their params through
+:class:`BuildServices`, which answers from the snapshot's ``references``. Anything that cannot
+be built — an unregistered type or tool, params the type refuses, a factory that raises, a
+model configuration the provider registry refuses — is a :class:`ChainConfigurationError`
+naming the advisor; :func:`advisors_app.definition.check` reports it as lint ``E113`` before
+a version is published, so a user's turn never meets it first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisors_app.conf import app_settings
+from advisors_app.core.advisor import Advisor
+from advisors_app.core.advisors.base_chat_memory import BaseChatMemoryAdvisor
+from advisors_app.core.attributes import TOOL_CALLING_AUTO_REGISTER
+from advisors_app.core.client import ChatClient
+from advisors_app.core.memory import DEFAULT_MAX_MESSAGES, ChatMemory, MessageWindowChatMemory
+from advisors_app.core.model import ChatModel, EmbeddingModel
+from advisors_app.core.prompt import ChatOptions
+from advisors_app.core.providers.registry import (
+    create_chat_model,
+    create_embedding_model,
+    default_embedding_model,
+)
+from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
+from advisors_app.core.tools import ToolCallingManager
+from advisors_app.core.vectorstore import VectorStore
+from advisors_app.models import Collection
+from advisors_app.providers import chat_model_configs
+from advisors_app.registry import AdvisorType, advisor_types, reference_kinds
+from advisors_app.scoping import UserScopedVectorStore
+from advisors_app.stores.memory import DjangoChatMemoryRepository
+from advisors_app.stores.vectors import PgVectorStore
+from advisors_app.tools import tool_registry
+from advisors_app.validation import CHAT_OPTIONS_SCHEMA, REQUEST_OPTIONS
+
+from .lint import advisor_label
+from .snapshot import snapshot_hash
+
+__all__ = ["BuildServices", "ChainConfigurationError", "CompiledChain", "compile_snapshot"]
+
+
+class ChainConfigurationError(RuntimeError):
+    """Raised when a snapshot cannot be built: unknown type or tool, bad params, missing row."""
+
+
+#: Stateless, so one repository serves every chain, request and thread.
+_repository = DjangoChatMemoryRepository()
+
+
+class BuildServices:
+    """What factories resolve slugs through: one snapshot's references, no queries."""
+
+    def __init__(
+        self, snapshot: Mapping[str, Any], default_chat_model: Mapping[str, Any] | None = None
+    ) -> None:
+        self._references: Mapping[str, Any] = snapshot["references"]
+        self._default_chat_model = default_chat_model
+
+    def reference(self, kind: str, slug: str) -> Mapping[str, Any]:
+        value = self._references.get(f"{kind}:{slug}")
+        if value is None:
+            label = getattr(reference_kinds.get(kind), "label", kind)
+            raise ChainConfigurationError(f"no {label} with slug {slug!r}")
+        return value  # type: ignore[no-any-return]
+
+    def chat_model(self, slug: str | None) -> ChatModel:
+        """The chat model ``slug`` names; ``None``: the deployment's default (the
+        ``default_chat_model`` given, else ``ADVISORS["DEFAULT_CHAT_MODEL"]``'s settings)."""
+        if slug is None:
+            alias = app_settings.DEFAULT_CHAT_MODEL
+            config = self._default_chat_model or chat_model_configs().get(alias)
+            if config is None:
+                raise ChainConfigurationError(f"no chat model alias {alias!r} in the settings")
+        else:
+            config = self.reference("chat_model", slug)
+        try:
+            return create_chat_model(config)
+        except ValueError as exc:
+            raise ChainConfigurationError(f"chat model {slug or 'default'!r}: {exc}") from exc
+
+    def embedding_model(self, slug: str | None) -> EmbeddingModel:
+        """The embedding model ``slug`` names; ``None``: the process-wide default (MiniLM)."""
+        if slug is None:
+            return default_embedding_model()
+        try:
+            return create_embedding_model(self.reference("embedding_model", slug), name=slug)
+        except ValueError as exc:
+            raise ChainConfigurationError(f"embedding model {slug!r}: {exc}") from exc
+
+    def vector_store(self, collection: str, embedding_model: str | None = None) -> VectorStore:
+        """The collection as each turn's user may see it (:class:`UserScopedVectorStore`).
+
+        Raises ``EmbeddingDimensionError`` (a ``ValueError``) here, at build time, when the
+        model's dimensions differ from the stored embeddings' (bug case B24).
+        """
+        self.reference("collection", collection)
+        model = self.embedding_model(embedding_model)
+        PgVectorStore(Collection(slug=collection), model)  # checks the dimensions, no query
+        return UserScopedVectorStore(collection, model)
+
+    def chat_memory(self, *, max_messages: int = DEFAULT_MAX_MESSAGES) -> ChatMemory:
+        """A message-window memory over the conversations in the database."""
+        return MessageWindowChatMemory(_repository, max_messages=max_messages)
+
+
+@dataclass(frozen=True)
+class CompiledChain:
+    """A built chain: its client, advisors and what a request to it may carry.
+
+    ``system_template`` is set when the system text has placeholders, filled per request from
+    ``params["system_params"]``. ``params_schema`` is the JSON Schema of a request's params:
+    ``options`` (the per-request subset of chat options), ``system_params``, and the context
+    params the chain's advisor types declare. Shared by every version with the same
+    ``snapshot_hash``.
+    """
+
+    slug: str
+    snapshot_hash: str
+    client: ChatClient
+    advisors: tuple[Advisor, ...]
+    params_schema: Mapping[str, Any]
+    system_template: CorePromptTemplate | None = None
+    snapshot: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def has_memory(self) -> bool:
+        """Whether a chat-memory advisor stores the turns in the conversation itself.
+
+        ``VectorStoreChatMemoryAdvisor`` is a memory advisor too, but it stores into a
+        collection, so the turn service still writes the conversation's transcript.
+        """
+        return any(isinstance(a, BaseChatMemoryAdvisor) for a in self.advisors)
+
+
+def _params_schema(types: list[AdvisorType], template: CorePromptTemplate | None) -> dict[str, Any]:
+    options = {k: v for k, v in CHAT_OPTIONS_SCHEMA["properties"].items() if k in REQUEST_OPTIONS}
+    properties: dict[str, Any] = {
+        "options": {"type": "object", "properties": options, "additionalProperties": False}
+    }
+    if template is not None:
+        properties["system_params"] = {
+            "type": "object",
+            "properties": {name: {"type": ["string", "number"]} for name in template.placeholders},
+            "required": list(template.placeholders),
+            "additionalProperties": False,
+        }
+    for advisor_type in types:
+        properties.update(advisor_type.request_params)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if template is not None:
+        schema["required"] = ["system_params"]
+    return schema
+
+
+def _advisors(
+    snapshot: Mapping[str, Any], services: BuildServices
+) -> tuple[list[Advisor], list[AdvisorType]]:
+    advisors: list[Advisor] = []
+    types: list[AdvisorType] = []
+    for index, row in enumerate(snapshot["advisors"]):
+        if not row["enabled"]:
+            continue
+        where = advisor_label(index, row)
+        advisor_type = advisor_types.get(row["type"])
+        if advisor_type is None:
+            raise ChainConfigurationError(f"{where}: the advisor type is not registered")
+        try:
+            advisors.append(
+                advisor_type.build(row["params"], row["order"], snapshot["slug"], services)
+            )
+        except Exception as exc:
+            # Whatever a factory raises (a project's own included), the chain cannot be built:
+            # say which advisor and why, rather than fail a request as an unexplained error.
+            raise ChainConfigurationError(f"{where}: {type(exc).__name__}: {exc}") from exc
+        types.append(advisor_type)
+    return advisors, types
+
+
+def compile_snapshot(
+    snapshot: Mapping[str, Any], *, default_chat_model: Mapping[str, Any] | None = None
+) -> CompiledChain:
+    """Build the client ``snapshot`` describes; raises :class:`ChainConfigurationError`.
+
+    ``default_chat_model`` is the configuration of the deployment's default chat model, for a
+    snapshot without a model of its own (default: the settings' ``DEFAULT_CHAT_MODEL``).
+    """
+    services = BuildServices(snapshot, default_chat_model)
+    advisors, types = _advisors(snapshot, services)
+    system: str | None = snapshot["system_prompt"] or None
+    template = None
+    if snapshot["system_template"]:
+        text = services.reference("prompt_template", snapshot["system_template"])["text"]
+        try:
+            template = CorePromptTemplate(text)
+        except ValueError as exc:
+            raise ChainConfigurationError(f"system template: {exc}") from exc
+        if template.placeholders:
+            system = None
+        else:
+            system, template = template.render({}), None
+    try:
+        options = ChatOptions.from_dict(snapshot["default_options"] or {})
+    except (TypeError, ValueError) as exc:
+        raise ChainConfigurationError(f"default_options: {exc}") from exc
+    tools = tuple(tool["name"] for tool in snapshot["tools"])
+    unknown = [name for name in tools if name not in tool_registry]
+    if unknown:
+        raise ChainConfigurationError(
+            f"unknown tool(s) {', '.join(unknown)}; registered: "
+            + (", ".join(tool_registry.names) or "none")
+        )
+    client = ChatClient(
+        services.chat_model(snapshot["chat_model"]),
+        default_system=system,
+        default_advisors=advisors,
+        # Divergence from ChatClient's default: the tool loop is added only to chains that
+        # enable tools (a tool_calling row adds it explicitly), so other chains do not pay for it.
+        default_advisor_params={} if tools else {TOOL_CALLING_AUTO_REGISTER: False},
+        default_options=options,
+        default_tools=tools,
+        tool_calling_manager=ToolCallingManager(tool_registry=tool_registry),
+    )
+    return CompiledChain(
+        slug=snapshot["slug"],
+        snapshot_hash=snapshot_hash(snapshot),
+        client=client,
+        advisors=tuple(advisors),
+        params_schema=_params_schema(types, template),
+        system_template=template,
+        snapshot=snapshot,
+    )

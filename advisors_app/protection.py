@@ -1,0 +1,68 @@
+"""Rows that a labelled chain version took content from cannot be deleted.
+
+A version holds its templates and word lists by content, so editing them never changes what a
+label serves; but a label must never point at a version naming a collection or model that is
+gone. :func:`protecting_versions` lists the labelled versions that refer to a row; a
+``pre_delete`` receiver raises ``ProtectedError`` naming them (the admin shows them on its
+delete page, the API answers 409). Connected by ``AdvisorsAppConfig.ready()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import ProtectedError
+from django.db.models.signals import pre_delete
+
+from advisors_app.models import ChainVersion
+from advisors_app.registry import ReferenceKind, reference_kinds
+
+__all__ = ["connect", "protecting_versions", "protection_message"]
+
+
+def _kind_of(model: Any) -> ReferenceKind | None:
+    label = model._meta.label
+    for kind in reference_kinds:
+        if kind.model == label:
+            return kind
+    return None
+
+
+def protecting_versions(instance: Any) -> list[ChainVersion]:
+    """The labelled versions whose snapshot refers to ``instance`` (none: ``[]``)."""
+    kind = _kind_of(type(instance))
+    if kind is None or not getattr(instance, "slug", None):
+        return []
+    return list(
+        ChainVersion.objects.filter(
+            references__contains=[f"{kind.key}:{instance.slug}"], labels__isnull=False
+        )
+        .select_related("chain")
+        .distinct()
+        .order_by("chain__slug", "number")
+    )
+
+
+def protection_message(instance: Any, versions: list[ChainVersion]) -> str:
+    """``Cannot delete template 'qa': chain 'support' v3 (production) refers to it.``"""
+    kind = _kind_of(type(instance))
+    what = kind.label if kind else type(instance)._meta.verbose_name
+    named = ", ".join(
+        f"chain {v.chain.slug!r} v{v.number} ({', '.join(v.labels.values_list('name', flat=True))})"
+        for v in versions
+    )
+    return (
+        f"Cannot delete {what} {instance.slug!r}: {named} refer to it. Publish versions without "
+        "it and move the labels first."
+    )
+
+
+def _refuse_referenced(sender: Any, instance: Any, **kwargs: Any) -> None:
+    versions = protecting_versions(instance)
+    if versions:
+        raise ProtectedError(protection_message(instance, versions), set(versions))
+
+
+def connect() -> None:
+    """Connect the receiver (idempotent). No sender: other apps may register reference kinds."""
+    pre_delete.connect(_refuse_referenced, dispatch_uid="advisors_refuse_referenced_delete")
