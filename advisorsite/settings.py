@@ -81,6 +81,14 @@ TEMPLATES = [
 ASGI_APPLICATION = "advisorsite.asgi.application"
 
 DATABASES = {"default": database_config()}
+# Pooled connections (psycopg-pool): a turn's database work no longer pays for a new
+# PostgreSQL connection on each request or thread. Django requires CONN_MAX_AGE = 0 with it.
+DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+    "min_size": 1,
+    "max_size": int(os.environ.get("DJANGO_DB_POOL_SIZE", "10")),
+    "timeout": 10,
+}
+DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 REDIS_URL = os.environ.get("REDIS_URL")
 

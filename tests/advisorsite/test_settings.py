@@ -95,3 +95,14 @@ def test_the_demo_chain_runs_on_the_model_the_variables_name(
     sent = request.body["messages"][-1]["content"]
     assert sent.startswith(f"Question: {question}\n\nExcerpts from the Python Language Reference:")
     assert 'The "with" statement is used to wrap the execution of a block' in sent
+
+
+@pytest.mark.django_db
+def test_the_example_site_pools_its_database_connections() -> None:
+    from django.conf import settings
+    from django.db import connection
+
+    assert settings.DATABASES["default"]["OPTIONS"]["pool"]["max_size"] >= 1
+    assert settings.DATABASES["default"]["CONN_MAX_AGE"] == 0  # Django requires it with a pool
+    connection.ensure_connection()
+    assert connection.pool is not None

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import connection
@@ -24,6 +26,8 @@ from advisors_app.core.vectorstore import Document
 from advisors_app.models import ChatMessage, Collection
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.stores.vectors import PgVectorStore
+from tests.helpers import database_url_for_subprocess
+from tests.live_server import LiveServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,3 +78,26 @@ def test_plain_sync_code_and_threads_use_the_stores_too() -> None:
     worker.join(30)
     assert results == ["Hi there."]
     assert ChatMessage.objects.filter(conversation__conversation_id="thread-1").count() == 2
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_real_sync_view_served_by_daphne(tmp_path: Path) -> None:
+    collection = Collection.objects.create(slug="kb", name="KB")
+    PgVectorStore(collection, default_embedding_model()).add(
+        [Document("Context managers wrap a block.")]
+    )
+    env = {
+        "DATABASE_URL": database_url_for_subprocess(),
+        "DJANGO_SETTINGS_MODULE": "tests.sync_site.settings",
+    }
+    with LiveServer(tmp_path / "daphne.log", **env) as server:
+        response = httpx.get(
+            f"{server.url}/sync-ask/", params={"q": "with?", "c": "daphne-1"}, timeout=60
+        )
+    assert response.status_code == 200, server.log()
+    assert response.json() == {
+        "answer": "From a sync view.",
+        "found": ["Context managers wrap a block."],
+    }
+    assert ChatMessage.objects.filter(conversation__conversation_id="daphne-1").count() == 2
