@@ -143,6 +143,8 @@ def _value_problem(key: str, value: Any) -> str:
         return "must be greater than 0."
     if key in _NOT_NEGATIVE and value < 0:
         return "must be 0 or more."
+    if key == "TRACE_PAYLOAD_SAMPLE" and not 0 <= value <= 1:
+        return "must be a share from 0 to 1."
     if key == "EMBEDDING_DIMENSIONS" and value != EMBEDDING_DIMENSIONS:
         return f"the document embedding column is vector({EMBEDDING_DIMENSIONS})."
     if key == "CHAT_THROTTLE_RATE" and value:

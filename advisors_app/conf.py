@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "CHAT_THROTTLE_RATE": "30/minute",
     "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
     "TENANT_RESOLVER": "",
+    "TRACE_PAYLOAD_SAMPLE": 0.0,
     "CHAT_MODELS": {},
     "EMBEDDING_MODELS": {},
 }
@@ -119,6 +120,13 @@ class AdvisorsSettings:
         tenant and those of theirs (see :mod:`advisors_app.scoping`).
         """
         return str(self._get("TENANT_RESOLVER"))
+
+    @property
+    def TRACE_PAYLOAD_SAMPLE(self) -> float:
+        """Share of turns (0 to 1) whose call-log trace keeps each advisor's request and
+        response; the others keep times, status and chunk counts only. Turns run while
+        ``DEBUG`` is on, and in the admin playground, always keep them."""
+        return float(self._get("TRACE_PAYLOAD_SAMPLE"))
 
 
 app_settings = AdvisorsSettings()

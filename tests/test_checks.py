@@ -54,6 +54,7 @@ def test_e002_extension_is_not_available() -> None:
         ({"SSE_KEEPALIVE_SECONDS": "15"}, "['SSE_KEEPALIVE_SECONDS'] must be float, got '15'"),
         ({"MAX_MESSAGE_CHARS": -5}, "['MAX_MESSAGE_CHARS'] = -5: must be greater than 0."),
         ({"STREAM_COALESCE_MS": -1}, "['STREAM_COALESCE_MS'] = -1: must be 0 or more."),
+        ({"TRACE_PAYLOAD_SAMPLE": 1.5}, "= 1.5: must be a share from 0 to 1."),
         ({"EMBEDDING_DIMENSIONS": 512}, "column is vector(384)"),
         ({"CHAT_THROTTLE_RATE": "thirty"}, "'thirty': not a rate"),
         ({"CHAT_THROTTLE_RATE": "30/fortnight"}, "'30/fortnight': not a rate"),

@@ -198,7 +198,8 @@ class CallTrace:
     """A per-call record of every advisor invocation (an ``AdvisorObserver``).
 
     ``max_text`` cuts each string in the recorded requests/responses to that many characters
-    (``None``: no limit); ``capture_payloads=False`` records times, status and usage only.
+    (``None``: no limit); ``capture_payloads=False`` records times, status and chunk counts
+    only (usage too for calls; streams are not aggregated then).
     ``to_dict()`` is JSON-serialisable: ``{"duration": s, "entries": [...]}`` where each entry
     is an :class:`AdvisorTraceEntry` plus ``self_duration`` (its duration minus its children's).
     """
@@ -262,7 +263,9 @@ class CallTrace:
         self, advisor: Advisor, request: ChatClientRequest, proceed: StreamProceed
     ) -> AsyncIterator[ChatClientResponse]:
         entry = self._open(advisor, request, "stream")
-        accumulator = ChatClientResponseAccumulator()
+        # Without payloads only times and counts are kept: no per-chunk aggregation, which
+        # would cost more per chunk than the advisor itself.
+        accumulator = ChatClientResponseAccumulator() if self._capture else None
         try:
             async with closing_stream(proceed(request)) as chunks:
                 while True:
@@ -276,16 +279,23 @@ class CallTrace:
                     if entry.first_chunk is None:
                         entry.first_chunk = time.perf_counter() - self._origin - entry.started
                     entry.chunks += 1
-                    accumulator.add(chunk)
+                    if accumulator is not None:
+                        accumulator.add(chunk)
                     yield chunk
         except (GeneratorExit, asyncio.CancelledError):
-            self._close(entry, accumulator.result() if entry.chunks else None, "cancelled")
+            self._close(entry, self._aggregate(entry, accumulator), "cancelled")
             raise
         except BaseException as exc:
-            partial = accumulator.result() if entry.chunks else None
+            partial = self._aggregate(entry, accumulator)
             self._close(entry, partial, self._failed(entry, exc))
             raise
-        self._close(entry, accumulator.result() if entry.chunks else None, "ok")
+        self._close(entry, self._aggregate(entry, accumulator), "ok")
+
+    @staticmethod
+    def _aggregate(
+        entry: AdvisorTraceEntry, accumulator: ChatClientResponseAccumulator | None
+    ) -> ChatClientResponse | None:
+        return accumulator.result() if accumulator is not None and entry.chunks else None
 
     @property
     def duration(self) -> float | None:

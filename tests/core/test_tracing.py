@@ -216,3 +216,18 @@ async def test_composite_observer_feeds_every_observer(otel, exporter):
 async def test_without_an_sdk_the_api_is_a_no_op():
     client = untooled_client(ScriptedChatModel(["ok"]), observer=OpenTelemetryObserver())
     assert (await client.prompt("x").call().acontent()) == "ok"
+
+
+async def test_a_stream_trace_without_payloads_keeps_times_and_counts_only() -> None:
+    trace = CallTrace(capture_payloads=False)
+    client = untooled_client(
+        ScriptedChatModel([["a", "b", "c"]]), default_advisors=[RecordingAdvisor("A")]
+    )
+    assert [t async for t in client.prompt("x").observer(trace).stream().content()] == [
+        "a",
+        "b",
+        "c",
+    ]
+    for entry in trace.entries:
+        assert (entry.status, entry.chunks, entry.request, entry.response) == ("ok", 3, None, None)
+        assert entry.first_chunk is not None and entry.duration is not None
