@@ -16,7 +16,11 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
   ``code`` and field ``errors`` and nothing is stored; frames say ``text`` where the service
   says ``message``. Without ``conversation_id`` a conversation is started; its id is in the
   ``start`` frame. Ids are namespaced per owner by the service: another user's id reaches
-  nothing of theirs (it starts a conversation of the caller's own under that id).
+  nothing of theirs (it starts a conversation of the caller's own under that id). ``done``
+  carries ``message_id`` (the stored reply's id) and ``stored``; a turn that started a
+  conversation and stored nothing (a guard refused the message, it failed before any text)
+  ends with ``conversation_id: null`` in its ``done`` or ``error`` frame: that conversation
+  is gone.
 * Client ``{"type": "cancel"}`` stops the turn being generated: the model stream is closed at
   once, the partial answer stored flagged ``interrupted`` (memory advisor or service, bug
   cases B06/B31), any text not yet sent is sent, then one ``done`` frame with
@@ -257,10 +261,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if rest:
             await self.send_json({"type": "delta", "text": rest})
         final = stream.final_event if stream is not None else None
-        if final is None:  # cancelled before the chain started: nothing ran, nothing stored
-            conversation_id = stream.conversation_id if stream is not None else ""
+        if final is None:  # cancelled before the turn was set up: nothing ran, nothing stored
             trace_id = stream.trace_id if stream is not None else ""
-            final = DoneEvent("cancelled", conversation_id, "", None, {}, None, trace_id)
+            final = DoneEvent("cancelled", None, "", None, {}, None, trace_id)
         await self.send_json(final.to_dict())
 
     async def _announce(self, conversation_id: str) -> None:

@@ -10,7 +10,9 @@ and websocket layers list and show conversations through :func:`user_conversatio
 :func:`find_conversation`, and show ids with :func:`public_conversation_id`.
 
 A stored reply carries the trace id of the turn that wrote it (``metadata["trace_id"]``,
-:func:`record_trace_id`), so a transcript read back links each reply to its call log.
+:data:`TRACE_ID`), so a transcript read back links each reply to its call log. The id goes down
+with the turn (the context's ``TRACE_ID``) and whoever stores the reply writes it there; it is
+never patched in afterwards.
 """
 
 from __future__ import annotations
@@ -19,12 +21,11 @@ import re
 import uuid
 from typing import Any
 
-from django.db.models import F, JSONField, QuerySet, Value
-from django.db.models.expressions import CombinedExpression
+from django.db.models import QuerySet
 
-from advisors_app.core.messages import MessageType
+from advisors_app.core.attributes import TRACE_ID_METADATA
 from advisors_app.events import TurnError
-from advisors_app.models import ChatMessage, Conversation
+from advisors_app.models import Conversation
 from advisors_app.validation import FieldErrors
 
 __all__ = [
@@ -35,9 +36,7 @@ __all__ = [
     "conversation_key",
     "discard_if_empty",
     "find_conversation",
-    "last_sequence",
     "public_conversation_id",
-    "record_trace_id",
     "resolve_conversation",
     "user_conversations",
 ]
@@ -46,7 +45,7 @@ MAX_PUBLIC_ID_LENGTH = 128
 _PUBLIC_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 _TITLE_LENGTH = 80
 #: The ``ChatMessage.metadata`` key of a reply's trace id (``CallLog.trace_id`` of its turn).
-TRACE_ID = "trace_id"
+TRACE_ID = TRACE_ID_METADATA
 
 
 def conversation_key(user: Any, public_id: str) -> str:
@@ -108,10 +107,14 @@ async def resolve_conversation(
     return key, public, created
 
 
-async def discard_if_empty(key: str) -> None:
+async def discard_if_empty(key: str) -> bool:
     """Delete conversation ``key`` if it holds no message: a turn that failed, or whose message
-    was refused before memory, leaves no conversation (titled with that message) behind."""
-    await Conversation.objects.filter(conversation_id=key, messages__isnull=True).adelete()
+    was refused before memory, leaves no conversation (titled with that message) behind.
+    Whether it was deleted."""
+    deleted, _ = await Conversation.objects.filter(
+        conversation_id=key, messages__isnull=True
+    ).adelete()
+    return deleted > 0
 
 
 def user_conversations(user: Any) -> QuerySet[Conversation]:
@@ -134,34 +137,4 @@ async def afind_conversation(user: Any, public_id: str) -> Conversation | None:
         return None
     return await (
         user_conversations(user).filter(conversation_id=conversation_key(user, public_id)).afirst()
-    )
-
-
-async def last_sequence(key: str) -> int:
-    """The sequence number of conversation ``key``'s newest message (0 before its first)."""
-    found = await (
-        Conversation.objects.filter(conversation_id=key)
-        .values_list("last_sequence", flat=True)
-        .afirst()
-    )
-    return found or 0
-
-
-async def record_trace_id(key: str, after: int, trace_id: str) -> None:
-    """Put ``trace_id`` under :data:`TRACE_ID` in the metadata of the assistant messages of
-    conversation ``key`` numbered after ``after``: the replies of the turn that began there.
-
-    Whoever stored the reply (a memory advisor, or the service) did so without knowing the
-    trace id; this tags it afterwards in one ``UPDATE``, merging into the existing metadata.
-    Two turns running at once in one conversation cannot be told apart: both replies then get
-    the trace id of the turn that finished last.
-    """
-    await ChatMessage.objects.filter(
-        conversation__conversation_id=key,
-        message_type=MessageType.ASSISTANT.value,
-        sequence__gt=after,
-    ).aupdate(
-        metadata=CombinedExpression(
-            F("metadata"), "||", Value({TRACE_ID: trace_id}, output_field=JSONField())
-        )
     )

@@ -10,13 +10,18 @@ type       payload (besides ``"type"``)
 =========  ===============================================================================
 start      ``conversation_id``, ``chain``, ``trace_id``
 delta      ``text`` (a non-empty piece of the answer)
-done       ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id``, ``content``
-           (the whole answer; on cancel, what was streamed), ``usage`` (``prompt_tokens``,
-           ``completion_tokens``, ``total_tokens``; or ``None``), ``metadata`` (response
-           metadata, JSON-compatible), ``finish_reason``, ``trace_id``
+done       ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` (``None`` when
+           the turn started a conversation and stored nothing: it was removed),
+           ``message_id`` (the stored reply's id, or ``None``), ``stored`` (whether the
+           turn's messages were stored: not for a guard's refusal or an empty partial
+           reply), ``content`` (the whole answer; on cancel, what was streamed), ``usage``
+           (``prompt_tokens``, ``completion_tokens``, ``total_tokens``; or ``None``),
+           ``metadata`` (response metadata, JSON-compatible), ``finish_reason``,
+           ``trace_id``
 error      ``code``, ``message``, ``provider_status`` (the model provider's HTTP status or
            ``None``), ``retry_after`` (seconds, for ``rate_limited``), ``errors`` (field →
-           messages, for refused input), ``conversation_id``, ``trace_id``
+           messages, for refused input), ``conversation_id`` (``None`` for refused input,
+           and when the failed turn started a conversation and stored nothing), ``trace_id``
 =========  ===============================================================================
 """
 
@@ -79,15 +84,22 @@ class DeltaEvent:
 
 @dataclass(frozen=True, slots=True)
 class DoneEvent:
-    """The turn ended: ``reason`` is ``"complete"`` or ``"cancelled"`` (the consumer stopped)."""
+    """The turn ended: ``reason`` is ``"complete"`` or ``"cancelled"`` (the consumer stopped).
+
+    ``message_id`` is the stored reply's id and ``stored`` whether the turn stored anything;
+    ``conversation_id`` is ``None`` when the turn started a conversation that, holding
+    nothing, was removed again.
+    """
 
     reason: str
-    conversation_id: str
+    conversation_id: str | None
     content: str
     usage: dict[str, Any] | None
     metadata: dict[str, Any]
     finish_reason: str | None
     trace_id: str
+    message_id: int | None = None
+    stored: bool = False
     type: str = field(default="done", init=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +107,8 @@ class DoneEvent:
             "type": self.type,
             "reason": self.reason,
             "conversation_id": self.conversation_id,
+            "message_id": self.message_id,
+            "stored": self.stored,
             "content": self.content,
             "usage": self.usage,
             "metadata": self.metadata,

@@ -15,14 +15,18 @@ user, message text, optional conversation id, optional params, optional ``label`
    conversation, or create one recording that version (:mod:`advisors_app.conversations`:
    ids are namespaced per owner, so another user's id behaves as one never used);
 3. run the chain (call) or yield :mod:`stream events <advisors_app.events>`, recording the
-   per-advisor trace (``core.tracing.CallTrace``, plus OpenTelemetry spans);
+   per-advisor trace (``core.tracing.CallTrace``, plus OpenTelemetry spans); the turn's trace
+   id is in the request context (``core.attributes.TRACE_ID``) from the start;
 4. make sure the turn is in the conversation: a memory advisor owns that when the chain has
    one; otherwise the service appends it (an interrupted reply flagged as the memory advisors
    flag it: ``metadata["interrupted"]`` and ``["finish_reason"]``; nothing when no text came);
-   either way the stored reply gets the turn's ``metadata["trace_id"]``;
+   either way whoever stores the reply writes the trace id into its ``metadata["trace_id"]``
+   from the context, so concurrent turns of one conversation each keep their own, and the
+   repository hands the stored reply's id back (``message_id``, no query to find it);
 5. write one :class:`~advisors_app.models.CallLog` row, with the version and label — for
    completed, failed and cancelled turns alike (cancellations shielded so the row is written
-   even while being cancelled).
+   even while being cancelled); remove a conversation the turn started if it stored nothing,
+   and answer ``conversation_id: None, stored: False`` then.
 
 Params (JSON object): ``options`` (the per-request chat options: ``temperature``,
 ``max_tokens``, ``top_p``, ``top_k``, ``stop``, ``seed``, penalties), ``system_params`` (values
@@ -36,9 +40,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
@@ -47,14 +51,13 @@ from advisors_app.conversations import (
     conversation_id_errors,
     conversation_key,
     discard_if_empty,
-    last_sequence,
-    record_trace_id,
     resolve_conversation,
 )
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
-from advisors_app.core.attributes import CONVERSATION_ID, OWNER
+from advisors_app.core.attributes import CONVERSATION_ID, OWNER, TRACE_ID, TRACE_ID_METADATA
 from advisors_app.core.client import ChatClientRequestSpec
 from advisors_app.core.exceptions import ProviderError
+from advisors_app.core.mappings import merged
 from advisors_app.core.memory import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED
 from advisors_app.core.messages import AssistantMessage, UserMessage
 from advisors_app.core.prompt import ChatOptions
@@ -89,6 +92,7 @@ from advisors_app.validation import FieldErrors, schema_errors, text_problem
 
 __all__ = ["TurnResult", "TurnStream", "call_turn", "stop_running_turns", "stream_turn"]
 
+_T = TypeVar("_T")
 _telemetry = OpenTelemetryObserver()
 _repository = DjangoChatMemoryRepository()
 #: Tasks that finish a cancelled turn (log row, transcript); the loop keeps only weak refs.
@@ -128,13 +132,16 @@ async def stop_running_turns(timeout: float = 10.0) -> None:
 class TurnResult:
     """A completed call: the answer plus what the playground shows.
 
-    ``to_dict()`` is the REST ``call`` body: ``{"conversation_id", "content", "usage",
-    "metadata", "finish_reason", "trace_id", "version"}``. ``prompt`` (the messages and options
-    of the last request sent to the model, texts uncut) and ``trace`` (``CallTrace.to_dict()``)
-    are for operators, not end users.
+    ``to_dict()`` is the REST ``call`` body: ``{"conversation_id", "message_id", "stored",
+    "content", "usage", "metadata", "finish_reason", "trace_id", "version"}``.
+    ``message_id`` is the stored reply's id (``None`` when nothing was stored); a turn that
+    started a conversation and stored nothing (a guard refused the message) has
+    ``conversation_id=None``: the conversation was removed. ``prompt`` (the messages and
+    options of the last request sent to the model, texts uncut) and ``trace``
+    (``CallTrace.to_dict()``) are for operators, not end users.
     """
 
-    conversation_id: str
+    conversation_id: str | None
     content: str
     usage: dict[str, Any] | None
     metadata: dict[str, Any]
@@ -143,12 +150,18 @@ class TurnResult:
     chain: str
     #: The number of the chain version that ran (``None``: the draft).
     version: int | None = None
+    #: The stored reply's id (``ChatMessage`` primary key); ``None``: nothing was stored.
+    message_id: int | None = None
+    #: Whether the turn's messages were stored.
+    stored: bool = False
     prompt: dict[str, Any] | None = field(default=None, repr=False)
     trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "conversation_id": self.conversation_id,
+            "message_id": self.message_id,
+            "stored": self.stored,
             "content": self.content,
             "usage": self.usage,
             "metadata": self.metadata,
@@ -172,9 +185,8 @@ class _Turn:
     options: ChatOptions | None
     system: str | None
     mode: str
-    #: The conversation's last message sequence number before this turn stored anything.
-    stored_before: int = 0
-    trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: Also in ``context`` (``TRACE_ID``): the stored reply carries it.
+    trace_id: str
     trace: CallTrace = field(default_factory=CallTrace)
     final_prompt: dict[str, Any] | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -188,6 +200,20 @@ class _Turn:
         if self.options is not None:
             spec = spec.options(self.options)
         return spec.observer(CompositeObserver(_telemetry, self.trace, _PromptRecorder(self)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What a finished turn left in the conversation."""
+
+    #: The stored reply's id; ``None``: the turn stored nothing.
+    message_id: int | None
+    #: The public conversation id; ``None`` when the turn's new conversation was removed.
+    conversation_id: str | None
+
+    @property
+    def stored(self) -> bool:
+        return self.message_id is not None
 
 
 class _PromptRecorder:
@@ -358,6 +384,8 @@ async def _prepare(
     context[CONVERSATION_ID] = key
     # Scopes per-user state (the semantic cache) to the caller.
     context[OWNER] = f"user:{user.pk}"
+    # Known before the chain runs: whoever stores the reply writes it into its metadata.
+    trace_id = context[TRACE_ID] = uuid.uuid4().hex
     return _Turn(
         compiled,
         target,
@@ -369,7 +397,7 @@ async def _prepare(
         options,
         system,
         mode,
-        stored_before=0 if created else await last_sequence(key),
+        trace_id,
         new_conversation=created,
     )
 
@@ -395,18 +423,21 @@ async def _persist(turn: _Turn, response: ChatClientResponse | None, reason: str
     """Append the turn to the conversation unless a memory advisor owns that.
 
     ``reason`` is ``None`` for a completed turn, else ``CANCELLED``/``ERROR``: the partial
-    reply is flagged as the memory advisors flag it, and nothing is stored without text.
+    reply is flagged as the memory advisors flag it, and nothing is stored without text. The
+    reply carries the turn's trace id, as a memory advisor's does.
     """
     if turn.compiled.has_memory:
         return
     text = _reply_text(response)
+    traced = {TRACE_ID_METADATA: turn.trace_id}
     if reason is None:
         chat = response.chat_response if response is not None else None
         if chat is None or chat.result is None:
             return
-        reply = chat.result.output
+        output = chat.result.output
+        reply = replace(output, metadata=merged(output.metadata, traced))
     elif text.strip():
-        reply = AssistantMessage(text, {INTERRUPTED: True, FINISH_REASON: reason})
+        reply = AssistantMessage(text, {INTERRUPTED: True, FINISH_REASON: reason, **traced})
     else:
         return
     await _repository.aappend(turn.conversation_key, [UserMessage(turn.message), reply])
@@ -418,15 +449,16 @@ async def _finish(
     response: ChatClientResponse | None,
     exc: BaseException | None = None,
     time_to_first_token: float | None = None,
-) -> None:
-    """Persist the turn (see :func:`_persist`), tag its reply with the trace id (the chat page
-    links a reloaded reply to its trace) and write its call log row."""
+) -> _Stored:
+    """Persist the turn (see :func:`_persist`), write its call log row, and say what it left
+    stored: the reply's id (from the repository that stored it, memory advisor or service)
+    and the conversation, or ``None`` for one the turn started and left empty (removed)."""
     latency = time.perf_counter() - turn.started
     reason = {CallLog.Status.OK: None, CallLog.Status.CANCELLED: CANCELLED}.get(status, ERROR)
     try:
         await _persist(turn, response, reason)
-        await record_trace_id(turn.conversation_key, turn.stored_before, turn.trace_id)
     finally:
+        message_id = _repository.take_reply_id(turn.trace_id)
         usage, _, finish_reason = _outcome(response)
         await CallLog.objects.acreate(
             chain_id=turn.target.chain_id,
@@ -448,11 +480,15 @@ async def _finish(
             provider_status=exc.status if isinstance(exc, ProviderError) else None,
             trace=turn.trace.to_dict(),
         )
-        if turn.new_conversation:
-            await discard_if_empty(turn.conversation_key)
+        removed = (
+            turn.new_conversation
+            and message_id is None
+            and await discard_if_empty(turn.conversation_key)
+        )
+    return _Stored(message_id, None if removed else turn.conversation_id)
 
 
-async def _shielded(coroutine: Any) -> None:
+async def _shielded(coroutine: Coroutine[Any, Any, _T]) -> _T:
     """Await ``coroutine``, which runs to its end even if the caller is cancelled meanwhile.
 
     The caller still receives its ``CancelledError``; the log row and transcript are written
@@ -461,7 +497,7 @@ async def _shielded(coroutine: Any) -> None:
     task = asyncio.ensure_future(coroutine)
     _finishing.add(task)
     task.add_done_callback(_finishing.discard)
-    await asyncio.shield(task)
+    return await asyncio.shield(task)
 
 
 async def call_turn(
@@ -496,10 +532,10 @@ async def call_turn(
         raise
     finally:
         _running_turn_ended()
-    await _shielded(_finish(turn, CallLog.Status.OK, response))
+    stored = await _shielded(_finish(turn, CallLog.Status.OK, response))
     usage, metadata, finish_reason = _outcome(response)
     return TurnResult(
-        conversation_id=turn.conversation_id,
+        conversation_id=stored.conversation_id,
         content=_content(response),
         usage=usage,
         metadata=metadata,
@@ -507,6 +543,8 @@ async def call_turn(
         trace_id=turn.trace_id,
         chain=turn.compiled.slug,
         version=turn.target.number,
+        message_id=stored.message_id,
+        stored=stored.stored,
         prompt=turn.final_prompt,
         trace=turn.trace.to_dict(),
     )
@@ -526,6 +564,8 @@ class TurnStream:
     ``done`` event with ``reason="cancelled"`` cannot be yielded then, so it is left in
     ``final_event`` for the transport to send. After the stream ends, ``final_event`` is the
     last event (``done`` or ``error``) and ``exception`` the error the chain raised, if any.
+    The final event's ``conversation_id`` is ``None`` when the turn started a conversation
+    and stored nothing (it was removed); ``conversation_id`` here keeps the id ``start`` named.
     """
 
     def __init__(self, turn: _Turn) -> None:
@@ -535,6 +575,7 @@ class TurnStream:
         self.chain = turn.compiled.slug
         self.final_event: DoneEvent | ErrorEvent | None = None
         self.exception: BaseException | None = None
+        self._started = False
         self._events = self._run()
 
     def __aiter__(self) -> TurnStream:
@@ -550,6 +591,13 @@ class TurnStream:
         """Stop the turn (a no-op once it ended)."""
         with acting_for(self._turn.user):
             await self._events.aclose()
+            if not self._started:
+                # Closed before its first step: nothing ran, so end it here as a cancel would
+                # (call log; the conversation it started, still empty, is removed).
+                self._started = True
+                self.final_event = self._done(None, "cancelled", None)
+                stored = await _shielded(_finish(self._turn, CallLog.Status.CANCELLED, None))
+                self.final_event = self._done(None, "cancelled", stored)
 
     async def __aenter__(self) -> TurnStream:
         return self
@@ -557,19 +605,25 @@ class TurnStream:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _done(self, response: ChatClientResponse | None, reason: str) -> DoneEvent:
+    def _done(
+        self, response: ChatClientResponse | None, reason: str, stored: _Stored | None
+    ) -> DoneEvent:
+        """The ``done`` event; ``stored=None``: what the turn stored is not known (yet)."""
         usage, metadata, finish_reason = _outcome(response)
         return DoneEvent(
             reason,
-            self.conversation_id,
+            self.conversation_id if stored is None else stored.conversation_id,
             _content(response),
             usage,
             metadata,
             finish_reason,
             self.trace_id,
+            message_id=stored.message_id if stored is not None else None,
+            stored=stored is not None and stored.stored,
         )
 
     async def _run(self) -> AsyncIterator[TurnEvent]:
+        self._started = True
         try:
             turn = self._turn
             yield StartEvent(self.conversation_id, self.chain, self.trace_id)
@@ -586,8 +640,12 @@ class TurnStream:
                             yield DeltaEvent(text)
             except (GeneratorExit, asyncio.CancelledError):
                 partial = accumulator.result()
-                self.final_event = self._done(partial, "cancelled")
-                await _shielded(_finish(turn, CallLog.Status.CANCELLED, partial, None, first))
+                # Kept should finishing be cancelled too; replaced once it is known what stayed.
+                self.final_event = self._done(partial, "cancelled", None)
+                stored = await _shielded(
+                    _finish(turn, CallLog.Status.CANCELLED, partial, None, first)
+                )
+                self.final_event = self._done(partial, "cancelled", stored)
                 raise
             except Exception as exc:
                 partial = accumulator.result()
@@ -595,12 +653,15 @@ class TurnStream:
                 self.final_event = error_event(
                     exc, conversation_id=self.conversation_id, trace_id=self.trace_id
                 )
-                await _shielded(_finish(turn, CallLog.Status.ERROR, partial, exc, first))
+                stored = await _shielded(_finish(turn, CallLog.Status.ERROR, partial, exc, first))
+                self.final_event = error_event(
+                    exc, conversation_id=stored.conversation_id, trace_id=self.trace_id
+                )
                 yield self.final_event
                 return
             aggregated = accumulator.result()
-            done = self._done(aggregated, "complete")
-            await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
+            stored = await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
+            done = self._done(aggregated, "complete", stored)
             self.final_event = done
             yield done
         finally:

@@ -13,7 +13,7 @@ from django.test import Client, override_settings
 
 from advisors_app.consumers import CLOSE_NOT_AUTHENTICATED
 from advisors_app.core import ProviderUnavailableError, RateLimitedError, ScriptedChatModel
-from advisors_app.models import CallLog, ChatMessage
+from advisors_app.models import CallLog, ChatMessage, Conversation
 from advisors_app.runtime import clear_cache, load_chain
 from advisorsite.asgi import application
 from tests.factories import make_chain, scripted_model
@@ -166,12 +166,14 @@ async def test_a_turn_streams_start_deltas_and_done_and_is_stored(
     assert done["trace_id"] == start["trace_id"]
     assert done["conversation_id"] == start["conversation_id"]
     assert set(done) >= {"usage", "metadata", "finish_reason"}
+    assert done["stored"] is True
     assert model.prompts[-1].user_message.text == "hi"
     key = f"{alice.pk}:{start['conversation_id']}"
     assert await atranscript(key) == [
         ("user", "hi", {}),
         ("assistant", "Hello there", {"trace_id": start["trace_id"]}),
     ]
+    assert (await ChatMessage.objects.aget(pk=done["message_id"])).text == "Hello there"
 
     # The next message continues the conversation it names.
     await script(chain.slug, "again")
@@ -225,6 +227,7 @@ async def test_b31_cancel_is_acted_on_promptly_while_tokens_stream(
     done = frames[-1]
     assert (done["type"], done["reason"]) == ("done", "cancelled")
     assert [f["type"] for f in frames].count("done") == 1
+    assert (done["conversation_id"], done["stored"]) == (frames[0]["conversation_id"], True)
     assert model.events == ["stream", "cancel"]  # the upstream stream was closed
     streamed = text_of(frames)
     assert streamed == done["content"] and 3 <= len(streamed.split()) < 30
@@ -241,6 +244,8 @@ async def test_b31_cancel_is_acted_on_promptly_while_tokens_stream(
     ]
     [log] = await alogs()
     assert log["status"] == "cancelled"
+    stored = await ChatMessage.objects.aget(pk=done["message_id"])
+    assert (stored.text, stored.metadata["interrupted"]) == (streamed, True)
 
     # The socket stays usable; a cancel with nothing running does nothing.
     await socket.send_json_to({"type": "cancel"})
@@ -515,13 +520,47 @@ async def test_a_turn_that_stored_nothing_announces_its_conversation_removed(
 ) -> None:
     await script(chain.slug, ProviderUnavailableError("down", status=503))
     await socket.send_json_to({"type": "message", "text": "hi"})
-    start = (await frames_until_end(socket))[0]
+    start, error = await frames_until_end(socket)
+    assert (error["type"], error["conversation_id"]) == ("error", None)
     assert await socket.receive_json_from() == {
         "type": "conversation",
         "conversation_id": start["conversation_id"],
         "title": "",
         "removed": True,
     }
+
+
+async def test_a_refused_first_message_ends_with_no_conversation(alice: Any) -> None:
+    await sync_to_async(make_chain)(
+        "guarded",
+        model=await sync_to_async(scripted_model)("guarded-model", responses=["Sure."]),
+        advisors=(("safe_guard", {"words": ["keylogger"]}), ("message_chat_memory", {})),
+    )
+    communicator = await open_socket(alice, "guarded")
+    await communicator.send_json_to({"type": "message", "text": "write a keylogger"})
+    frames = await frames_until_end(communicator)
+    start, done = frames[0], frames[-1]
+    assert done["finish_reason"] == "CONTENT_FILTER"
+    assert (done["conversation_id"], done["message_id"], done["stored"]) == (None, None, False)
+    assert (await communicator.receive_json_from())["removed"] is True
+    assert not await Conversation.objects.filter(
+        conversation_id=f"{alice.pk}:{start['conversation_id']}"
+    ).aexists()
+    await communicator.disconnect()
+
+
+async def test_a_turn_cancelled_before_any_text_stores_nothing_and_says_so(
+    socket: Any, chain: Any
+) -> None:
+    await script(chain.slug, ["late"], delay=2.0)
+    await socket.send_json_to({"type": "message", "text": "hi"})
+    start = await socket.receive_json_from()
+    await socket.send_json_to({"type": "cancel"})
+    [done] = await frames_until_end(socket)
+    assert (done["type"], done["reason"], done["content"]) == ("done", "cancelled", "")
+    assert (done["conversation_id"], done["message_id"], done["stored"]) == (None, None, False)
+    assert done["trace_id"] == start["trace_id"]
+    assert not await Conversation.objects.aexists()
 
 
 @override_settings(ADVISORS={"CHAT_THROTTLE_RATE": "1/minute"})

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AnonymousUser
+from django.db.backends.utils import CursorWrapper
 from django.test import override_settings
 
 from advisors_app.conversations import find_conversation, public_conversation_id
@@ -90,6 +91,8 @@ async def test_call_answers_persists_the_turn_and_logs_it(chain: Any, user: Any)
     assert [e["name"] for e in result.trace["entries"]] == ["AppendAdvisor", "call"]
     assert result.to_dict() == {
         "conversation_id": result.conversation_id,
+        "message_id": result.message_id,
+        "stored": True,
         "content": "Hi Alice.",
         "usage": None,
         "metadata": {},
@@ -102,6 +105,8 @@ async def test_call_answers_persists_the_turn_and_logs_it(chain: Any, user: Any)
         ("user", "hello", {}),
         ("assistant", "Hi Alice.", {"trace_id": result.trace_id}),
     ]
+    reply = await ChatMessage.objects.aget(pk=result.message_id)
+    assert (reply.message_type, reply.text) == ("assistant", "Hi Alice.")
     [log] = await alogs()
     assert log["status"] == "ok" and log["mode"] == "call"
     assert log["chain_slug"] == chain.slug and log["user_id"] == user.pk
@@ -241,6 +246,8 @@ async def test_stream_sends_start_deltas_and_done_then_logs(chain: Any, user: An
         "type": "done",
         "reason": "complete",
         "conversation_id": stream.conversation_id,
+        "message_id": events[-1].message_id,
+        "stored": True,
         "content": "Hello!",
         "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
         "metadata": {},
@@ -255,6 +262,7 @@ async def test_stream_sends_start_deltas_and_done_then_logs(chain: Any, user: An
     assert [e["name"] for e in log["trace"]["entries"]] == ["AppendAdvisor", "stream"]
     key = f"{user.pk}:{stream.conversation_id}"
     assert [t for _, t, _ in await atranscript(key)] == ["hi", "Hello!"]
+    assert (await ChatMessage.objects.aget(pk=events[-1].message_id)).text == "Hello!"
 
 
 async def test_a_provider_error_mid_stream_is_one_error_event(chain: Any, user: Any) -> None:
@@ -318,15 +326,98 @@ async def test_a_message_the_guard_refuses_leaves_no_conversation_behind(
         ),
     )
     if mode == "call":
-        result = await call_turn("guarded", user, "write a keylogger")
-        content = result.content
+        answer = (await call_turn("guarded", user, "write a keylogger")).to_dict()
     else:
         events = [e async for e in await stream_turn("guarded", user, "write a keylogger")]
-        content = events[-1].content
-    assert content.startswith("I'm unable to respond to that")
+        answer = events[-1].to_dict()
+        assert events[0].conversation_id  # start named the conversation that was removed
+    assert answer["content"].startswith("I'm unable to respond to that")
     assert not await Conversation.objects.aexists()  # nor its title, the refused message
+    # The answer says so: there is no conversation to continue, nothing was stored.
+    assert (answer["conversation_id"], answer["message_id"], answer["stored"]) == (
+        None,
+        None,
+        False,
+    )
     [log] = await alogs()
     assert log["status"] == "ok"
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+async def test_a_refused_message_in_a_conversation_keeps_it_and_stores_nothing(
+    user: Any, mode: str
+) -> None:
+    await sync_to_async(make_chain)(
+        "guarded",
+        model=await sync_to_async(scripted_model)("guarded-model", responses=["Sure."]),
+        advisors=(
+            ("safe_guard", {"words": ["keylogger"]}),
+            ("message_chat_memory", {}),
+        ),
+    )
+    first = await call_turn("guarded", user, "hello")
+    if mode == "call":
+        answer = (
+            await call_turn("guarded", user, "a keylogger?", conversation_id=first.conversation_id)
+        ).to_dict()
+    else:
+        stream = await stream_turn(
+            "guarded", user, "a keylogger?", conversation_id=first.conversation_id
+        )
+        answer = (await collect(stream))[-1].to_dict()
+    assert (answer["conversation_id"], answer["message_id"], answer["stored"]) == (
+        first.conversation_id,
+        None,
+        False,
+    )
+    key = f"{user.pk}:{first.conversation_id}"
+    assert [t for _, t, _ in await atranscript(key)] == ["hello", "Sure."]
+
+
+async def test_a_first_stream_that_fails_before_any_text_names_no_conversation(
+    chain: Any, user: Any
+) -> None:
+    await script(chain.slug, [ProviderUnavailableError("down", status=503)])
+    stream = await stream_turn(chain.slug, user, "hi")
+    start, error = await collect(stream)
+    assert start.conversation_id == stream.conversation_id
+    assert error.to_dict()["conversation_id"] is None  # the conversation start named is gone
+    assert error.trace_id == stream.trace_id
+    assert not await Conversation.objects.aexists()
+
+
+async def test_a_stream_stopped_before_any_text_stores_nothing_and_says_so(
+    chain: Any, user: Any
+) -> None:
+    model = await script(chain.slug, ["late"])
+    model.chunk_delay = 1.0
+    stream = await stream_turn(chain.slug, user, "hi")
+    assert isinstance(await stream.__anext__(), StartEvent)
+    task = asyncio.ensure_future(stream.__anext__())
+    await asyncio.sleep(0.05)  # the model is thinking
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    done = stream.final_event.to_dict()
+    assert (done["reason"], done["content"]) == ("cancelled", "")
+    assert (done["conversation_id"], done["message_id"], done["stored"]) == (None, None, False)
+    assert not await Conversation.objects.aexists()
+    [log] = await alogs()
+    assert log["status"] == "cancelled"
+
+
+async def test_a_stream_closed_before_its_first_event_still_ends_the_turn(
+    chain: Any, user: Any
+) -> None:
+    model = await script(chain.slug, "never")
+    stream = await stream_turn(chain.slug, user, "hi")
+    await stream.aclose()
+    assert model.prompts == []
+    done = stream.final_event.to_dict()
+    assert (done["reason"], done["conversation_id"], done["stored"]) == ("cancelled", None, False)
+    assert not await Conversation.objects.aexists()  # the conversation it started is removed
+    [log] = await alogs()
+    assert (log["status"], log["trace_id"]) == ("cancelled", stream.trace_id)
 
 
 async def test_a_failure_in_an_existing_conversation_keeps_it(chain: Any, user: Any) -> None:
@@ -353,6 +444,9 @@ async def test_closing_the_stream_stops_the_model_and_still_logs(chain: Any, use
     assert model.events == ["stream", "cancel"]
     assert stream.final_event.to_dict()["reason"] == "cancelled"
     assert stream.final_event.content == "a"
+    assert stream.final_event.conversation_id == stream.conversation_id
+    assert stream.final_event.stored is True
+    assert (await ChatMessage.objects.aget(pk=stream.final_event.message_id)).text == "a"
     [log] = await alogs()
     assert log["status"] == "cancelled" and log["time_to_first_token"] is not None
     assert await atranscript(f"{user.pk}:{stream.conversation_id}") == [
@@ -450,6 +544,74 @@ async def test_a_chain_with_memory_lets_the_memory_advisor_persist(user: Any) ->
         await call_turn(chain.slug, user, "And Bergen?", conversation_id=first.conversation_id)
     replies = [meta for kind, _, meta in await atranscript(key) if kind == "assistant"]
     assert replies == [{"trace_id": first.trace_id}, {"trace_id": second.trace_id}]
+    # The answers name the replies the memory advisor stored.
+    for result, text in ((first, "Oslo is the capital of Norway."), (second, "About 700,000.")):
+        assert result.stored is True
+        assert (await ChatMessage.objects.aget(pk=result.message_id)).text == text
+
+
+async def test_a_streamed_turn_of_a_memory_chain_answers_with_the_stored_reply(
+    user: Any,
+) -> None:
+    chain = await sync_to_async(make_chain)(
+        "remembers",
+        model=await sync_to_async(scripted_model)("mem-model", responses=(), repeat=False),
+        advisors=(("message_chat_memory", {"max_messages": 10}),),
+    )
+    await script(chain.slug, ["Hel", "lo"])
+    stream = await stream_turn(chain.slug, user, "hi")
+    done = (await collect(stream))[-1]
+    assert (done.conversation_id, done.stored) == (stream.conversation_id, True)
+    reply = await ChatMessage.objects.aget(pk=done.message_id)
+    assert (reply.text, reply.metadata) == ("Hello", {"trace_id": stream.trace_id})
+
+
+@pytest.mark.parametrize("memory", [True, False], ids=["memory-advisor", "service"])
+@pytest.mark.parametrize("mode", ["call", "stream"])
+async def test_concurrent_turns_on_one_conversation_each_keep_their_own_trace_id(
+    user: Any, memory: bool, mode: str
+) -> None:
+    """Turn A starts first and finishes last, after B stored its reply: each stored reply
+    still names its own turn (a trace id patched in afterwards gave B's reply A's id)."""
+    chain = await sync_to_async(make_chain)(
+        "concurrent",
+        model=await sync_to_async(scripted_model)("concurrent-model", responses=(), repeat=False),
+        advisors=(("message_chat_memory", {"max_messages": 10}),) if memory else (),
+    )
+    b_finished = asyncio.Event()
+
+    async def slow_answer(prompt: Any) -> str:
+        await b_finished.wait()
+        return "answer A"
+
+    model = await script(chain.slug, "hello", slow_answer, "answer B")
+    first = await call_turn(chain.slug, user, "hello")
+    conversation = first.conversation_id
+
+    async def turn(message: str) -> tuple[str, int | None, str | None]:
+        if mode == "call":
+            result = await call_turn(chain.slug, user, message, conversation_id=conversation)
+            return result.trace_id, result.message_id, result.conversation_id
+        stream = await stream_turn(chain.slug, user, message, conversation_id=conversation)
+        done = (await collect(stream))[-1]
+        return stream.trace_id, done.message_id, done.conversation_id
+
+    turn_a = asyncio.ensure_future(turn("question A"))
+    while len(model.prompts) < 2:  # until A waits for its model
+        await asyncio.sleep(0.01)
+    b = await turn("question B")
+    b_finished.set()
+    a = await turn_a
+    replies = {
+        message.pk: (message.text, message.metadata["trace_id"])
+        async for message in ChatMessage.objects.filter(message_type="assistant")
+    }
+    assert replies == {
+        first.message_id: ("hello", first.trace_id),
+        b[1]: ("answer B", b[0]),
+        a[1]: ("answer A", a[0]),
+    }
+    assert a[0] != b[0] and a[2] == b[2] == conversation
 
 
 @pytest.fixture
@@ -495,3 +657,44 @@ async def test_the_semantic_cache_answers_each_user_from_their_own_entries(
     assert again.content == "Alice's answer" and again.metadata["semantic_cache_hit"] is True
     assert (await call_turn(chain.slug, other, "What is a refund?")).content == "Bob's answer"
     assert len(model.prompts) == 2
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQL of every statement run from now on, in any thread (the ORM's worker too)."""
+    seen: list[str] = []
+    execute = CursorWrapper.execute
+
+    def recording(self: CursorWrapper, sql: str, params: Any = None) -> Any:
+        seen.append(sql)
+        return execute(self, sql, params)
+
+    monkeypatch.setattr(CursorWrapper, "execute", recording)
+    return seen
+
+
+@pytest.mark.parametrize("memory", [True, False], ids=["memory-advisor", "service"])
+async def test_the_reply_carries_its_trace_id_and_its_id_comes_back_without_a_statement(
+    user: Any, memory: bool, statements: list[str]
+) -> None:
+    chain = await sync_to_async(make_chain)(
+        "lean",
+        model=await sync_to_async(scripted_model)("lean-model", responses=(), repeat=False),
+        advisors=(("message_chat_memory", {"max_messages": 10}),) if memory else (),
+    )
+    await script(chain.slug, "one", "two")
+    first = await call_turn(chain.slug, user, "first")
+    statements.clear()
+    second = await call_turn(chain.slug, user, "second", conversation_id=first.conversation_id)
+    assert (second.stored, second.conversation_id) == (True, first.conversation_id)
+    stored = next(i for i, sql in enumerate(statements) if 'INTO "advisors_app_chatmessage"' in sql)
+    # Nothing reads the reply back or patches it afterwards.
+    assert not [sql for sql in statements[stored + 1 :] if "advisors_app_chatmessage" in sql]
+    assert [sql.split()[0] for sql in statements if "trace_id" in sql] == ["INSERT"]  # call log
+    assert await atranscript(f"{user.pk}:{first.conversation_id}") == [
+        ("user", "first", {}),
+        ("assistant", "one", {"trace_id": first.trace_id}),
+        ("user", "second", {}),
+        ("assistant", "two", {"trace_id": second.trace_id}),
+    ]
+    assert (await ChatMessage.objects.aget(pk=second.message_id)).text == "two"

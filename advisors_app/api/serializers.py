@@ -127,7 +127,17 @@ class UsageSerializer(serializers.Serializer):
 class ChatResultSerializer(serializers.Serializer):
     """The answer of ``POST /api/chains/<slug>/call/`` (``TurnResult.to_dict()``)."""
 
-    conversation_id = serializers.CharField()
+    conversation_id = serializers.CharField(
+        allow_null=True,
+        help_text="Pass it to continue the conversation. null: the turn started a conversation "
+        "and stored nothing (a guard refused the message), so there is none.",
+    )
+    message_id = serializers.IntegerField(
+        allow_null=True, help_text="The stored reply's id (null when nothing was stored)."
+    )
+    stored = serializers.BooleanField(
+        help_text="Whether the turn's messages were stored (false for a guard's refusal)."
+    )
     content = serializers.CharField(allow_blank=True)
     usage = UsageSerializer(allow_null=True, help_text="Tokens, when the model reports them.")
     metadata = serializers.JSONField(

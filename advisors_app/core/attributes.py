@@ -1,4 +1,5 @@
-"""Context keys the engine itself reads (Spring AI ``ChatClientAttributes`` / ``AdvisorParams``)."""
+"""Context keys the engine itself reads (Spring AI ``ChatClientAttributes`` / ``AdvisorParams``),
+and the message-metadata key under which a stored reply keeps the turn's trace id."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ __all__ = [
     "STRUCTURED_OUTPUT_NATIVE",
     "STRUCTURED_OUTPUT_SCHEMA",
     "TOOL_CALLING_AUTO_REGISTER",
+    "TRACE_ID",
+    "TRACE_ID_METADATA",
 ]
 
 #: The conversation a memory advisor reads and writes (Spring AI ``ChatMemory.CONVERSATION_ID``).
@@ -32,3 +35,11 @@ CHAT_MODEL_OVERRIDE = "chat_client.chat_model_override"
 
 #: Who a request acts for (a user or tenant id, as a string): caches and stores scope data by it.
 OWNER = "advisors.owner"
+
+#: The id of the turn's trace (a call log's ``trace_id``), put in the context before the chain
+#: runs: whoever stores the turn's reply (a memory advisor, or the caller) writes it into that
+#: reply's metadata under :data:`TRACE_ID_METADATA`, so the stored reply names its turn.
+TRACE_ID = "advisors.trace_id"
+
+#: The message-metadata key of a stored reply's trace id (the context's :data:`TRACE_ID`).
+TRACE_ID_METADATA = "trace_id"

@@ -10,6 +10,11 @@ newest messages from a bounded range of the ``(conversation, sequence)`` index, 
 however long the conversation is. Messages read back carry no storage metadata (Spring AI adds a
 timestamp that breaks de-duplication, defect 16).
 
+A reply appended with a trace id in its metadata (``"trace_id"``, which the memory advisors and
+the turn service write from the context's ``TRACE_ID``) leaves its row id behind:
+:meth:`DjangoChatMemoryRepository.take_reply_id` hands it to the turn that stored it, once, so
+the turn service answers with the stored reply's id without reading it back.
+
 Async twins run the sync methods through ``asgiref.sync.sync_to_async`` (thread-sensitive, as
 Django's own async ORM methods do), so the event loop never blocks on the database; a
 transaction and its row lock cannot span ``await`` points in Django's async ORM.
@@ -18,6 +23,8 @@ transaction and its row lock cannot span ``await`` points in Django's async ORM.
 from __future__ import annotations
 
 import base64
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +32,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
+from advisors_app.core.attributes import TRACE_ID_METADATA
 from advisors_app.core.memory import ChatMemoryRepository, check_conversation_id
 from advisors_app.core.memory.repository import check_limit, check_messages
 from advisors_app.core.messages import (
@@ -44,9 +52,44 @@ __all__ = ["DjangoChatMemoryRepository"]
 
 _FIELDS = ("message_type", "text", "metadata", "tool_calls", "tool_responses", "media")
 _SYSTEM = MessageType.SYSTEM.value
+_ASSISTANT = MessageType.ASSISTANT.value
 _BATCH_SIZE = 1000
 #: Extra sequence numbers read by ``find_last`` beyond ``limit`` (room for system messages).
 _SPAN_SLACK = 16
+
+
+class _StoredReplies:
+    """Row ids of replies stored with a trace id, by trace id, until their turn takes them.
+
+    One per process, shared by every repository instance and thread. A turn stores its replies
+    in this process (the chain runs where the service does) and takes the id when it finishes;
+    ids nobody takes (a reply stored outside the turn service) are dropped oldest first beyond
+    ``limit``.
+    """
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._ids: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+        self._limit = limit
+
+    def record(self, rows: Sequence[ChatMessage]) -> None:
+        """Remember the newest assistant row of each trace id among ``rows`` (just inserted)."""
+        for row in rows:
+            trace_id = row.metadata.get(TRACE_ID_METADATA)
+            if row.message_type != _ASSISTANT or not isinstance(trace_id, str) or row.pk is None:
+                continue
+            with self._lock:
+                self._ids[trace_id] = row.pk
+                self._ids.move_to_end(trace_id)
+                while len(self._ids) > self._limit:
+                    self._ids.popitem(last=False)
+
+    def take(self, trace_id: str) -> int | None:
+        with self._lock:
+            return self._ids.pop(trace_id, None)
+
+
+_stored_replies = _StoredReplies()
 
 
 def _media_to_json(media: Media) -> dict[str, Any]:
@@ -157,7 +200,8 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
             conversation = self._locked(conversation_id)
             if replace_system:
                 ChatMessage.objects.filter(conversation=conversation, message_type=_SYSTEM).delete()
-            self._insert(conversation, conversation.last_sequence, batch)
+            rows = self._insert(conversation, conversation.last_sequence, batch)
+        _stored_replies.record(rows)  # committed (or part of the caller's transaction)
 
     def find_last(self, conversation_id: str, limit: int) -> list[Message]:
         check_conversation_id(conversation_id)
@@ -199,6 +243,13 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         )
         return [_message(*row) for row in rows]
 
+    @staticmethod
+    def take_reply_id(trace_id: str) -> int | None:
+        """The id (``ChatMessage`` primary key) of the reply that ``append`` stored last with
+        ``trace_id`` in its metadata, in this process; ``None`` when none was. Each id is
+        handed out once: a later call for the same trace id returns ``None``."""
+        return _stored_replies.take(trace_id)
+
     # Helpers --------------------------------------------------------------------------------
 
     @staticmethod
@@ -210,14 +261,16 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         return conversation
 
     @staticmethod
-    def _insert(conversation: Conversation, after: int, batch: list[Message]) -> None:
-        ChatMessage.objects.bulk_create(
+    def _insert(conversation: Conversation, after: int, batch: list[Message]) -> list[ChatMessage]:
+        """Insert ``batch`` after sequence ``after``; the rows, with their ids on PostgreSQL."""
+        rows = ChatMessage.objects.bulk_create(
             [_row(conversation, after + i, m) for i, m in enumerate(batch, start=1)],
             batch_size=_BATCH_SIZE,
         )
         Conversation.objects.filter(pk=conversation.pk).update(
             last_sequence=after + len(batch), updated_at=timezone.now()
         )
+        return rows
 
     # Async twins ----------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 
 from advisors_app.conversations import public_conversation_id
 from advisors_app.core.advisors.safe_guard import DEFAULT_FAILURE_RESPONSE
-from advisors_app.models import CallLog, Collection, Conversation
+from advisors_app.models import CallLog, ChatMessage, Collection, Conversation
 from advisors_app.runtime import load_chain
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,6 +78,9 @@ def test_json_prints_the_service_events(scripted: Any) -> None:
     assert delta["text"] == ANSWER
     assert done["reason"] == "complete" and done["content"] == ANSWER
     assert done["conversation_id"] == start["conversation_id"]
+    assert done["stored"] is True
+    reply = ChatMessage.objects.get(pk=done["message_id"])
+    assert (reply.text, reply.metadata["trace_id"]) == (ANSWER, done["trace_id"])
     assert "with" in topics(done)
 
 
@@ -97,6 +100,19 @@ def test_a_sensitive_word_is_refused_without_calling_the_model(scripted: Any) ->
     assert output.startswith(DEFAULT_FAILURE_RESPONSE)
     assert "Refused by the guard (matched: keylogger)." in output
     assert scripted.prompts == []
+    # Nothing was stored and no conversation is left to continue.
+    assert "Continue with" not in output and "--conversation" not in output
+    assert not Conversation.objects.exists()
+
+    done = events(chat("python-docs", "Write a keylogger", "--json"))[-1]
+    assert (done["conversation_id"], done["message_id"], done["stored"]) == (None, None, False)
+
+
+def test_a_refusal_later_in_a_conversation_keeps_it_to_continue(scripted: Any) -> None:
+    first = events(chat("python-docs", QUESTION, "--json"))[-1]
+    output = chat("python-docs", "And a keylogger?", "--conversation", first["conversation_id"])
+    assert "Refused by the guard (matched: keylogger)." in output
+    assert output.rstrip().endswith(f"Continue with: --conversation {first['conversation_id']}")
 
 
 def test_the_json_chain_answers_through_its_validator(settings: Any, demo: Collection, admin: Any):

@@ -75,12 +75,16 @@ one `done` or `error`:
 
 - `start`: `{"type": "start", "conversation_id", "chain", "trace_id"}`
 - `delta`: `{"type": "delta", "text"}` — the next piece of the answer
-- `done`: `{"type": "done", "reason": "complete", "conversation_id", "content", "usage":
-  {"prompt_tokens", "completion_tokens", "total_tokens"} | null, "metadata", "finish_reason",
-  "trace_id"}`
+- `done`: `{"type": "done", "reason": "complete", "conversation_id", "message_id", "stored",
+  "content", "usage": {"prompt_tokens", "completion_tokens", "total_tokens"} | null,
+  "metadata", "finish_reason", "trace_id"}` — `message_id` is the stored reply's id; a turn
+  that stored nothing (a guard refused the message) has `"stored": false` and `"message_id":
+  null`, and `"conversation_id": null` when it was the conversation's first turn (the
+  conversation `start` named was removed)
 - `error`: `{"type": "error", "code", "message", "provider_status", "retry_after", "errors",
   "conversation_id", "trace_id"}` — the turn failed after it started (codes as in the error
-  body: rate_limited, provider_timeout, provider_unavailable, ..., internal_error)
+  body: rate_limited, provider_timeout, provider_unavailable, ..., internal_error);
+  `conversation_id` is null when it was a first turn that stored nothing
 
 Refused input is answered before the stream opens, with a JSON error and a 4xx status.
 While the turn is silent (a slow model, a tool round), a `: keep-alive` comment line is sent
@@ -95,8 +99,8 @@ _SSE_EXAMPLE = (
     'event: delta\ndata: {"type": "delta", "text": "Hel"}\n\n'
     'event: delta\ndata: {"type": "delta", "text": "lo!"}\n\n'
     'event: done\ndata: {"type": "done", "reason": "complete", "conversation_id": "7f9c...", '
-    '"content": "Hello!", "usage": null, "metadata": {}, "finish_reason": "STOP", '
-    '"trace_id": "4be1..."}\n\n'
+    '"message_id": 42, "stored": true, "content": "Hello!", "usage": null, "metadata": {}, '
+    '"finish_reason": "STOP", "trace_id": "4be1..."}\n\n'
 )
 
 

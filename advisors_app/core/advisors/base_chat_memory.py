@@ -33,6 +33,10 @@ context ``CONVERSATION_ID`` > ``default_conversation_id`` > ``ValueError("conver
 null")``, checked by :func:`~advisors_app.core.memory.ids.check_conversation_id` (defect 22,
 bug case B04).
 
+The stored reply carries the turn's trace id when the request context has one
+(:data:`~advisors_app.core.attributes.TRACE_ID`, written to the reply's metadata under
+``"trace_id"``), so a transcript read back names the turn of each reply.
+
 A turn refused by a guard (finish reason ``CONTENT_FILTER``, as ``SafeGuardAdvisor`` answers,
 for the input or the output) is not stored: the refused text must not come back as history in
 later turns (bug case B14); ``AuditAdvisor`` is where refusals are recorded.
@@ -47,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from ..advisor import (
@@ -57,7 +61,7 @@ from ..advisor import (
     StreamAdvisor,
 )
 from ..aggregation import ChatClientResponseAccumulator
-from ..attributes import CONVERSATION_ID
+from ..attributes import CONVERSATION_ID, TRACE_ID, TRACE_ID_METADATA
 from ..chain import CallAdvisorChain, StreamAdvisorChain
 from ..mappings import merged
 from ..memory.chat_memory import ChatMemory
@@ -91,6 +95,8 @@ class MemoryTurn:
     conversation: tuple[Message, ...]
     #: What will be stored before the reply: the new user input of this turn.
     new_input: tuple[Message, ...]
+    #: The context's ``TRACE_ID``, written into the stored reply's metadata (``None``: not set).
+    trace_id: str | None = None
 
 
 class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
@@ -153,6 +159,7 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
             tuple(_missing_history(past, conversation)),
             conversation,
             new_input,
+            request.context.get(TRACE_ID),
         )
         return self.advise_request(request, turn), turn
 
@@ -161,7 +168,7 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
     ) -> ChatClientResponse:
         advised, turn = await self.prepare(request)
         response = await chain.next_call(advised)
-        reply = _reply(response.chat_response)
+        reply = _traced(_reply(response.chat_response), turn)
         if reply is not None:
             await self.chat_memory.aadd(turn.conversation_id, [*turn.new_input, reply])
         return response
@@ -182,7 +189,7 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         except Exception:
             await self._store_interrupted(turn, accumulator, ERROR)
             raise
-        reply = _reply(accumulator.result().chat_response)
+        reply = _traced(_reply(accumulator.result().chat_response), turn)
         if reply is not None:
             await self.chat_memory.aadd(turn.conversation_id, [*turn.new_input, reply])
 
@@ -190,7 +197,7 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         self, turn: MemoryTurn, accumulator: ChatClientResponseAccumulator, reason: str
     ) -> None:
         """Store the partial turn, shielded from a second cancel; never raises."""
-        reply = _partial_reply(accumulator.result().chat_response, reason)
+        reply = _traced(_partial_reply(accumulator.result().chat_response, reason), turn)
         if reply is None:
             return
         task = asyncio.ensure_future(
@@ -317,3 +324,10 @@ def _partial_reply(response: ChatResponse | None, reason: str) -> AssistantMessa
     return AssistantMessage(
         reply.text, merged(reply.metadata, {INTERRUPTED: True, FINISH_REASON: reason})
     )
+
+
+def _traced(reply: AssistantMessage | None, turn: MemoryTurn) -> AssistantMessage | None:
+    """``reply`` with the turn's trace id in its metadata (unchanged without one)."""
+    if reply is None or turn.trace_id is None:
+        return reply
+    return replace(reply, metadata=merged(reply.metadata, {TRACE_ID_METADATA: turn.trace_id}))

@@ -3,7 +3,8 @@
 Runs the turn through :func:`advisors_app.services.stream_turn` — the service every transport
 uses — as a user (``--user``, default the ``admin`` user, else the first superuser). The
 answer is printed as it streams, then the cited sources, the token usage, the time taken and
-the conversation id to pass to ``--conversation`` for a follow-up; ``--params`` takes the
+the conversation id to pass to ``--conversation`` for a follow-up (not when the turn stored
+nothing and left no conversation: a guard's refusal of a first message); ``--params`` takes the
 request params the service and the API accept (``{"options": {"max_tokens": 64}}``, a
 filter...). Colours only when the
 output is a terminal (Django's ``--no-color`` / ``--force-color`` apply). ``--json`` prints
@@ -146,7 +147,8 @@ class Command(BaseCommand):
         if first_token is not None:
             timing += f", first text after {first_token:.1f} s"
         self._write(style.NOTICE(f"{_usage(done.usage)}; {timing}."))
-        self._write(
-            style.NOTICE("Continue with: ")
-            + style.SQL_FIELD(f"--conversation {done.conversation_id}")
-        )
+        if done.conversation_id is not None:
+            self._write(
+                style.NOTICE("Continue with: ")
+                + style.SQL_FIELD(f"--conversation {done.conversation_id}")
+            )

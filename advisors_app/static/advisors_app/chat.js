@@ -160,7 +160,7 @@
     parts.article.setAttribute("aria-busy", "true");
     parts.body.appendChild(el("span", "msg-typing", "…"));
     state.reply = {
-      article: parts.article, body: parts.body, text: "", traceId: null,
+      article: parts.article, body: parts.body, text: "", traceId: null, conversationId: null,
       sentAt: performance.now(), firstAt: null, frame: null, scheduled: false,
     };
   }
@@ -326,6 +326,7 @@
 
   /* A turn that stored nothing (refused by a guard, failed) leaves no conversation behind. */
   function removeConversation(id) {
+    if (!id) return;
     var link = list.querySelector('a[data-id="' + CSS.escape(id) + '"]');
     if (link) link.parentNode.remove();
     if (id === state.conversationId) {
@@ -336,12 +337,21 @@
 
   /* ---- frames ---------------------------------------------------------------------- */
 
+  /* A turn's final frame says conversation_id null when the conversation its start frame
+   * named was removed (its first turn stored nothing): forget it at once, URL included. */
+  function followRemoval(reply, frame) {
+    if (reply && reply.conversationId && frame.conversation_id === null) {
+      removeConversation(reply.conversationId);
+    }
+  }
+
   function handleFrame(frame) {
     var reply = state.reply;
     switch (frame.type) {
       case "start":
         if (!reply) return;
         reply.traceId = frame.trace_id;
+        reply.conversationId = frame.conversation_id;
         if (state.conversationId !== frame.conversation_id) {
           state.conversationId = frame.conversation_id;
           history.replaceState(null, "", conversationUrl(frame.conversation_id));
@@ -356,9 +366,12 @@
         break;
       case "done":
         if (!reply) return;
+        followRemoval(reply, frame);
         finishReply({
           done: frame,
-          note: frame.reason === "cancelled" ? "Stopped; the answer so far was saved." : null,
+          note: frame.reason !== "cancelled" ? null
+            : frame.stored === false ? "Stopped before any answer; nothing was saved."
+            : "Stopped; the answer so far was saved.",
         });
         break;
       case "error":
@@ -366,6 +379,7 @@
           showAlert(frame.message);
           return;
         }
+        followRemoval(reply, frame);
         if (reply) finishReply({ error: frame });
         else showAlert(frame.message);
         break;

@@ -83,6 +83,8 @@ def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any,
     body = response.json()
     assert body == {
         "conversation_id": body["conversation_id"],
+        "message_id": body["message_id"],
+        "stored": True,
         "content": "Hi Alice.",
         "usage": None,
         "metadata": {},
@@ -96,6 +98,8 @@ def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any,
         ("user", "hello", {}),
         ("assistant", "Hi Alice.", {"trace_id": body["trace_id"]}),
     ]
+    reply = ChatMessage.objects.get(pk=body["message_id"])
+    assert (reply.message_type, reply.text) == ("assistant", "Hi Alice.")
     log = CallLog.objects.get(trace_id=body["trace_id"])
     assert (log.status, log.mode, log.user_id) == ("ok", "call", alice.pk)
 
@@ -105,6 +109,7 @@ def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any,
         format="json",
     )
     assert again.json()["conversation_id"] == body["conversation_id"]
+    assert again.json()["message_id"] > body["message_id"]
     assert [t for _, t, _ in transcript(alice, body["conversation_id"])] == [
         "hello",
         "Hi Alice.",
@@ -354,6 +359,8 @@ def test_stream_sends_start_deltas_and_done_as_server_sent_events(
         "type": "done",
         "reason": "complete",
         "conversation_id": start["conversation_id"],
+        "message_id": done["message_id"],
+        "stored": True,
         "content": "Hello!",
         "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
         "metadata": {},
@@ -361,6 +368,7 @@ def test_stream_sends_start_deltas_and_done_as_server_sent_events(
         "trace_id": start["trace_id"],
     }
     assert [t for _, t, _ in transcript(alice, start["conversation_id"])] == ["hi", "Hello!"]
+    assert ChatMessage.objects.get(pk=done["message_id"]).text == "Hello!"
 
 
 @override_settings(ADVISORS={"SSE_KEEPALIVE_SECONDS": 0.05})
@@ -400,6 +408,75 @@ def test_a_provider_failure_mid_stream_is_an_error_event(chain: Any, alice: Any,
         "partial ",
         {"interrupted": True, "finish_reason": "error", "trace_id": events[0][1]["trace_id"]},
     )
+
+
+@pytest.fixture
+def guarded(alice: Any) -> Any:
+    """A chain with memory behind a guard that refuses "keylogger"."""
+    return make_chain(
+        "guarded",
+        model=scripted_model("guarded-model", responses=("Sure.",)),
+        advisors=(("safe_guard", {"words": ["keylogger"]}), ("message_chat_memory", {})),
+    )
+
+
+def test_a_refused_first_call_answers_without_a_conversation(guarded: Any, api: Any) -> None:
+    url = f"/api/chains/{guarded.slug}/call/"
+    body = api.post(url, {"message": "write a keylogger"}, format="json").json()
+    assert body["finish_reason"] == "CONTENT_FILTER"
+    assert (body["conversation_id"], body["message_id"], body["stored"]) == (None, None, False)
+    assert not Conversation.objects.exists()
+
+    # Refused later in a conversation: the conversation stays, this turn stored nothing.
+    first = api.post(url, {"message": "hello"}, format="json").json()
+    later = api.post(
+        url,
+        {"message": "a keylogger?", "conversation_id": first["conversation_id"]},
+        format="json",
+    ).json()
+    assert (later["conversation_id"], later["message_id"], later["stored"]) == (
+        first["conversation_id"],
+        None,
+        False,
+    )
+
+
+def test_a_refused_first_stream_ends_without_a_conversation(guarded: Any, api: Any) -> None:
+    response = api.post(
+        f"/api/chains/{guarded.slug}/stream/", {"message": "write a keylogger"}, format="json"
+    )
+    events = parse_sse(read_stream(response))
+    assert [kind for kind, _ in events] == ["start", "delta", "done"]
+    start, done = events[0][1], events[-1][1]
+    assert start["conversation_id"]  # named before the chain ran; removed since
+    assert (done["conversation_id"], done["message_id"], done["stored"]) == (None, None, False)
+    assert not Conversation.objects.exists()
+
+
+def test_a_first_stream_failing_before_any_text_names_no_conversation(chain: Any, api: Any) -> None:
+    script(chain.slug, [ProviderUnavailableError("down", status=503)])
+    response = api.post(f"/api/chains/{chain.slug}/stream/", {"message": "hi"}, format="json")
+    events = parse_sse(read_stream(response))
+    assert [kind for kind, _ in events] == ["start", "error"]
+    assert events[-1][1]["conversation_id"] is None
+    assert events[-1][1]["trace_id"] == events[0][1]["trace_id"]
+    assert not Conversation.objects.exists()
+
+
+def test_the_call_answer_is_documented_with_message_id_and_stored(client: Any) -> None:
+    openapi = client.get("/api/schema/", {"format": "json"}).json()
+    result = openapi["components"]["schemas"]["ChatResult"]
+    properties = result["properties"]
+    assert {"conversation_id", "message_id", "stored"} <= set(properties)
+    assert properties["conversation_id"]["nullable"] is True
+    assert (properties["message_id"]["type"], properties["message_id"]["nullable"]) == (
+        "integer",
+        True,
+    )
+    assert properties["stored"]["type"] == "boolean"
+    assert {"conversation_id", "message_id", "stored"} <= set(result["required"])
+    stream = openapi["paths"]["/api/chains/{slug}/stream/"]["post"]
+    assert '"message_id", "stored"' in stream["description"]
 
 
 @pytest.mark.slow
