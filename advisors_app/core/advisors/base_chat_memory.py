@@ -20,18 +20,21 @@ and B06). Here:
   rejected by providers on the next turn).
 
 Divergences from Spring AI besides atomicity, each a fix (reference §5.3): only the first
-(chosen) generation is stored (defect 17); the input to store is taken only from the incoming
-instructions — the trailing user/tool-response messages after the last assistant message —
-never from history, and blank user messages are not stored (defect 14, bug case B01); a
-request with no new non-blank user message or tool response raises ``ValueError`` before the
-model is called; the prompt has exactly one system message, at index 0: the stored system
-messages and the request's are merged, in that order, distinct texts joined by a blank line
-(defect 15, bug case B02); history already present in the prompt (anywhere, or as an overlap
-with its first messages) is not added again, found in linear time with metadata ignored
-(defect 16). The conversation id is resolved once per turn and used for the read and the write:
-context ``CONVERSATION_ID`` > ``default_conversation_id`` > ``ValueError("conversationId cannot be
-null")``, checked by :func:`~advisors_app.core.memory.ids.check_conversation_id` (defect 22,
-bug case B04).
+(chosen) generation is stored (defect 17); what is stored with the reply comes only from the
+request, never from history: every non-blank message of the request that memory does not hold
+yet, in order, so a tool exchange the caller ran (``[U, A(call), T]``) is stored whole where
+Spring AI stores only its last user message or tool response (issue 17), and blank messages are
+not stored (defect 14, bug case B01); a request whose last non-blank message is not such a new
+user message or tool response raises ``ValueError`` before the model is called; the prompt has
+exactly one system message, at index 0: the stored system messages and the request's are
+merged, in that order, distinct texts joined by a blank line (defect 15, bug case B02); history
+the request already carries is not added again: the request is compared with the newest stored
+messages, not only with the window, so a window that skips part of a long turn is not sent a
+second time in front of it (issue 17; see ``ChatMemory.history_for``); messages are compared in
+linear time with metadata ignored (defect 16). The conversation id is resolved once per turn and
+used for the read and the write: context ``CONVERSATION_ID`` > ``default_conversation_id`` >
+``ValueError("conversationId cannot be null")``, checked by
+:func:`~advisors_app.core.memory.ids.check_conversation_id` (defect 22, bug case B04).
 
 The stored reply carries the turn's trace id when the request context has one
 (:data:`~advisors_app.core.attributes.TRACE_ID`, written to the reply's metadata under
@@ -66,7 +69,7 @@ from ..chain import CallAdvisorChain, StreamAdvisorChain
 from ..mappings import merged
 from ..memory.chat_memory import ChatMemory
 from ..memory.ids import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED, check_conversation_id
-from ..messages import AssistantMessage, Message, SystemMessage, ToolResponseMessage, UserMessage
+from ..messages import AssistantMessage, Message, SystemMessage
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
 from ..streams import closing_stream
@@ -93,7 +96,7 @@ class MemoryTurn:
     history: tuple[Message, ...]
     #: The request's non-system messages, in order.
     conversation: tuple[Message, ...]
-    #: What will be stored before the reply: the new user input of this turn.
+    #: What will be stored before the reply: the request's messages memory does not hold yet.
     new_input: tuple[Message, ...]
     #: The context's ``TRACE_ID``, written into the stored reply's metadata (``None``: not set).
     trace_id: str | None = None
@@ -148,15 +151,13 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         conversation_id = self.get_conversation_id(request.context)
         instructions = request.prompt.instructions
         conversation = tuple(m for m in instructions if not isinstance(m, SystemMessage))
-        new_input = _new_input(conversation)
-        stored = await self.chat_memory.aget(conversation_id)
-        past = [m for m in stored if not isinstance(m, SystemMessage)]
-        systems = [m for m in stored if isinstance(m, SystemMessage)]
-        systems += [m for m in instructions if isinstance(m, SystemMessage)]
+        held = await self.chat_memory.ahistory_for(conversation_id, conversation)
+        new_input = _checked_new_input(held.new)
+        systems = [m for m in (*held.system, *instructions) if isinstance(m, SystemMessage)]
         turn = MemoryTurn(
             conversation_id,
             _merge_system(systems),
-            tuple(_missing_history(past, conversation)),
+            held.history,
             conversation,
             new_input,
             request.context.get(TRACE_ID),
@@ -219,26 +220,15 @@ def _stored(task: asyncio.Task[None]) -> None:
         logger.error("could not store an interrupted chat-memory turn", exc_info=task.exception())
 
 
-def _has_content(message: Message) -> bool:
-    if isinstance(message, UserMessage):
-        return bool(message.text.strip() or message.media)
-    if isinstance(message, ToolResponseMessage):
-        return bool(message.responses)
-    return False
-
-
-def _new_input(conversation: Sequence[Message]) -> tuple[Message, ...]:
-    """The request's new input: non-blank user/tool messages after its last assistant message."""
-    start = len(conversation)
-    while start > 0 and not isinstance(conversation[start - 1], AssistantMessage):
-        start -= 1
-    new_input = tuple(m for m in conversation[start:] if _has_content(m))
-    if not new_input:
+def _checked_new_input(new: tuple[Message, ...]) -> tuple[Message, ...]:
+    """``new`` if the request ends with new input (a user message or a tool response)."""
+    if not new or isinstance(new[-1], AssistantMessage):
         raise ValueError(
             "the prompt has no new user message for chat memory: after the last assistant "
-            "message it needs a non-blank user message or a tool response"
+            "message it needs a non-blank user message or a tool response that memory does "
+            "not hold yet"
         )
-    return new_input
+    return new
 
 
 def _merge_system(systems: Sequence[SystemMessage]) -> SystemMessage | None:
@@ -252,60 +242,6 @@ def _merge_system(systems: Sequence[SystemMessage]) -> SystemMessage | None:
     for message in distinct[1:]:
         metadata = merged(metadata, message.metadata)
     return SystemMessage("\n\n".join(m.text for m in distinct), metadata)
-
-
-def _failure_table(pattern: Sequence[Message]) -> list[int]:
-    table = [0] * len(pattern)
-    k = 0
-    for i in range(1, len(pattern)):
-        while k and pattern[i] != pattern[k]:
-            k = table[k - 1]
-        if pattern[i] == pattern[k]:
-            k += 1
-        table[i] = k
-    return table
-
-
-def _occurs_in(text: Sequence[Message], pattern: Sequence[Message]) -> bool:
-    """Whether ``pattern`` is a contiguous run of ``text`` (Knuth-Morris-Pratt, linear)."""
-    table = _failure_table(pattern)
-    k = 0
-    for item in text:
-        while k and item != pattern[k]:
-            k = table[k - 1]
-        if item == pattern[k]:
-            k += 1
-            if k == len(pattern):
-                return True
-    return False
-
-
-def _overlap(text: Sequence[Message], pattern: Sequence[Message]) -> int:
-    """Length of the longest suffix of ``text`` that is a prefix of ``pattern`` (linear)."""
-    table = _failure_table(pattern)
-    k = 0
-    for item in text:
-        if k == len(pattern):
-            k = table[k - 1]
-        while k and item != pattern[k]:
-            k = table[k - 1]
-        if item == pattern[k]:
-            k += 1
-    return k
-
-
-def _missing_history(past: Sequence[Message], conversation: Sequence[Message]) -> list[Message]:
-    """The stored messages to put before the request's own, without what it already holds.
-
-    Nothing when the stored window occurs in the request as a contiguous run (the caller sent
-    the history itself); otherwise the stored messages minus their longest tail that the
-    request starts with (the caller sent part of it). Equality ignores metadata.
-    """
-    if not past or not conversation:
-        return list(past)
-    if _occurs_in(conversation, past):
-        return []
-    return list(past[: len(past) - _overlap(past, conversation)])
 
 
 def _reply(response: ChatResponse | None) -> AssistantMessage | None:

@@ -10,6 +10,7 @@ breached (then the breach comes back as a generation with finish reason
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
 
@@ -107,7 +108,11 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
 
     Other divergences, each a fix: with history disabled no empty ``SystemMessage("")`` is
     injected when the prompt has none (defect 5.4.27); the loop's position is immutable, so a
-    chain copy per round is cheap.
+    chain copy per round is cheap; messages that an override of
+    ``do_get_next_instructions_for_tool_call`` adds (feedback for the model, say) join the turn's
+    history after the round's tool responses, so every later round and the tool-call limits see
+    them, in call and stream (Spring AI #6842: in 2.0.1 they were lost after the next tool call,
+    on the streaming path).
     """
 
     DEFAULT_ORDER: ClassVar[int] = DEFAULT_TOOL_CALLING_ORDER
@@ -225,6 +230,20 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
             return None, _with_generations(response, ToolExecutionResult.build_generations(result))
         return result, None
 
+    async def _next_round(
+        self, request: ChatClientRequest, response: ChatClientResponse, result: ToolExecutionResult
+    ) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
+        """The turn's history and the next round's messages after a tool round.
+
+        Messages the hook adds to what the default would send (#6842) join the history after
+        the round's tool responses, so later rounds and the limits see them.
+        """
+        instructions = await self.do_get_next_instructions_for_tool_call(request, response, result)
+        default = await ToolCallingAdvisor.do_get_next_instructions_for_tool_call(
+            self, request, response, result
+        )
+        return (*result.conversation_history, *_added(default, instructions)), instructions
+
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain
     ) -> ChatClientResponse:
@@ -253,10 +272,7 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
                 assert final is not None
                 response = final
                 break
-            history = result.conversation_history
-            instructions = await self.do_get_next_instructions_for_tool_call(
-                processed, response, result
-            )
+            history, instructions = await self._next_round(processed, response, result)
         return await self.do_finalize_loop(_stamp_usage(response, usage), chain)
 
     async def advise_stream(
@@ -318,10 +334,25 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
                 assert final is not None
                 yield _stamp_usage(final, usage)
                 return
-            history = result.conversation_history
-            instructions = await self.do_get_next_instructions_for_tool_call(
-                processed, response, result
-            )
+            history, instructions = await self._next_round(processed, response, result)
+
+
+def _added(default: tuple[Message, ...], instructions: tuple[Message, ...]) -> list[Message]:
+    """The messages of ``instructions`` beyond those of ``default``, in their order.
+
+    Counted as multisets (a message added twice is kept twice); messages the hook only drops or
+    reorders add nothing.
+    """
+    if instructions == default:
+        return []
+    extra = Counter(instructions)
+    extra.subtract(default)
+    added = []
+    for message in instructions:
+        if extra[message] > 0:
+            extra[message] -= 1
+            added.append(message)
+    return added
 
 
 def _with_generations(

@@ -12,8 +12,13 @@ Divergences, each a fix: tools are offered in a deterministic order, ``toolSearc
 and then the found tools in the order the request lists them (Spring uses a ``HashSet``, defect
 5.5.34); the per-turn callback map travels in a copy of the request context and is removed from
 the response context (Spring mutates the caller's context, defect 5.1.8); the
-``maxResults`` description states the real default (defect 5.5.35). Like Spring AI, indexes
-and fingerprints live in process memory (defect 5.5.37): each worker process indexes on its own.
+``maxResults`` description states the real default (defect 5.5.35); a tool found earlier in the
+turn stays offered when the next round's messages no longer show the search that found it
+(internal history disabled, with a memory advisor inside the loop: the round after the found
+tool ran), where Spring AI drops it and a model retrying after an input error must search again
+(Spring AI #7034); without accumulation, a new search still replaces the found tools. Like
+Spring AI, indexes and fingerprints live in process memory (defect 5.5.37): each worker
+process indexes on its own.
 """
 
 from __future__ import annotations
@@ -195,21 +200,29 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
                 self._fingerprints[session_id] = fingerprint
         suffix = self.system_message_suffix
         prompt = request.prompt.augment_system_message(lambda m: m.text + suffix)
+        # The loop carries each round's options into the next: they hold the tools offered so
+        # far, found by searches the next round's messages may no longer show (#7034).
+        options = request.prompt.options
+        assert isinstance(options, ToolCallingChatOptions)
+        options = options.mutate(tool_callbacks=(self.tool_search_tool,), tool_names=())
         return request.mutate(
-            prompt=prompt,
+            prompt=prompt.mutate(options=options),
             context={
                 _CACHED_TOOL_CALLBACKS: {cb.name: cb for cb in callbacks},
                 TOOL_SEARCH_TOOL_SESSION_ID_KEY: session_id,
             },
         )
 
-    def _referenced_names(self, messages: Iterable[Message]) -> set[str]:
+    def _referenced_names(self, messages: Iterable[Message]) -> set[str] | None:
+        """Names the searches in ``messages`` found (``None``: the messages show no search)."""
         rounds = [
             [r for r in m.responses if r.name.lower() == TOOL_SEARCH_TOOL_NAME.lower()]
             for m in messages
             if isinstance(m, ToolResponseMessage)
         ]
         rounds = [responses for responses in rounds if responses]
+        if not rounds:
+            return None
         if not self.reference_tool_name_accumulation:
             rounds = rounds[-1:]
         return {
@@ -220,7 +233,14 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         options = request.prompt.options
         assert isinstance(options, ToolCallingChatOptions)
         cached: dict[str, ToolCallback] = request.context[_CACHED_TOOL_CALLBACKS]
-        found = self._referenced_names(request.prompt.instructions)
+        offered = {cb.name for cb in options.tool_callbacks if cb is not self.tool_search_tool}
+        searched = self._referenced_names(request.prompt.instructions)
+        if searched is None:
+            found = offered
+        elif self.reference_tool_name_accumulation:
+            found = offered | searched
+        else:
+            found = searched
         selected = (self.tool_search_tool, *(cb for name, cb in cached.items() if name in found))
         session_id = request.context[TOOL_SEARCH_TOOL_SESSION_ID_KEY]
         options = options.mutate(

@@ -15,6 +15,7 @@ from .chat_memory import (
     MessageWindowChatMemory,
     TokenWindowChatMemory,
 )
+from .history import RequestHistory, align_request
 from .ids import (
     CANCELLED,
     ERROR,
@@ -25,7 +26,7 @@ from .ids import (
 )
 from .in_memory import InMemoryChatMemoryRepository
 from .repository import ChatMemoryRepository
-from .window import drop_orphan_tool_responses, select_window
+from .window import drop_orphan_tool_responses, select_window, window_positions
 
 __all__ = [
     "CANCELLED",
@@ -38,8 +39,11 @@ __all__ = [
     "ChatMemoryRepository",
     "InMemoryChatMemoryRepository",
     "MessageWindowChatMemory",
+    "RequestHistory",
     "TokenWindowChatMemory",
+    "align_request",
     "check_conversation_id",
     "drop_orphan_tool_responses",
     "select_window",
+    "window_positions",
 ]

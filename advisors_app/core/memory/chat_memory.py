@@ -6,6 +6,10 @@ transcript and the window is applied when reading. ``add`` appends the new messa
 (O(batch), atomic, no lost updates under concurrency) instead of re-reading, trimming and
 rewriting the conversation; ``get`` reads the newest messages only, O(window) whatever the
 conversation's length (O(newest turn) in the rare case that turn alone exceeds the window).
+
+``history_for(id, messages)`` (not in Spring AI) is what a memory advisor reads: the window
+aligned with a request that may carry history of its own (:mod:`.history`), in the same single
+read as ``get`` (it reads at least as many messages as the request has).
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 
-from ..messages import Message, MessageType
+from ..messages import Message, MessageType, SystemMessage
 from ..tokens import TiktokenTokenCountEstimator, TokenCountEstimator
+from .history import RequestHistory, align_request
 from .ids import check_conversation_id
 from .in_memory import InMemoryChatMemoryRepository
 from .repository import ChatMemoryRepository, check_messages
-from .window import select_window
+from .window import drop_orphan_tool_responses, window_positions
 
 __all__ = [
     "DEFAULT_MAX_MESSAGES",
@@ -47,7 +52,9 @@ class ChatMemory:
 
     ``add(id, message_or_messages)``, ``get(id)`` and ``clear(id)`` have async twins ``aadd``,
     ``aget`` and ``aclear``; advisors use the twins. The twins run the sync methods in a worker
-    thread unless an implementation overrides them.
+    thread unless an implementation overrides them. ``history_for``/``ahistory_for`` (not in
+    Spring AI) align ``get`` with a request's own messages; this default treats the result of
+    ``get`` as the newest stored messages, window implementations compare with the transcript.
     """
 
     def add(self, conversation_id: str, message_or_messages: Message | Iterable[Message]) -> None:
@@ -69,6 +76,28 @@ class ChatMemory:
 
     async def aclear(self, conversation_id: str) -> None:
         await asyncio.to_thread(self.clear, conversation_id)
+
+    def history_for(self, conversation_id: str, messages: Sequence[Message]) -> RequestHistory:
+        """What memory holds for a request with ``messages``: the system messages, the history
+        to put before the request, and the request's messages to store (:mod:`.history`)."""
+        return _aligned(self.get(conversation_id), messages)
+
+    async def ahistory_for(
+        self, conversation_id: str, messages: Sequence[Message]
+    ) -> RequestHistory:
+        return _aligned(await self.aget(conversation_id), messages)
+
+
+def _aligned(stored: Sequence[Message], messages: Sequence[Message]) -> RequestHistory:
+    """:func:`align_request` with the window standing in for the newest stored messages."""
+    window = [m for m in stored if not _is_system(m)]
+    history, new = align_request(window, range(len(window)), _conversation(messages))
+    system = tuple(m for m in stored if isinstance(m, SystemMessage))
+    return RequestHistory(system, tuple(history), tuple(new))
+
+
+def _conversation(messages: Sequence[Message]) -> list[Message]:
+    return [m for m in check_messages(messages) if not _is_system(m)]
 
 
 def _is_system(message: Message) -> bool:
@@ -116,10 +145,10 @@ class _WindowChatMemory(ChatMemory):
     def _cost_function(self) -> Callable[[Message], int]:
         raise NotImplementedError
 
-    def _select(
+    def _positions(
         self, tail: list[Message], limit: int, cost: Callable[[Message], int]
-    ) -> list[Message] | None:
-        return select_window(tail, self._budget(), cost, complete=len(tail) < limit)
+    ) -> list[int] | None:
+        return window_positions(tail, self._budget(), cost, complete=len(tail) < limit)
 
     def add(self, conversation_id: str, message_or_messages: Message | Iterable[Message]) -> None:
         """Append the messages to the conversation (O(batch)); an empty batch does nothing."""
@@ -138,14 +167,33 @@ class _WindowChatMemory(ChatMemory):
         """The stored system messages, then the window of the conversation, oldest first."""
         check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
         system = self._repository.find_system_messages(conversation_id)
+        tail, positions = self._read(conversation_id, 0)
+        return [*system, *_window(tail, positions)]
+
+    def _read(self, conversation_id: str, reach: int) -> tuple[list[Message], list[int]]:
+        """The newest ``max(reach, first read)`` messages or more, and the window's positions."""
         cost = self._cost_function()
-        limit = self._first_read
+        limit = max(self._first_read, reach)
         while True:
             tail = self._repository.find_last(conversation_id, limit)
-            window = self._select(tail, limit, cost)
-            if window is not None:
-                return [*system, *window]
+            positions = self._positions(tail, limit, cost)
+            if positions is not None:
+                return tail, positions
             limit *= 2
+
+    def history_for(self, conversation_id: str, messages: Sequence[Message]) -> RequestHistory:
+        """What memory holds for a request with ``messages`` (see :mod:`.history`).
+
+        One read of the newest messages, as many as the window needs and at least as many as
+        the request has, so that history the request carries is recognised even when the
+        window skips part of it.
+        """
+        check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
+        conversation = _conversation(messages)
+        system = self._repository.find_system_messages(conversation_id)
+        tail, positions = self._read(conversation_id, len(conversation))
+        history, new = align_request(tail, positions, conversation)
+        return RequestHistory(tuple(system), tuple(history), tuple(new))
 
     def clear(self, conversation_id: str) -> None:
         """Forget the conversation (``repository.delete_by_conversation_id``)."""
@@ -169,18 +217,36 @@ class _WindowChatMemory(ChatMemory):
     async def aget(self, conversation_id: str) -> list[Message]:
         check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
         system = await self._repository.afind_system_messages(conversation_id)
+        tail, positions = await self._aread(conversation_id, 0)
+        return [*system, *_window(tail, positions)]
+
+    async def _aread(self, conversation_id: str, reach: int) -> tuple[list[Message], list[int]]:
         cost = self._cost_function()
-        limit = self._first_read
+        limit = max(self._first_read, reach)
         while True:
             tail = await self._repository.afind_last(conversation_id, limit)
-            window = self._select(tail, limit, cost)
-            if window is not None:
-                return [*system, *window]
+            positions = self._positions(tail, limit, cost)
+            if positions is not None:
+                return tail, positions
             limit *= 2
+
+    async def ahistory_for(
+        self, conversation_id: str, messages: Sequence[Message]
+    ) -> RequestHistory:
+        check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
+        conversation = _conversation(messages)
+        system = await self._repository.afind_system_messages(conversation_id)
+        tail, positions = await self._aread(conversation_id, len(conversation))
+        history, new = align_request(tail, positions, conversation)
+        return RequestHistory(tuple(system), tuple(history), tuple(new))
 
     async def aclear(self, conversation_id: str) -> None:
         check_conversation_id(conversation_id, none_message=_NULL_OR_EMPTY)
         await self._repository.adelete_by_conversation_id(conversation_id)
+
+
+def _window(tail: list[Message], positions: list[int]) -> list[Message]:
+    return drop_orphan_tool_responses([tail[i] for i in positions])
 
 
 def _one(message: Message) -> int:
@@ -195,11 +261,12 @@ class MessageWindowChatMemory(_WindowChatMemory):
     ``ValueError("maxMessages must be greater than 0")``.
 
     Divergences, each a fix (reference §5.3): the transcript is kept whole and the window
-    applied when reading (defect 19); the window trims by whole turns, starts at a user message,
-    never keeps a tool response without its call, and never empties a conversation whose newest
-    turn fits (defect 18, bug case B08); system messages are returned first and are neither
-    counted nor evicted, and re-adding a stored one does not duplicate it; message equality
-    ignores metadata (defect 16).
+    applied when reading (defect 19); a conversation that fits is returned whole, an opening
+    assistant greeting included (issue 17); a trimmed window keeps whole turns, starts at a user
+    message, never keeps a tool response without its call, and never empties a conversation
+    whose newest turn fits (defect 18, bug case B08); system messages are returned first and
+    are neither counted nor evicted, and re-adding a stored one does not duplicate it; message
+    equality ignores metadata (defect 16).
     """
 
     def __init__(

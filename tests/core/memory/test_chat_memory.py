@@ -119,9 +119,13 @@ def test_b08_window_never_starts_with_an_orphan_tool_result():
     assert memory.get("c1") == [U("And tomorrow?")]
 
 
-def test_messages_before_the_first_user_message_never_start_a_window():
-    assert filled(10, A("Welcome!")).get("c1") == []
-    assert filled(10, A("Welcome!"), U("Hi"), A("Hello")).get("c1") == [U("Hi"), A("Hello")]
+def test_messages_before_the_first_user_message_start_a_window_only_while_all_fits():
+    # Issue 17: a greeting is part of the conversation; only trimming starts at a user message.
+    assert filled(10, A("Welcome!")).get("c1") == [A("Welcome!")]
+    greeted = (A("Welcome!"), U("Hi"), A("Hello"))
+    assert filled(10, *greeted).get("c1") == list(greeted)
+    assert filled(3, *greeted).get("c1") == list(greeted)
+    assert filled(2, *greeted).get("c1") == [U("Hi"), A("Hello")]
 
 
 def test_a_stored_orphan_tool_response_is_left_out_of_the_window():

@@ -190,6 +190,14 @@ def test_a_message_window_over_the_backend(repository):
     assert len(repository.find_by_conversation_id("c1")) == 6
 
 
+def test_a_window_keeps_a_greeting_until_it_trims(repository):
+    memory = MessageWindowChatMemory(repository, max_messages=3)
+    memory.add("c1", [S("sys"), A("Welcome!"), U("Hi"), A("Hello")])
+    assert memory.get("c1") == [S("sys"), A("Welcome!"), U("Hi"), A("Hello")]
+    memory.add("c1", U("Bye"))
+    assert memory.get("c1") == [S("sys"), U("Hi"), A("Hello"), U("Bye")]
+
+
 def test_find_last_reaches_past_many_system_messages(repository):
     repository.append("c1", [U("1"), A("1")])
     repository.append("c1", [S(f"s{i}") for i in range(60)])

@@ -2,7 +2,8 @@
 
 Every window, after every add, for any window size:
 
-* starts at a user message (after the system messages), never at an assistant or tool message;
+* is the whole conversation when it fits (an assistant greeting included, issue 17), else starts
+  at a user message (after the system messages), never at an assistant or tool message;
 * holds no tool response without the assistant call it answers;
 * holds at most ``max_messages`` non-system messages;
 * is not empty when the conversation has a user message (its newest turn is kept if it fits);
@@ -17,7 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisors_app.core import AssistantMessage, SystemMessage, ToolResponseMessage, UserMessage
-from advisors_app.core.memory import MessageWindowChatMemory, select_window
+from advisors_app.core.memory import (
+    MessageWindowChatMemory,
+    drop_orphan_tool_responses,
+    select_window,
+)
 from tests.core.memory.messages import A, S, T, U, call
 
 _ids = st.sampled_from(["t1", "t2", "t3"])
@@ -68,13 +73,15 @@ def batches(messages, sizes):
     return out
 
 
-def check_invariants(window, transcript, max_messages):
+def check_invariants(window, transcript, max_messages, *, fits=None):
     systems = [m for m in window if isinstance(m, SystemMessage)]
     history = window[len(systems) :]
     assert not any(isinstance(m, SystemMessage) for m in history), "system messages come first"
     assert len(history) <= max_messages
-    if history:
-        assert isinstance(history[0], UserMessage)
+    if len(transcript) <= max_messages if fits is None else fits:
+        assert history == drop_orphan_tool_responses(transcript), "what fits is kept whole"
+    elif history:
+        assert isinstance(history[0], UserMessage), "a trimmed window starts at a user message"
     called = set()
     for message in history:
         if isinstance(message, AssistantMessage):
@@ -100,6 +107,9 @@ def test_windows_of_well_formed_conversations(messages, max_messages, sizes):
         transcript += [m for m in batch if not isinstance(m, SystemMessage)]
         history = check_invariants(memory.get("c"), transcript, max_messages)
         starts = turn_starts(transcript)
+        if len(transcript) <= max_messages:
+            assert history == transcript
+            continue
         if not starts:
             assert history == []
             continue
@@ -136,11 +146,20 @@ def test_token_budget_is_never_exceeded_unless_by_nothing(messages, budget):
 
     window = select_window(messages, budget, cost, complete=True)
     assert sum(cost(m) for m in window) <= budget
-    check_invariants(window, [], budget)
+    fits = sum(cost(m) for m in messages) <= budget
+    check_invariants(window, messages if fits else [], budget, fits=fits)
 
 
 def test_select_window_asks_for_more_when_older_turns_might_fit():
     tail = [A("a1"), U("2"), A("a2")]
     assert select_window(tail, 5, lambda m: 1, complete=False) is None
-    assert select_window(tail, 5, lambda m: 1, complete=True) == [U("2"), A("a2")]
     assert select_window(tail, 2, lambda m: 1, complete=False) == [U("2"), A("a2")]
+
+
+def test_select_window_keeps_leading_messages_only_while_everything_fits():
+    greeting = [A("Welcome!"), U("2"), A("a2")]
+    assert select_window(greeting, 3, lambda m: 1, complete=True) == greeting
+    assert select_window(greeting, 2, lambda m: 1, complete=True) == [U("2"), A("a2")]
+    # A leading orphan tool response is still dropped.
+    orphan = [T("t0"), U("2"), A("a2")]
+    assert select_window(orphan, 3, lambda m: 1, complete=True) == [U("2"), A("a2")]
