@@ -303,9 +303,10 @@ def check_chains(
 ) -> list[CheckMessage]:
     """Every stored chain's draft, and every version a label points at, linted and compiled.
 
-    A draft's findings are reported as the lint rates them; a labelled version was checked
-    when it was published, so only errors are reported for it (an advisor type or tool
-    unregistered from the code since, which would fail its users' turns).
+    A draft's findings are warnings (it serves nobody, and publishing it is refused while it
+    has errors); a labelled version was checked when it was published, so only errors are
+    reported for it (an advisor type or tool unregistered from the code since, which would
+    fail its users' turns).
     Skipped on a database whose tables do not exist yet (``migrate`` runs checks first).
     """
     from advisors_app.definition import check, check_draft
@@ -319,9 +320,10 @@ def check_chains(
         chains = AdvisorChain.objects.using(alias).select_related("chat_model", "system_template")
         for chain in chains.prefetch_related("advisors"):
             for found in check_draft(chain, chain.advisors.all()).messages:
-                level = Error if found.is_error else Warning
+                # A draft serves nobody until it is published (which its errors block), so
+                # they are warnings here: a broken draft must not stop `migrate` or a deploy.
                 messages.append(
-                    level(
+                    Warning(
                         f"Chain {chain.slug!r} (draft): {found.message}",
                         hint=found.hint or None,
                         obj=chain,

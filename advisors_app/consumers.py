@@ -6,18 +6,18 @@ Route: ``/ws/chat/<slug>/`` (:mod:`advisors_app.routing`), behind the site's
 
 Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
 
-* Client ``{"type": "message", "text": str, "conversation_id"?: str | null, "params"?: {},
-  "label"?: str, "version"?: int | "draft"}`` (a label or version other than ``production``:
-  staff only)
+* Client ``{"type": "message", "message": str, "conversation_id"?: str | null, "params"?: {},
+  "label"?: str, "version"?: int | "draft"}`` (``text`` is an alias of ``message``; a label or
+  version other than ``production``: staff only)
   runs one turn through :func:`advisors_app.services.stream_turn` — the service every transport
   calls — and the server answers ``start``, any number of ``delta`` (coalesced:
   :mod:`advisors_app.streaming`), then exactly one ``done`` or ``error``. Refused input (blank
   text, a bad conversation id, unknown params, unknown chain) is one ``error`` frame with
-  ``code`` and field ``errors`` and nothing is stored; frames say ``text`` where the service
-  says ``message``. Without ``conversation_id`` a conversation is started; its id is in the
-  ``start`` frame. Ids are namespaced per owner by the service: another user's id reaches
-  nothing of theirs (it starts a conversation of the caller's own under that id). ``done``
-  carries ``message_id`` (the stored reply's id) and ``stored``; a turn that started a
+  ``code`` and field ``errors`` (named as the frame named them) and nothing is stored.
+  Without ``conversation_id`` a conversation is started; its id is in the ``start`` frame.
+  Ids are namespaced per owner by the service: another user's id reaches nothing of theirs
+  (it starts a conversation of the caller's own under that id). ``done`` carries
+  ``message_id`` (the stored reply's id) and ``stored``; a turn that started a
   conversation and stored nothing (a guard refused the message, it failed before any text)
   ends with ``conversation_id: null`` in its ``done`` or ``error`` frame: that conversation
   is gone.
@@ -75,7 +75,7 @@ logger = logging.getLogger(__name__)
 #: Close code for a connection without a logged-in user (4000-4999: application codes).
 CLOSE_NOT_AUTHENTICATED = 4401
 
-_MESSAGE_FIELDS = ("type", "text", "conversation_id", "params", "label", "version")
+_MESSAGE_FIELDS = ("type", "message", "text", "conversation_id", "params", "label", "version")
 _FRAME_TYPES = ("cancel", "message")
 
 
@@ -105,19 +105,27 @@ def _frame_errors(frame: Any) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     for name in sorted(set(frame) - set(_MESSAGE_FIELDS)):
         errors[name] = [f"Unknown field. Known fields: {', '.join(sorted(_MESSAGE_FIELDS))}."]
-    if "text" not in frame:
-        errors["text"] = ["This field is required."]
-    elif not isinstance(frame["text"], str):
-        errors["text"] = ["Not a valid string."]
+    field = _message_field(frame)
+    if "message" in frame and "text" in frame:
+        errors["message"] = ["Send the message as message or as text (its alias), not both."]
+    elif field not in frame:
+        errors["message"] = ["This field is required."]
+    elif not isinstance(frame[field], str):
+        errors[field] = ["Not a valid string."]
     return errors
 
 
-def _as_frame_errors(error: TurnError) -> dict[str, Any]:
-    """The service's refusal as a frame: its field ``message`` is the frame's ``text``."""
+def _message_field(frame: dict[str, Any]) -> str:
+    """Where a ``message`` frame holds the user's text: ``message``, or its alias ``text``
+    (the name frames used before every transport said ``message``)."""
+    return "text" if "text" in frame and "message" not in frame else "message"
+
+
+def _as_frame_errors(error: TurnError, field: str) -> dict[str, Any]:
+    """The service's refusal as a frame, its ``message`` errors under the frame's ``field``."""
     payload = error.to_dict()
     payload["errors"] = {
-        ("text" if field == "message" else field): messages
-        for field, messages in error.errors.items()
+        (field if name == "message" else name): messages for name, messages in error.errors.items()
     }
     return payload
 
@@ -228,7 +236,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             stream = self._stream = await stream_turn(
                 self.chain_slug,
                 self.user,
-                frame["text"],
+                frame[_message_field(frame)],
                 conversation_id=frame.get("conversation_id"),
                 params=frame.get("params"),
                 label=frame.get("label"),
@@ -239,7 +247,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 await self.send_json(event.to_dict())
                 final_sent = isinstance(event, (DoneEvent, ErrorEvent))
         except TurnError as refused:
-            await self.send_json(_as_frame_errors(refused))
+            await self.send_json(_as_frame_errors(refused, _message_field(frame)))
             return
         except Exception as exc:  # the service failed outside the chain (database down, ...)
             logger.exception("Chat turn on chain %r failed", self.chain_slug)

@@ -60,6 +60,8 @@ class StartEvent:
     conversation_id: str
     chain: str
     trace_id: str
+    #: The number of the chain version that runs (``None``: the draft).
+    version: int | None = None
     type: str = field(default="start", init=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,6 +70,7 @@ class StartEvent:
             "conversation_id": self.conversation_id,
             "chain": self.chain,
             "trace_id": self.trace_id,
+            "version": self.version,
         }
 
 

@@ -7,10 +7,11 @@ compiling the version's snapshot only on a miss. A label moved in any process is
 seen by every process on its next request: there is nothing to invalidate, since a version
 never changes and the hash names its content.
 
-A version of a chain without a model of its own runs on the deployment's default chat model
-(``ADVISORS["DEFAULT_CHAT_MODEL"]``, or the model-config row of that name): the same query
-reads when that row last changed, and the cache key includes it, so an edit of the default
-model reaches every process on its next request too.
+A version of a chain without a model of its own runs on the deployment's default chat model:
+the model-config row of the default alias as it was when the version was published, or, when
+``ADVISORS["DEFAULT_CHAT_MODEL"]`` now names another alias (an operator moved the deployment
+to another model), that alias's row or settings. For that case the same query reads when the
+current alias's row last changed, and the cache key includes it.
 
 ``version="draft"`` runs the chain's editable rows (resolved and compiled per request): the
 playground's and staff's way to try an edit before publishing.
@@ -34,7 +35,6 @@ from advisors_app.definition import (
     check,
     compile_snapshot,
     resolve_draft,
-    snapshot_hash,
 )
 from advisors_app.models import (
     PRODUCTION,
@@ -218,19 +218,19 @@ def compiled_chain(target: ChainTarget) -> CompiledChain:
     unregistered from the code since).
     """
     if target.is_draft:
-        default = _default_chat_model()
-        checked = check(
-            resolve_draft(AdvisorChain.objects.get(pk=target.chain_id)), default_chat_model=default
-        )
+        # The draft's snapshot holds the default model's row itself (definition.snapshot).
+        checked = check(resolve_draft(AdvisorChain.objects.get(pk=target.chain_id)))
         if checked.compiled is None:
             raise ChainConfigurationError("; ".join(f"{m.id}: {m}" for m in checked.errors))
-        key = f"draft:{checked.snapshot_hash}:{snapshot_hash(default or {})}"
+        key = f"draft:{checked.snapshot_hash}"
         return _cached(key) or _keep(key, checked.compiled)
     found = _cached(target.cache_key)
     if found is not None:
         return found
     snapshot = ChainVersion.objects.values_list("snapshot", flat=True).get(pk=target.version_id)
-    default = _default_chat_model() if snapshot["chat_model"] is None else None
+    # A version published under another default alias runs on this deployment's default.
+    stale = snapshot.get("default_chat_model") != app_settings.DEFAULT_CHAT_MODEL
+    default = _default_chat_model() if snapshot["chat_model"] is None and stale else None
     return _keep(target.cache_key, compile_snapshot(snapshot, default_chat_model=default))
 
 

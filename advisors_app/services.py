@@ -38,6 +38,7 @@ runs off the event loop (async ORM / ``sync_to_async``).
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Mapping
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from advisors_app.conf import app_settings
 from advisors_app.conversations import (
@@ -187,7 +189,7 @@ class _Turn:
     mode: str
     #: Also in ``context`` (``TRACE_ID``): the stored reply carries it.
     trace_id: str
-    trace: CallTrace = field(default_factory=CallTrace)
+    trace: CallTrace
     final_prompt: dict[str, Any] | None = None
     started: float = field(default_factory=time.perf_counter)
     #: Whether this turn created the conversation (removed again if the turn stores nothing).
@@ -289,7 +291,7 @@ def _check_target_permission(user: Any, label: str | None, version: int | str | 
     for trying out, not for end users."""
     if (version is not None or label not in (None, PRODUCTION)) and not user.is_staff:
         raise TurnError(
-            "forbidden",
+            "permission_denied",
             "Only staff may choose a chain version or label other than production.",
             http_status=403,
         )
@@ -337,6 +339,7 @@ async def _prepare(
     mode: str,
     label: Any = None,
     version: Any = None,
+    trace_payloads: bool = False,
 ) -> _Turn:
     refused = _user_errors(user)
     if refused is not None:
@@ -364,6 +367,12 @@ async def _prepare(
             "version_not_found", str(exc), errors={field_name: [str(exc)]}, http_status=404
         ) from None
     except ChainConfigurationError as exc:
+        if version == DRAFT:  # the caller chose rows that do not pass the lint: their error
+            raise TurnError(
+                "invalid",
+                f"The draft of chain {chain!r} cannot run: {exc}",
+                errors={"version": [f"The draft cannot run: {exc}"]},
+            ) from exc
         raise TurnError(
             "chain_misconfigured",
             f"Chain {chain!r} cannot run: {exc}",
@@ -398,8 +407,19 @@ async def _prepare(
         system,
         mode,
         trace_id,
+        CallTrace(capture_payloads=_keeps_payloads(trace_payloads)),
         new_conversation=created,
     )
+
+
+def _keeps_payloads(asked: bool) -> bool:
+    """Whether this turn's trace keeps every advisor's request and response: when asked (the
+    playground), in ``DEBUG``, and for ``ADVISORS["TRACE_PAYLOAD_SAMPLE"]`` of the other turns.
+    The rest keep times and status only, which costs a fraction per streamed chunk."""
+    if asked or settings.DEBUG:
+        return True
+    share = app_settings.TRACE_PAYLOAD_SAMPLE
+    return share > 0 and random.random() < share
 
 
 def _reply_text(response: ChatClientResponse | None) -> str:
@@ -509,15 +529,27 @@ async def call_turn(
     *,
     label: str | None = None,
     version: int | str | None = None,
+    trace_payloads: bool = False,
 ) -> TurnResult:
     """Run one turn through ``chain`` and return the whole answer.
+
+    ``trace_payloads`` keeps every advisor's request and response in the trace (the admin
+    playground shows them), whatever ``ADVISORS["TRACE_PAYLOAD_SAMPLE"]`` says.
 
     Raises :class:`~advisors_app.events.TurnError` for refused input (nothing stored), and
     whatever the chain raised, unchanged, when it failed (``error_event(exc)`` gives the
     payload transports send); the call log is written in every case but refused input.
     """
     turn = await _prepare(
-        chain, user, message, conversation_id, params, CallLog.Mode.CALL, label, version
+        chain,
+        user,
+        message,
+        conversation_id,
+        params,
+        CallLog.Mode.CALL,
+        label,
+        version,
+        trace_payloads,
     )
     _running_turn_started()
     try:
@@ -626,7 +658,7 @@ class TurnStream:
         self._started = True
         try:
             turn = self._turn
-            yield StartEvent(self.conversation_id, self.chain, self.trace_id)
+            yield StartEvent(self.conversation_id, self.chain, self.trace_id, turn.target.number)
             accumulator = ChatClientResponseAccumulator()
             first: float | None = None
             try:

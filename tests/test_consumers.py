@@ -154,6 +154,7 @@ async def test_a_turn_streams_start_deltas_and_done_and_is_stored(
         "conversation_id": start["conversation_id"],
         "chain": chain.slug,
         "trace_id": start["trace_id"],
+        "version": 1,
     }
     # Chunks 60 ms apart are slower than the coalescing interval: each is its own frame.
     assert deltas == [
@@ -353,14 +354,19 @@ async def test_a_message_right_after_done_is_accepted(socket: Any, chain: Any) -
             '{"type": "shout"}',
             {"type": ["Unknown frame type 'shout'. Known types: cancel, message."]},
         ),
-        ('{"type": "message"}', {"text": ["This field is required."]}),
+        ('{"type": "message"}', {"message": ["This field is required."]}),
         ('{"type": "message", "text": 5}', {"text": ["Not a valid string."]}),
+        ('{"type": "message", "message": 5}', {"message": ["Not a valid string."]}),
+        (
+            '{"type": "message", "message": "hi", "text": "hi"}',
+            {"message": ["Send the message as message or as text (its alias), not both."]},
+        ),
         (
             '{"type": "message", "text": "hi", "conversationId": "x"}',
             {
                 "conversationId": [
                     "Unknown field. Known fields: "
-                    "conversation_id, label, params, text, type, version."
+                    "conversation_id, label, message, params, text, type, version."
                 ]
             },
         ),
@@ -375,6 +381,9 @@ async def test_malformed_frames_get_an_error_frame_and_the_socket_stays_usable(
     await script(chain.slug, "still here")
     await socket.send_json_to({"type": "message", "text": "hi"})
     assert (await frames_until_end(socket))[-1]["content"] == "still here"
+    await script(chain.slug, "by its name")
+    await socket.send_json_to({"type": "message", "message": "hi"})  # the name every transport uses
+    assert (await frames_until_end(socket))[-1]["content"] == "by its name"
 
 
 async def test_binary_frames_are_refused(socket: Any) -> None:
@@ -406,6 +415,7 @@ async def test_what_is_not_json_is_an_error_frame_and_the_socket_stays_open(
     ("frame", "code", "errors"),
     [
         ({"text": "   "}, "invalid", {"text": ["This field may not be blank."]}),
+        ({"message": "   "}, "invalid", {"message": ["This field may not be blank."]}),
         (
             {"text": "hi", "conversation_id": 7},
             "invalid",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django.core.checks import run_checks
+from django.core.checks import WARNING, run_checks
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -189,6 +189,8 @@ def test_manage_py_check_reports_every_stored_chain() -> None:
     found = [m for m in run_checks(databases=["default"]) if m.id.startswith("advisors_app.")]
     assert sorted(m.id for m in found) == ["advisors_app.E101", "advisors_app.W103"]
     assert all(m.obj == chain and m.msg.startswith("Chain 'bad-chain' (draft): ") for m in found)
+    # A draft serves nobody: its errors warn, so they never block `migrate` or a deploy.
+    assert {m.level for m in found} == {WARNING}
     assert not [m for m in run_checks() if m.id in {"advisors_app.E101", "advisors_app.W103"}]
 
 

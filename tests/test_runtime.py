@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -16,16 +17,25 @@ from django.db.models import ProtectedError, RestrictedError
 from django.test import override_settings
 
 from advisors_app.core import UserMessage
-from advisors_app.definition import PublishError, move_label, publish, rollback
+from advisors_app.definition import (
+    PublishError,
+    VersionLookupError,
+    move_label,
+    publish,
+    rollback,
+    rollback_target,
+)
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,
     AdvisorConfig,
     ChatModelConfig,
     Collection,
+    Conversation,
     EmbeddingModelConfig,
     PromptTemplate,
     SensitiveWordList,
+    VersionPolicy,
 )
 from advisors_app.models.versions import ImmutableVersionError
 from advisors_app.registry import AdvisorType, advisor_types
@@ -327,3 +337,74 @@ def test_embedding_models_must_match_the_stored_dimensions() -> None:
         publish(chain)
     with pytest.raises(ChainConfigurationError, match="1536"):
         load_chain(chain.slug, version=DRAFT)
+
+
+@pytest.mark.django_db
+def test_a_version_pinned_by_conversations_keeps_its_rows_until_the_chain_follows_its_label(
+    django_user_model: Any,
+) -> None:
+    Collection.objects.create(slug="kb", name="KB")
+    chain = make_chain(advisors=(("question_answer", {"collection": "kb"}),))
+    first = chain.versions.get()
+    user = django_user_model.objects.create_user("pinned")
+    Conversation.objects.create(conversation_id=f"{user.pk}:c1", owner=user, chain_version=first)
+    chain.advisors.all().delete()
+    second, _ = publish(chain)
+    move_label(chain, PRODUCTION, second)  # v1 has no label now, but a conversation runs it
+    with (
+        pytest.raises(ProtectedError, match=r"v1 \(conversations pinned to it\)"),
+        transaction.atomic(),
+    ):
+        Collection.objects.get(slug="kb").delete()
+    AdvisorChain.objects.filter(pk=chain.pk).update(version_policy=VersionPolicy.FOLLOW_LABEL)
+    Collection.objects.get(slug="kb").delete()
+
+
+@pytest.mark.django_db
+def test_rolling_back_steps_back_through_the_history_not_back_and_forth() -> None:
+    chain = make_chain()
+    one = chain.versions.get()
+    versions = [one]
+    for text in ("two", "three"):
+        chain.system_prompt = text
+        chain.save()
+        version, _ = publish(chain)
+        move_label(chain, PRODUCTION, version)
+        versions.append(version)
+    label = chain.labels.get(name=PRODUCTION)
+    assert rollback_target(label) == versions[1]
+    assert rollback(chain, PRODUCTION).version == versions[1]
+    assert rollback(chain, PRODUCTION).version == one  # not back to v3
+    with pytest.raises(VersionLookupError, match="nothing to roll back to"):
+        rollback(chain, PRODUCTION)
+    events = list(label.events.order_by("at", "id").values_list("rollback", flat=True))
+    assert events == [False, False, False, True, True]
+
+
+@pytest.mark.django_db
+def test_editing_the_default_models_row_waits_for_publishing_like_any_reference() -> None:
+    scripted = {"provider": "scripted", "responses": ["From settings."]}
+    with override_settings(
+        ADVISORS={"CHAT_MODELS": {"fake": scripted}, "DEFAULT_CHAT_MODEL": "fake"}
+    ):
+        row = ChatModelConfig.objects.create(
+            slug="fake", provider="scripted", settings={"responses": ["Published."]}
+        )
+        chain = AdvisorChain.objects.create(slug="plain", name="Plain")
+        publish(chain)
+        assert ask(load_chain("plain")) == "Published."
+        row.settings = {"responses": ["Edited."]}
+        row.save()
+        clear_cache()
+        assert ask(load_chain("plain")) == "Published."
+        assert ask(load_chain("plain", version=DRAFT)) == "Edited."
+        version, created = publish(chain)
+        assert created  # the draft's snapshot holds the row, so the edit is a new version
+        move_label(chain, PRODUCTION, version)
+        assert ask(load_chain("plain")) == "Edited."
+    # A deployment whose default is another alias runs the chain on that one.
+    other = {"provider": "scripted", "responses": ["Elsewhere."]}
+    with override_settings(
+        ADVISORS={"CHAT_MODELS": {"other": other}, "DEFAULT_CHAT_MODEL": "other"}
+    ):
+        assert ask(load_chain("plain")) == "Elsewhere."

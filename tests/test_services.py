@@ -236,6 +236,7 @@ async def test_stream_sends_start_deltas_and_done_then_logs(chain: Any, user: An
         "conversation_id": stream.conversation_id,
         "chain": chain.slug,
         "trace_id": stream.trace_id,
+        "version": 1,
     }
     assert [e.to_dict() for e in events[1:4]] == [
         {"type": "delta", "text": "Hel"},
@@ -505,7 +506,7 @@ async def test_params_reach_the_model_and_the_advisor_context(user: Any) -> None
         "options": {"temperature": 0.5, "max_tokens": 20},
         "append_flag": True,
     }
-    result = await call_turn(chain.slug, user, "hi", params=params)
+    result = await call_turn(chain.slug, user, "hi", params=params, trace_payloads=True)
     prompt = model.prompts[-1]
     assert prompt.system_message.text == "You help Alice."
     assert (prompt.options.temperature, prompt.options.max_tokens) == (0.5, 20)

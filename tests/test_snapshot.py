@@ -31,6 +31,7 @@ def test_the_snapshot_holds_the_chain_its_advisors_and_what_they_refer_to() -> N
         "format": 2,
         "slug": "support",
         "chat_model": "support-model",
+        "default_chat_model": None,
         "system_prompt": "Be brief.",
         "system_template": None,
         "default_options": {"temperature": 0.1},

@@ -81,7 +81,7 @@ async def test_other_versions_are_for_staff_and_bad_choices_are_field_errors(
     for choice in ({"version": 2}, {"version": "draft"}, {"label": "staging"}):
         with pytest.raises(TurnError) as refused:
             await ask(user, **choice)
-        assert (refused.value.code, refused.value.http_status) == ("forbidden", 403)
+        assert (refused.value.code, refused.value.http_status) == ("permission_denied", 403)
     assert (await ask(user, label=PRODUCTION)).content == "one"
     with pytest.raises(TurnError) as refused:
         await ask(staff, label="canary")
@@ -165,7 +165,7 @@ def test_rest_call_and_sse_accept_label_and_version(
         {"message": "hi", "label": "staging"},
         content_type="application/json",
     )
-    assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "permission_denied"
 
 
 async def test_websocket_message_frames_accept_label_and_version(
@@ -184,6 +184,40 @@ async def test_websocket_message_frames_accept_label_and_version(
     try:
         await socket.send_json_to({"type": "message", "text": "hi", "label": "staging"})
         frame = await socket.receive_json_from(timeout=10)
-        assert frame["type"] == "error" and frame["code"] == "forbidden"
+        assert frame["type"] == "error" and frame["code"] == "permission_denied"
     finally:
         await socket.disconnect()
+
+
+async def test_a_draft_that_does_not_pass_the_lint_is_the_callers_error(
+    chain: AdvisorChain, staff: Any
+) -> None:
+    await chain.advisors.acreate(advisor_type="append", params={"text": 3})
+    with pytest.raises(TurnError) as refused:
+        await ask(staff, version="draft")
+    assert (refused.value.code, refused.value.http_status) == ("invalid", 400)
+    assert "E109" in refused.value.errors["version"][0]
+
+
+async def test_the_start_event_says_which_version_runs(chain: AdvisorChain, staff: Any) -> None:
+    stream = await stream_turn("versioned", staff, "hi", version=2)
+    events = [event.to_dict() async for event in stream]
+    assert events[0]["type"] == "start" and events[0]["version"] == 2
+    stream = await stream_turn("versioned", staff, "hi", version="draft")
+    events = [event.to_dict() async for event in stream]
+    assert events[0]["version"] is None
+
+
+async def test_traces_keep_payloads_only_when_asked_sampled_or_in_debug(
+    chain: AdvisorChain, user: Any, settings: Any
+) -> None:
+    settings.DEBUG = False
+    plain = await ask(user)
+    assert all(entry["request"] is None for entry in plain.trace["entries"])
+    asked = await ask(user, trace_payloads=True)
+    assert asked.trace["entries"][0]["request"] is not None
+    settings.ADVISORS = {"TRACE_PAYLOAD_SAMPLE": 1.0}
+    assert (await ask(user)).trace["entries"][0]["request"] is not None
+    settings.ADVISORS = {}
+    settings.DEBUG = True
+    assert (await ask(user)).trace["entries"][0]["request"] is not None

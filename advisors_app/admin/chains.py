@@ -188,6 +188,7 @@ class AdvisorChainAdmin(ChainWorkflowAdmin):
                 data["message"],
                 conversation_id=data["conversation_id"] or None,
                 params=data["params"],
+                trace_payloads=True,  # the playground shows each advisor's request and response
                 **target,
             )
         except TurnError as exc:

@@ -35,6 +35,7 @@ from advisors_app.definition import (
     resolve_snapshot,
     restore_to_draft,
     rollback,
+    rollback_target,
 )
 from advisors_app.models import PRODUCTION, AdvisorChain, ChainLabelEvent, ChainVersion
 from advisors_app.models.versions import LABEL_NAME_VALIDATOR
@@ -136,6 +137,7 @@ def diff_display(diff: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "changed": diff["changed"],
         "chain_fields": diff["chain"],
+        "system_prompt": diff_lines(diff["system_prompt"]),
         "advisors": advisors,
         "templates": [
             {"slug": t["slug"], "lines": diff_lines(t["diff"])} for t in diff["templates"]
@@ -402,11 +404,7 @@ class ChainWorkflowAdmin(admin.ModelAdmin):
         names: dict[int, list[str]] = {}
         for label in labels:
             names.setdefault(label.version_id, []).append(label.name)
-        can_roll_back = set(
-            ChainLabelEvent.objects.filter(label__chain=chain, from_version__isnull=False)
-            .values_list("label_id", flat=True)
-            .distinct()
-        )
+        targets = {label.pk: rollback_target(label) for label in labels}
         matching = chain.versions.filter(snapshot_hash=checked.snapshot_hash).first()
         events = ChainLabelEvent.objects.filter(label__chain=chain).select_related(
             "label", "from_version", "to_version", "actor"
@@ -427,8 +425,9 @@ class ChainWorkflowAdmin(admin.ModelAdmin):
             "labels": [
                 {
                     "label": label,
-                    "rollback": label.pk in can_roll_back
-                    and self.may_move(request, chain, label.name),
+                    "rollback": targets[label.pk]
+                    if self.may_move(request, chain, label.name)
+                    else None,
                 }
                 for label in labels
             ],

@@ -10,16 +10,31 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 __all__ = ["IsStaffOrReadOnly", "StaffOnlyElseNotFound"]
 
 
-class IsStaffOrReadOnly(BasePermission):
-    """Authenticated users may read; only staff may create, change or delete."""
+#: The Django model permission each write method needs, as the admin asks for it.
+_WRITE_PERMISSIONS = {"POST": "add", "PUT": "change", "PATCH": "change", "DELETE": "delete"}
 
-    message = "Only staff may change chains."
+
+class IsStaffOrReadOnly(BasePermission):
+    """Authenticated users may read; writes need staff status and the view model's Django
+    permission for that write (``add``/``change``/``delete``), exactly as in the admin."""
+
+    message = "Only staff with the model permission may change chains."
 
     def has_permission(self, request: Any, view: Any) -> bool:
         user = request.user
         if not (user and user.is_authenticated):
             return False
-        return request.method in SAFE_METHODS or bool(user.is_staff)
+        if request.method in SAFE_METHODS:
+            return True
+        if not user.is_staff:
+            return False
+        action = _WRITE_PERMISSIONS.get(request.method)
+        model = view.get_queryset().model
+        codename = f"{model._meta.app_label}.{action}_{model._meta.model_name}"
+        if action is None or not user.has_perm(codename):
+            self.message = f"Staff need the permission {codename!r} for this."
+            return False
+        return True
 
 
 class StaffOnlyElseNotFound(BasePermission):

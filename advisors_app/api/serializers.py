@@ -266,6 +266,9 @@ _VERSION_STATE = ["labels", "latest_version", "draft_changed"]
 class ChainSerializer(_VersionState, serializers.ModelSerializer):
     """What a client needs to call a chain, and where its versions stand."""
 
+    tools = serializers.SerializerMethodField(
+        help_text="Tools the model may call in what production serves (not the draft's)."
+    )
     params_schema = serializers.SerializerMethodField(
         help_text="JSON Schema of the params a request may send to what production serves "
         "(null: the chain cannot run)."
@@ -280,6 +283,13 @@ class ChainSerializer(_VersionState, serializers.ModelSerializer):
     @extend_schema_field({**_OBJECT, "nullable": True})
     def get_params_schema(self, chain: AdvisorChain) -> dict[str, Any] | None:
         return _params_schema(chain)
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_tools(self, chain: AdvisorChain) -> list[str]:
+        production = next((r for r in _label_rows(chain) if r.name == PRODUCTION), None)
+        if production is None:
+            return []
+        return [tool["name"] for tool in production.version.snapshot["tools"]]
 
 
 @extend_schema_field(
@@ -676,6 +686,9 @@ class ChainDiffSerializer(serializers.Serializer):
             "chain": serializers.ListField(
                 child=serializers.CharField(),
                 help_text="Changed chain fields (chat_model, system_prompt, ...).",
+            ),
+            "system_prompt": serializers.CharField(
+                allow_blank=True, help_text='Unified diff of the system text ("" when equal).'
             ),
             "advisors": _AdvisorDiffSerializer(),
             "templates": _TemplateDiffSerializer(many=True),

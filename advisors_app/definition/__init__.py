@@ -28,6 +28,7 @@ from .versions import (
     resolve_snapshot,
     restore_to_draft,
     rollback,
+    rollback_target,
 )
 
 __all__ = [
@@ -55,5 +56,6 @@ __all__ = [
     "resolve_snapshot",
     "restore_to_draft",
     "rollback",
+    "rollback_target",
     "snapshot_hash",
 ]

@@ -61,6 +61,7 @@ class BuildServices:
     ) -> None:
         self._references: Mapping[str, Any] = snapshot["references"]
         self._default_chat_model = default_chat_model
+        self._published_default = snapshot.get("default_chat_model")
 
     def reference(self, kind: str, slug: str) -> Mapping[str, Any]:
         value = self._references.get(f"{kind}:{slug}")
@@ -70,11 +71,19 @@ class BuildServices:
         return value  # type: ignore[no-any-return]
 
     def chat_model(self, slug: str | None) -> ChatModel:
-        """The chat model ``slug`` names; ``None``: the deployment's default (the
-        ``default_chat_model`` given, else ``ADVISORS["DEFAULT_CHAT_MODEL"]``'s settings)."""
+        """The chat model ``slug`` names; ``None``: the deployment's default — the model-config
+        row the snapshot kept for that alias, else the ``default_chat_model`` given, else
+        ``ADVISORS["DEFAULT_CHAT_MODEL"]``'s settings."""
         if slug is None:
             alias = app_settings.DEFAULT_CHAT_MODEL
-            config = self._default_chat_model or chat_model_configs().get(alias)
+            # The row the version was published with, while the deployment's default is still
+            # that alias; a deployment whose default is another alias runs on that one.
+            config = (
+                self._references.get(f"chat_model:{alias}")
+                if alias == self._published_default
+                else None
+            )
+            config = config or self._default_chat_model or chat_model_configs().get(alias)
             if config is None:
                 raise ChainConfigurationError(f"no chat model alias {alias!r} in the settings")
         else:

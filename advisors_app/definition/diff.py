@@ -95,7 +95,8 @@ def diff_snapshots(
     """The differences from ``before`` to ``after`` (JSON-compatible).
 
     ``{"from_hash", "to_hash", "changed", "text" (unified diff of the indented canonical
-    JSON), "chain" (changed chain fields), "advisors" ({"added", "removed", "reordered",
+    JSON), "chain" (changed chain fields), "system_prompt" (unified diff of the system text,
+    "" when equal), "advisors" ({"added", "removed", "reordered",
     "changed"}), "templates" ([{"slug", "diff"}]), "word_lists" ([{"slug", "added",
     "removed"}])}``.
     """
@@ -103,12 +104,14 @@ def diff_snapshots(
     text = ""
     if a_hash != b_hash:
         text = _unified(canonical_json(before, indent=2), canonical_json(after, indent=2), *names)
+    prompt_a, prompt_b = before.get("system_prompt") or "", after.get("system_prompt") or ""
     return {
         "from_hash": a_hash,
         "to_hash": b_hash,
         "changed": a_hash != b_hash,
         "text": text,
         "chain": [f for f in _CHAIN_FIELDS if before.get(f) != after.get(f)],
+        "system_prompt": _unified(prompt_a, prompt_b, "a/system_prompt", "b/system_prompt"),
         "advisors": _advisor_summary(before, after),
         "templates": _template_diffs(before, after),
         "word_lists": _word_list_changes(before, after),

@@ -5,7 +5,8 @@ The snapshot is the only input of :mod:`~advisors_app.definition.lint` and
 stores. It holds:
 
 - ``slug``, ``chat_model`` (a slug; its configuration is under ``references``; ``None``
-  for the deployment's default chat model, resolved where the version runs),
+  for the deployment's default chat model), ``default_chat_model`` (for ``None``: the default
+  alias at publishing, whose model-config row, if any, is under ``references``),
   ``system_prompt``, ``system_template`` (a slug; its text is under ``references``),
   ``default_options``;
 - ``tools``: each enabled tool's name, description and JSON Schema, as registered now;
@@ -28,6 +29,7 @@ from typing import Any
 
 from django.apps import apps
 
+from advisors_app.conf import app_settings
 from advisors_app.models import AdvisorChain
 from advisors_app.registry import ReferenceKind, advisor_types, reference_kinds, references_in
 from advisors_app.tools import tool_registry
@@ -127,11 +129,15 @@ def resolve_draft(chain: AdvisorChain, advisors: Iterable[Any] | None = None) ->
     """
     rows = list(chain.advisors.order_by("id") if advisors is None else advisors)
     resolver = _Resolver()
-    # No model of its own: the deployment's default chat model, bound where the chain runs
-    # (like a database URL), so ``ADVISORS["DEFAULT_CHAT_MODEL"]`` moves every such chain.
+    # No model of its own: the deployment's default chat model. Its model-config row (the one
+    # named like the default alias), if any, is kept by content like any reference, so editing
+    # it waits for publishing; ``ADVISORS["DEFAULT_CHAT_MODEL"]`` naming another alias where the
+    # version runs moves the chain to that model (compile.py).
     model_slug = chain.chat_model.slug if chain.chat_model_id else None
-    if model_slug:
-        resolver.add("chat_model", model_slug)
+    default_alias = None if model_slug else app_settings.DEFAULT_CHAT_MODEL
+    resolver.add("chat_model", model_slug or default_alias)
+    if default_alias and resolver.resolved[f"chat_model:{default_alias}"] is None:
+        del resolver.resolved[f"chat_model:{default_alias}"]  # the settings' alias serves
     template_slug = chain.system_template.slug if chain.system_template_id else None
     if template_slug:
         resolver.add("prompt_template", template_slug)
@@ -156,6 +162,7 @@ def resolve_draft(chain: AdvisorChain, advisors: Iterable[Any] | None = None) ->
         "format": SNAPSHOT_FORMAT,
         "slug": chain.slug,
         "chat_model": model_slug,
+        "default_chat_model": default_alias,
         "system_prompt": chain.system_prompt,
         "system_template": template_slug,
         "default_options": chain.default_options,

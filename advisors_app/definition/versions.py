@@ -47,6 +47,7 @@ __all__ = [
     "resolve_snapshot",
     "restore_to_draft",
     "rollback",
+    "rollback_target",
 ]
 
 
@@ -164,7 +165,13 @@ def publish(
 
 
 def _move(
-    chain: AdvisorChain, name: str, version: ChainVersion, actor: Any, reason: str
+    chain: AdvisorChain,
+    name: str,
+    version: ChainVersion,
+    actor: Any,
+    reason: str,
+    *,
+    undo: bool = False,
 ) -> ChainLabel:
     label = ChainLabel.objects.select_for_update().filter(chain=chain, name=name).first()
     before = label.version if label is not None else None
@@ -176,7 +183,12 @@ def _move(
     label.version = version
     label.save()
     ChainLabelEvent.objects.create(
-        label=label, from_version=before, to_version=version, actor=actor, reason=reason
+        label=label,
+        from_version=before,
+        to_version=version,
+        actor=actor,
+        reason=reason,
+        rollback=undo,
     )
     return label
 
@@ -196,26 +208,41 @@ def move_label(
         return _move(_locked(chain), name, version, actor, reason)
 
 
-def rollback(chain: AdvisorChain, name: str, *, user: Any = None, reason: str = "") -> ChainLabel:
-    """Move label ``name`` back to the version it pointed at before its last move.
+def rollback_target(label: ChainLabel) -> ChainVersion | None:
+    """Where rolling ``label`` back would point it: the version it pointed at before the latest
+    move that no roll back has undone yet (``None``: nothing left to undo).
 
-    Raises :class:`VersionLookupError` when the label does not exist or has no earlier version.
+    The history is a stack: each move pushes the version it left, each roll back pops one, so
+    rolling back twice after v1 → v2 → v3 returns to v1, not to v3.
+    """
+    stack: list[ChainVersion | None] = []
+    for event in label.events.select_related("from_version").order_by("at", "id"):
+        if event.rollback:
+            if stack:
+                stack.pop()
+        else:
+            stack.append(event.from_version)
+    return stack[-1] if stack else None
+
+
+def rollback(chain: AdvisorChain, name: str, *, user: Any = None, reason: str = "") -> ChainLabel:
+    """Move label ``name`` back one step (see :func:`rollback_target`), recorded as a roll back.
+
+    Raises :class:`VersionLookupError` when the label does not exist or has nothing to undo.
     """
     label = chain.labels.filter(name=name).first()
     if label is None:
         raise VersionLookupError(f"chain {chain.slug!r} has no label {name!r}")
-    last = label.events.exclude(from_version=None).first()
-    if last is None:
-        raise VersionLookupError(
-            f"label {name!r} of chain {chain.slug!r} has nothing to roll back to"
-        )
-    return move_label(
-        chain,
-        name,
-        last.from_version,
-        user=user,
-        reason=reason or f"roll back from v{last.to_version.number}",
-    )
+    actor = user if getattr(user, "is_authenticated", False) else None
+    with transaction.atomic():
+        locked = _locked(chain)
+        target = rollback_target(label)
+        if target is None:
+            raise VersionLookupError(
+                f"label {name!r} of chain {chain.slug!r} has nothing to roll back to"
+            )
+        current = label.version.number
+        return _move(locked, name, target, actor, reason or f"roll back from v{current}", undo=True)
 
 
 def resolve_snapshot(chain: AdvisorChain, ref: str) -> tuple[str, Mapping[str, Any]]:

@@ -60,7 +60,7 @@ class Migration(migrations.Migration):
                         max_length=50,
                         validators=[
                             django.core.validators.RegexValidator(
-                                "^(?!draft$)[a-z][a-z0-9_-]{0,49}$",
+                                "\\A(?!draft\\Z)[a-z][a-z0-9_-]{0,49}\\Z",
                                 "Use 1 to 50 lower-case letters, digits, '-' and '_', "
                                 "starting with a letter (not 'draft', which names the "
                                 "editable rows).",
@@ -152,6 +152,7 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("reason", models.CharField(blank=True, max_length=500)),
+                ("rollback", models.BooleanField(default=False)),
                 ("at", models.DateTimeField(auto_now_add=True, db_index=True)),
                 (
                     "actor",

@@ -28,7 +28,8 @@ PRODUCTION = "production"
 
 #: ``draft`` is reserved: where a version may be named, it means the editable rows.
 LABEL_NAME_VALIDATOR = RegexValidator(
-    r"^(?!draft$)[a-z][a-z0-9_-]{0,49}$",
+    # \Z, not $: "$" also matches before a final newline.
+    r"\A(?!draft\Z)[a-z][a-z0-9_-]{0,49}\Z",
     "Use 1 to 50 lower-case letters, digits, '-' and '_', starting with a letter "
     "(not 'draft', which names the editable rows).",
 )
@@ -123,6 +124,8 @@ class ChainLabelEvent(models.Model):
         related_name="+",
     )
     reason = models.CharField(max_length=500, blank=True)
+    #: A roll back undoes the latest move not yet undone (the history works as a stack).
+    rollback = models.BooleanField(default=False)
     at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -46,7 +46,23 @@ def bob(django_user_model: Any) -> Any:
 
 @pytest.fixture
 def staff(django_user_model: Any) -> Any:
-    return django_user_model.objects.create_user("staff", password="pw", is_staff=True)
+    """Staff who may add, change and delete chains (as in the admin), and nothing else."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("staff", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="advisors_app",
+            codename__in=["add_advisorchain", "change_advisorchain", "delete_advisorchain"],
+        )
+    )
+    return user
+
+
+@pytest.fixture
+def bare_staff(django_user_model: Any) -> Any:
+    """Staff without any model permission."""
+    return django_user_model.objects.create_user("bare", password="pw", is_staff=True)
 
 
 @pytest.fixture

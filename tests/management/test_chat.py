@@ -154,8 +154,11 @@ SHORT = ("--params", '{"options": {"max_tokens": 40}}')
 
 
 @pytest.mark.slow
-def test_the_embedded_model_answers_from_the_demo_collection(demo: Collection, admin: Any):
+def test_the_embedded_model_answers_from_the_demo_collection(
+    demo: Collection, admin: Any, settings: Any
+):
     """The demo as shipped: SmolLM2 on the real collection, memory across turns, the guard."""
+    settings.ADVISORS = {"TRACE_PAYLOAD_SAMPLE": 1.0}  # the test reads the prompt from the trace
     first = events(chat("python-docs", QUESTION, "--json", *SHORT))
     done = first[-1]
     assert done["type"] == "done" and done["reason"] == "complete", done

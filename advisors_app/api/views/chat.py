@@ -73,7 +73,8 @@ Runs one turn and streams it as Server-Sent Events (`text/event-stream`). Each e
 websocket frame and holds `"type"` too. A stream is `start`, any number of `delta`, then exactly
 one `done` or `error`:
 
-- `start`: `{"type": "start", "conversation_id", "chain", "trace_id"}`
+- `start`: `{"type": "start", "conversation_id", "chain", "trace_id", "version"}` — `version`
+  is the number of the chain version that runs (null: the draft)
 - `delta`: `{"type": "delta", "text"}` — the next piece of the answer
 - `done`: `{"type": "done", "reason": "complete", "conversation_id", "message_id", "stored",
   "content", "usage": {"prompt_tokens", "completion_tokens", "total_tokens"} | null,
@@ -95,7 +96,7 @@ interrupted and the call log says cancelled. Use `curl -N` to see events as they
 
 _SSE_EXAMPLE = (
     'event: start\ndata: {"type": "start", "conversation_id": "7f9c...", "chain": "support", '
-    '"trace_id": "4be1..."}\n\n'
+    '"trace_id": "4be1...", "version": 3}\n\n'
     'event: delta\ndata: {"type": "delta", "text": "Hel"}\n\n'
     'event: delta\ndata: {"type": "delta", "text": "lo!"}\n\n'
     'event: done\ndata: {"type": "done", "reason": "complete", "conversation_id": "7f9c...", '

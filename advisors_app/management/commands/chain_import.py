@@ -49,6 +49,7 @@ from advisors_app.validation import schema_errors
 SNAPSHOT_KEYS = (
     "advisors",
     "chat_model",
+    "default_chat_model",
     "default_options",
     "format",
     "references",
@@ -74,7 +75,9 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
     "properties": {
         "format": {"const": SNAPSHOT_FORMAT},
         "slug": _SLUG,
-        "chat_model": {"type": "string", "minLength": 1},
+        # null: the deployment's default chat model (a chain without a model of its own).
+        "chat_model": {"type": ["string", "null"], "minLength": 1},
+        "default_chat_model": {"type": ["string", "null"]},
         "system_prompt": {"type": "string"},
         "system_template": {"anyOf": [_SLUG, {"type": "null"}]},
         "default_options": {"type": "object"},

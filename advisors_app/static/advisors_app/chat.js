@@ -399,7 +399,7 @@
     addMessage("user", text);
     startReply();
     state.reply.question = text.replace(/\s+/g, " ").trim().slice(0, 80);
-    var frame = { type: "message", text: text };
+    var frame = { type: "message", message: text };
     if (state.conversationId) frame.conversation_id = state.conversationId;
     state.ws.send(JSON.stringify(frame));
     prompt.value = "";

@@ -216,3 +216,24 @@ def test_only_staff_may_write(chains: None, api: Any) -> None:
     anonymous = client_for(None).delete("/api/chains/support/")
     assert anonymous.status_code == 401
     assert AdvisorChain.objects.get(slug="support").name == "Support"
+
+
+def test_callers_see_the_tools_production_serves_not_the_drafts(chains: None, api: Any) -> None:
+    AdvisorChain.objects.filter(slug="support").update(tools=["get_weather"])  # a draft edit
+    assert api.get("/api/chains/support/").json()["tools"] == []
+
+
+def test_chain_writes_need_the_model_permissions_as_in_the_admin(
+    chains: None, bare_staff: Any
+) -> None:
+    client = client_for(bare_staff)
+    assert client.get("/api/chains/support/").status_code == 200
+    for method, path, body in (
+        ("post", "/api/chains/", new_chain()),
+        ("patch", "/api/chains/support/", {"system_prompt": "Changed."}),
+        ("delete", "/api/chains/support/", None),
+    ):
+        response = getattr(client, method)(path, body, format="json")
+        assert response.status_code == 403, (method, response.content)
+        assert "_advisorchain" in response.json()["error"]["message"]
+    assert AdvisorChain.objects.get(slug="support").system_prompt == ""

@@ -360,8 +360,8 @@ def test_users_who_are_not_staff_see_nothing(chain: AdvisorChain, api: APIClient
         assert client_for(None).get(path).status_code == 401, path
 
 
-def test_staff_read_but_write_only_with_permissions(chain: AdvisorChain, staff: Any) -> None:
-    client = client_for(staff)
+def test_staff_read_but_write_only_with_permissions(chain: AdvisorChain, bare_staff: Any) -> None:
+    client = client_for(bare_staff)
     for path in READS:
         assert client.get(path).status_code == 200, path
     for method, path, body in WRITES:
@@ -371,7 +371,7 @@ def test_staff_read_but_write_only_with_permissions(chain: AdvisorChain, staff: 
     assert chain.versions.count() == 1 and chain.labels.count() == 1
 
     # Moving a label other than production needs change_chainlabel only.
-    labeller = client_for(grant(staff, "change_chainlabel"))
+    labeller = client_for(grant(bare_staff, "change_chainlabel"))
     staged = labeller.put("/api/chains/support/labels/staging/", {"version": 1}, format="json")
     assert staged.status_code == 200
     promoted = labeller.put("/api/chains/support/labels/production/", {"version": 1}, format="json")
