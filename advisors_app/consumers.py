@@ -30,7 +30,7 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
   refused with an ``error`` frame, code ``"busy"``; the running turn is not disturbed. Send
   ``cancel`` first, or wait for its ``done``.
 * Turns count against the same per-user budget as the REST chat endpoints
-  (``ADVISORS["CHAT_THROTTLE_RATE"]``, :mod:`advisors_app.api.throttles`): over it, a
+  (``ADVISORS["CHAT_THROTTLE_RATE"]``, :mod:`advisors_app.throttling`): over it, a valid
   ``message`` gets an ``error`` frame with code ``"throttled"`` and ``retry_after`` (seconds).
 * Malformed frames — not JSON, binary, not an object, an unknown ``type``, a missing, blank or
   non-string ``text``, unknown fields, wrong types — get an ``error`` frame with code
@@ -56,13 +56,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from advisors_app.api.throttles import chat_turn_wait
 from advisors_app.conversations import afind_conversation
 from advisors_app.events import DoneEvent, ErrorEvent, TurnError, error_event
 from advisors_app.services import TurnStream, stream_turn
@@ -223,16 +220,6 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         events: DeltaCoalescer | None = None
         final_sent = False
         try:
-            wait = await sync_to_async(chat_turn_wait)(self.user)
-            if wait is not None:
-                await self.send_json(
-                    ErrorEvent(
-                        "throttled",
-                        f"Too many messages: try again in {math.ceil(wait)} s.",
-                        retry_after=wait,
-                    ).to_dict()
-                )
-                return
             stream = self._stream = await stream_turn(
                 self.chain_slug,
                 self.user,

@@ -153,7 +153,8 @@ class TurnError(Exception):
     """Raised when a turn is refused before it runs; nothing was stored.
 
     ``code``: ``"invalid"`` (400, see ``errors``), ``"not_authenticated"`` (401),
-    ``"chain_not_found"`` (404: unknown or disabled) or ``"chain_misconfigured"`` (500: the
+    ``"permission_denied"`` (403), ``"chain_not_found"``/``"version_not_found"`` (404),
+    ``"throttled"`` (429, ``retry_after`` seconds) or ``"chain_misconfigured"`` (500: the
     stored chain cannot be built; the message says why). ``errors`` maps fields (``message``,
     ``conversation_id``, ``params.options.temperature``, ``chain``) to messages;
     ``http_status`` is what a REST view should answer with.
@@ -166,16 +167,18 @@ class TurnError(Exception):
         *,
         errors: dict[str, list[str]] | None = None,
         http_status: int = 400,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.errors = errors or {}
         self.http_status = http_status
+        self.retry_after = retry_after
 
     def to_event(self) -> ErrorEvent:
         """The ``error`` event a stream transport sends for this refusal."""
-        return ErrorEvent(self.code, self.message, errors=self.errors)
+        return ErrorEvent(self.code, self.message, errors=self.errors, retry_after=self.retry_after)
 
     def to_dict(self) -> dict[str, Any]:
         return self.to_event().to_dict()

@@ -7,7 +7,8 @@ user, message text, optional conversation id, optional params, optional ``label`
 
 1. validate it before anything runs: a blank or oversized message, a malformed conversation
    id, an unknown or disabled chain, a label or version that does not exist or (for anyone
-   but staff) is not ``production``, params the chain does not accept →
+   but staff) is not ``production``, params the chain does not accept, then — valid input
+   only — the user's chat rate (:mod:`advisors_app.throttling`) →
    :class:`TurnError` with field errors (REST: HTTP ``error.http_status``; websocket: an
    ``error`` frame from ``error.to_event()``); nothing is stored;
 2. choose the chain version (:mod:`advisors_app.runtime`): the label's, or the one the
@@ -38,6 +39,7 @@ runs off the event loop (async ORM / ``sync_to_async``).
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 import uuid
@@ -90,6 +92,7 @@ from advisors_app.runtime import (
 )
 from advisors_app.scoping import acting_for
 from advisors_app.stores.memory import DjangoChatMemoryRepository
+from advisors_app.throttling import chat_turn_wait
 from advisors_app.validation import FieldErrors, schema_errors, text_problem
 
 __all__ = ["TurnResult", "TurnStream", "call_turn", "stop_running_turns", "stream_turn"]
@@ -387,6 +390,15 @@ async def _prepare(
     system = None
     if compiled.system_template is not None:
         system = compiled.system_template.render(params["system_params"])
+    # Counted only now that the input is valid: refused requests never use up the rate.
+    wait = await sync_to_async(chat_turn_wait)(user)
+    if wait is not None:
+        raise TurnError(
+            "throttled",
+            f"Too many messages: try again in {math.ceil(wait)} s.",
+            http_status=429,
+            retry_after=wait,
+        )
     key, public, created = await resolve_conversation(
         user, conversation_id, title=message, chain_version_id=target.version_id
     )

@@ -575,8 +575,11 @@ async def test_a_turn_cancelled_before_any_text_stores_nothing_and_says_so(
 
 @override_settings(ADVISORS={"CHAT_THROTTLE_RATE": "1/minute"})
 async def test_turns_over_the_chat_rate_are_refused(socket: Any, chain: Any) -> None:
-    """The websocket spends the per-user budget of the REST chat endpoints."""
+    """The websocket spends the per-user budget of the REST chat endpoints, and refused
+    frames spend none of it."""
     await script(chain.slug, "one", "two")
+    await socket.send_json_to({"type": "message", "text": "   "})
+    assert (await socket.receive_json_from())["code"] == "invalid"
     await socket.send_json_to({"type": "message", "text": "first"})
     assert (await frames_until_end(socket))[-1]["type"] == "done"
     await socket.send_json_to({"type": "message", "text": "second"})

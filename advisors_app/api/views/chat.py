@@ -40,7 +40,6 @@ from rest_framework.response import Response
 from advisors_app.api.base import AsyncAPIView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerializer
-from advisors_app.api.throttles import ChatRateThrottle
 from advisors_app.conf import app_settings
 from advisors_app.events import TurnEvent
 from advisors_app.services import TurnStream, call_turn, stream_turn
@@ -179,7 +178,8 @@ class _ChatView(AsyncAPIView):
     parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
     content_negotiation_class = JSONOnlyNegotiation
-    throttle_classes = [ChatRateThrottle]
+    # Chat turns are throttled by the turn service, after validation (advisors_app.throttling).
+    throttle_classes: list[Any] = []
 
 
 class ChainCallView(_ChatView):

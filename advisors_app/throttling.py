@@ -1,13 +1,15 @@
-"""Per-user throttling of chat turns, shared by every transport.
+"""Per-user throttling of chat turns, counted by the turn service for every transport.
 
-:class:`ChatRateThrottle` is DRF's ``UserRateThrottle`` with the scope ``"advisors_chat"`` and
-its rate read from ``ADVISORS["CHAT_THROTTLE_RATE"]`` (``"30/minute"`` by default; DRF's
-``"<n>/<s|m|h|d>"`` form; ``""`` turns throttling off) at each request, so
-``override_settings`` applies at once. A throttled request gets 429 with ``Retry-After``.
+The service counts a turn (:func:`chat_turn_wait`) only once its input passed validation, so
+refused requests never use up the user's rate; over it, the turn is refused with
+``TurnError("throttled")`` — 429 with ``Retry-After`` over REST and SSE, an ``error`` frame with
+``retry_after`` on the websocket. :class:`ChatRateThrottle` is DRF's ``UserRateThrottle`` with
+the scope ``"advisors_chat"`` and its rate read from ``ADVISORS["CHAT_THROTTLE_RATE"]``
+(``"30/minute"`` by default; DRF's ``"<n>/<s|m|h|d>"`` form; ``""`` turns throttling off) at
+each turn, so ``override_settings`` applies at once.
 
 The history lives in Django's default cache: per process with the default local-memory cache,
-shared by all workers with a shared cache (Redis, Memcached). The websocket consumer counts
-turns against the same budget with :func:`chat_turn_wait`.
+shared by all workers with a shared cache (Redis, Memcached).
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ class ChatRateThrottle(UserRateThrottle):
 def chat_turn_wait(user: Any) -> float | None:
     """Count one chat turn of ``user``; ``None`` if allowed, else seconds to wait.
 
-    For transports outside DRF (the websocket consumer); synchronous (it uses the cache), so
-    call it through ``sync_to_async`` from async code.
+    Synchronous (it uses the cache): the turn service calls it in the thread hop it already
+    makes to open the conversation.
     """
     throttle = ChatRateThrottle()
     if throttle.allow_request(SimpleNamespace(user=user, META={}), None):
