@@ -39,7 +39,6 @@ from advisors_app.definition import (
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,
-    ChainLabel,
     ChainVersion,
     ChatModelConfig,
 )
@@ -97,9 +96,6 @@ class ChainTarget:
         return self.version_id is None
 
 
-_FIELDS = ("version_id", "version__number", "version__snapshot_hash", "default_model_changed")
-
-
 def _default_model_changed() -> Subquery:
     """When the model-config row of the default alias last changed: read in the same query."""
     rows = ChatModelConfig.objects.filter(slug=app_settings.DEFAULT_CHAT_MODEL)
@@ -128,51 +124,37 @@ def resolve_target(
         if chain is None:
             raise ChainNotFound(slug)
         return ChainTarget(chain.pk, slug, None, None, "", DRAFT, chain.version_policy)
-    changed = _default_model_changed()
+    versions = ChainVersion.objects.filter(chain__slug=slug, chain__enabled=True)
     if version is not None:
-        row = (
-            ChainVersion.objects.filter(chain__slug=slug, chain__enabled=True, number=version)
-            .annotate(default_model_changed=changed)
-            .values(
-                "id",
-                "number",
-                "snapshot_hash",
-                "chain_id",
-                "chain__version_policy",
-                "default_model_changed",
-            )
-            .first()
+        asked, what = "", f"version {version}"
+        versions = versions.filter(number=version)
+    else:
+        asked = label or PRODUCTION
+        what = f"label {asked!r}"
+        versions = versions.filter(labels__name=asked)
+    row = (
+        versions.annotate(default_model_changed=_default_model_changed())
+        .values(
+            "id",
+            "number",
+            "snapshot_hash",
+            "chain_id",
+            "chain__version_policy",
+            "default_model_changed",
         )
-        if row is None:
-            _raise_missing(slug, f"version {version}")
-        return ChainTarget(
-            row["chain_id"],
-            slug,
-            row["id"],
-            row["number"],
-            row["snapshot_hash"],
-            "",
-            row["chain__version_policy"],
-            row["default_model_changed"],
-        )
-    name = label or PRODUCTION
-    found = (
-        ChainLabel.objects.filter(chain__slug=slug, chain__enabled=True, name=name)
-        .annotate(default_model_changed=changed)
-        .values("chain_id", "chain__version_policy", *_FIELDS)
         .first()
     )
-    if found is None:
-        _raise_missing(slug, f"label {name!r}")
+    if row is None:
+        _raise_missing(slug, what)
     return ChainTarget(
-        found["chain_id"],
+        row["chain_id"],
         slug,
-        found["version_id"],
-        found["version__number"],
-        found["version__snapshot_hash"],
-        name,
-        found["chain__version_policy"],
-        found["default_model_changed"],
+        row["id"],
+        row["number"],
+        row["snapshot_hash"],
+        asked,
+        row["chain__version_policy"],
+        row["default_model_changed"],
     )
 
 

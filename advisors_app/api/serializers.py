@@ -530,17 +530,22 @@ class ChainVersionDetailSerializer(ChainVersionSerializer):
         ref_name = "ChainVersionDetail"
 
 
-class PublishSerializer(serializers.Serializer):
-    """``POST /api/chains/<slug>/versions/``: publish the draft."""
-
-    message = serializers.CharField(
+def _note(help_text: str) -> serializers.CharField:
+    """An optional note of up to 500 characters (a publish message, a label move's reason)."""
+    return serializers.CharField(
         max_length=500,
         required=False,
         allow_blank=True,
         default="",
         validators=[_text],
-        help_text="What changed, for the version list and the label history.",
+        help_text=help_text,
     )
+
+
+class PublishSerializer(serializers.Serializer):
+    """``POST /api/chains/<slug>/versions/``: publish the draft."""
+
+    message = _note("What changed, for the version list and the label history.")
 
     class Meta:
         ref_name = "Publish"
@@ -566,14 +571,7 @@ class LabelMoveSerializer(serializers.Serializer):
     version = serializers.IntegerField(
         min_value=1, max_value=2**31 - 1, help_text="A version number of this chain."
     )
-    reason = serializers.CharField(
-        max_length=500,
-        required=False,
-        allow_blank=True,
-        default="",
-        validators=[_text],
-        help_text="Why, for the label history.",
-    )
+    reason = _note("Why, for the label history.")
 
     class Meta:
         ref_name = "LabelMove"
@@ -582,14 +580,7 @@ class LabelMoveSerializer(serializers.Serializer):
 class LabelRollbackSerializer(serializers.Serializer):
     """``POST /api/chains/<slug>/labels/<name>/rollback/``."""
 
-    reason = serializers.CharField(
-        max_length=500,
-        required=False,
-        allow_blank=True,
-        default="",
-        validators=[_text],
-        help_text='Why, for the label history (default: "roll back from vN").',
-    )
+    reason = _note('Why, for the label history (default: "roll back from vN").')
 
     class Meta:
         ref_name = "LabelRollback"
