@@ -18,10 +18,11 @@ from django.db.models.signals import pre_delete
 from advisors_app.models import ChainVersion, VersionPolicy
 from advisors_app.registry import ReferenceKind, reference_kinds
 
-__all__ = ["connect", "protecting_versions", "protection_message"]
+__all__ = ["connect", "kind_of", "protecting_versions", "protection_message"]
 
 
-def _kind_of(model: Any) -> ReferenceKind | None:
+def kind_of(model: Any) -> ReferenceKind | None:
+    """The reference kind whose rows are ``model``'s (``None``: not a reference kind)."""
     label = model._meta.label
     for kind in reference_kinds:
         if kind.model == label:
@@ -32,7 +33,7 @@ def _kind_of(model: Any) -> ReferenceKind | None:
 def protecting_versions(instance: Any) -> list[ChainVersion]:
     """The versions in use (labelled, or with pinned conversations) whose snapshot refers to
     ``instance`` (none: ``[]``)."""
-    kind = _kind_of(type(instance))
+    kind = kind_of(type(instance))
     if kind is None or not getattr(instance, "slug", None):
         return []
     return list(
@@ -49,7 +50,7 @@ def protecting_versions(instance: Any) -> list[ChainVersion]:
 
 def protection_message(instance: Any, versions: list[ChainVersion]) -> str:
     """``Cannot delete template 'qa': chain 'support' v3 (production) refers to it.``"""
-    kind = _kind_of(type(instance))
+    kind = kind_of(type(instance))
     what = kind.label if kind else type(instance)._meta.verbose_name
     named = ", ".join(f"chain {v.chain.slug!r} v{v.number} ({_users(v)})" for v in versions)
     return (

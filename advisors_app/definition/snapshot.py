@@ -30,13 +30,14 @@ from typing import Any
 from django.apps import apps
 
 from advisors_app.conf import app_settings
-from advisors_app.models import AdvisorChain
+from advisors_app.models import AdvisorChain, AdvisorConfig
 from advisors_app.registry import ReferenceKind, advisor_types, reference_kinds, references_in
 from advisors_app.tools import tool_registry
 
 __all__ = [
     "SNAPSHOT_FORMAT",
     "canonical_json",
+    "drafts_referring_to",
     "references_of",
     "register_reference_kinds",
     "resolve_draft",
@@ -180,6 +181,27 @@ def _default_order(key: str) -> int | None:
 def _sort_order(row: Any) -> int:
     order = row.order if row.order is not None else _default_order(row.advisor_type)
     return order if isinstance(order, int) else 0
+
+
+def drafts_referring_to(kind_key: str, slug: str) -> list[AdvisorChain]:
+    """The chains whose draft refers to the ``kind_key`` row ``slug`` (by slug, sorted)."""
+    found: dict[int, AdvisorChain] = {}
+    if kind_key == "prompt_template":
+        found.update((c.pk, c) for c in AdvisorChain.objects.filter(system_template__slug=slug))
+    if kind_key == "chat_model":
+        found.update((c.pk, c) for c in AdvisorChain.objects.filter(chat_model__slug=slug))
+        if slug == app_settings.DEFAULT_CHAT_MODEL:
+            found.update((c.pk, c) for c in AdvisorChain.objects.filter(chat_model__isnull=True))
+    rows = AdvisorConfig.objects.filter(enabled=True, params__icontains=slug).select_related(
+        "chain"
+    )
+    for row in rows:
+        advisor_type = advisor_types.get(row.advisor_type)
+        if advisor_type is not None and isinstance(row.params, Mapping):
+            refs = {(kind, ref) for _, kind, ref in references_in(advisor_type, row.params)}
+            if (kind_key, slug) in refs:
+                found[row.chain_id] = row.chain
+    return sorted(found.values(), key=lambda chain: chain.slug)
 
 
 def canonical_json(snapshot: Mapping[str, Any], *, indent: int | None = None) -> str:

@@ -7,7 +7,13 @@ import json
 import pytest
 from django.test import Client
 
-from advisors_app.models import AdvisorChain, ChatModelConfig, PromptTemplate, SensitiveWordList
+from advisors_app.models import (
+    AdvisorChain,
+    ChatModelConfig,
+    Collection,
+    PromptTemplate,
+    SensitiveWordList,
+)
 from tests.admin.forms import chain_form
 from tests.factories import make_chain, scripted_model
 
@@ -149,3 +155,26 @@ def test_editing_a_word_list_changes_the_drafts_that_use_it_not_production(
     assert diff["word_lists"] == [{"slug": "bad", "added": ["gun"], "removed": []}]
     assert production.snapshot["references"]["word_list:bad"] == {"words": ["bomb"]}
     assert chain.labels.get(name="production").version == production
+
+
+def test_saving_a_template_names_the_chain_drafts_that_use_it(admin_client: Client) -> None:
+    template = PromptTemplate.objects.create(
+        slug="qa",
+        text="{question_answer_context} {query}",
+        placeholders=["question_answer_context", "query"],
+    )
+    Collection.objects.create(slug="kb", name="KB")
+    make_chain(
+        "rag", advisors=(("question_answer", {"collection": "kb", "prompt_template": "qa"}),)
+    )
+    make_chain("persona", system_template=PromptTemplate.objects.create(slug="p", text="Hi."))
+    url = f"/admin/advisors_app/prompttemplate/{template.pk}/change/"
+    data = {
+        "slug": "qa",
+        "text": "{query} from {question_answer_context}",
+        "placeholders": "query,question_answer_context",
+    }
+    response = admin_client.post(url, data, follow=True)
+    notes = [str(m) for m in response.context["messages"]]
+    assert any(n.startswith("The drafts of rag use this prompt template.") for n in notes), notes
+    assert not any("persona" in n for n in notes)
