@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
@@ -31,11 +32,14 @@ from advisors_app.validation import FieldErrors
 __all__ = [
     "MAX_PUBLIC_ID_LENGTH",
     "TRACE_ID",
+    "StoredConversation",
     "afind_conversation",
     "conversation_id_errors",
     "conversation_key",
+    "create_conversation",
     "discard_if_empty",
     "find_conversation",
+    "find_turn_conversation",
     "public_conversation_id",
     "resolve_conversation",
     "user_conversations",
@@ -79,6 +83,81 @@ def _title(message: str) -> str:
     return line if len(line) <= _TITLE_LENGTH else line[: _TITLE_LENGTH - 1] + "…"
 
 
+@dataclass(frozen=True, slots=True)
+class StoredConversation:
+    """What a turn needs of its conversation's row (one query, :func:`find_turn_conversation`)."""
+
+    pk: int
+    owner_id: int | None
+    last_sequence: int
+    #: The version the conversation started on (``None``: before versions, or the draft).
+    chain_version_id: int | None
+    chain_version_number: int | None
+    chain_version_snapshot_hash: str | None
+    chain_version_chain_id: int | None
+
+
+def find_turn_conversation(user: Any, public_id: str) -> StoredConversation | None:
+    """The row of ``user``'s conversation ``public_id`` for a turn, or ``None`` if there is
+    none. Blocking, one query. Raises :class:`TurnError` (``invalid``, field
+    ``conversation_id``) if the key is held by another owner, which only rows written outside
+    this module can cause."""
+    row = (
+        Conversation.objects.filter(conversation_id=conversation_key(user, public_id))
+        .values_list(
+            "pk",
+            "owner_id",
+            "last_sequence",
+            "chain_version_id",
+            "chain_version__number",
+            "chain_version__snapshot_hash",
+            "chain_version__chain_id",
+        )
+        .first()
+    )
+    if row is None:
+        return None
+    found = StoredConversation(*row)
+    if found.owner_id != user.pk:
+        raise TurnError(
+            "invalid", "The request is invalid.", errors={"conversation_id": ["Not found."]}
+        )
+    return found
+
+
+def create_conversation(
+    user: Any, public_id: str | None, *, title: str = "", chain_version_id: int | None = None
+) -> tuple[str, str, bool]:
+    """``(key, public id, created)`` of a new conversation of ``user`` (blocking): one
+    ``INSERT`` for a server-generated id (``public_id=None``); a client-chosen id another
+    request created meanwhile is taken as it is (``created`` false), as
+    :func:`resolve_conversation` does."""
+    if public_id is None:
+        public = uuid.uuid4().hex
+        key = conversation_key(user, public)
+        Conversation.objects.create(
+            conversation_id=key,
+            owner_id=user.pk,
+            title=_title(title),
+            chain_version_id=chain_version_id,
+        )
+        return key, public, True
+    key = conversation_key(user, public_id)
+    conversation, created = Conversation.objects.get_or_create(
+        conversation_id=key,
+        defaults={
+            "owner_id": user.pk,
+            "title": _title(title),
+            "chain_version_id": chain_version_id,
+        },
+    )
+    if conversation.owner_id != user.pk:
+        raise TurnError(
+            "invalid", "The request is invalid.", errors={"conversation_id": ["Not found."]}
+        )
+    return key, public_id, created
+
+
 async def resolve_conversation(
     user: Any, public_id: str | None, *, title: str = "", chain_version_id: int | None = None
 ) -> tuple[str, str, bool]:
@@ -107,13 +186,11 @@ async def resolve_conversation(
     return key, public, created
 
 
-async def discard_if_empty(key: str) -> bool:
+def discard_if_empty(key: str) -> bool:
     """Delete conversation ``key`` if it holds no message: a turn that failed, or whose message
     was refused before memory, leaves no conversation (titled with that message) behind.
-    Whether it was deleted."""
-    deleted, _ = await Conversation.objects.filter(
-        conversation_id=key, messages__isnull=True
-    ).adelete()
+    Whether it was deleted. Blocking (the turn service calls it in its closing transaction)."""
+    deleted, _ = Conversation.objects.filter(conversation_id=key, messages__isnull=True).delete()
     return deleted > 0
 
 

@@ -11,51 +11,64 @@ user, message text, optional conversation id, optional params, optional ``label`
    only — the user's chat rate (:mod:`advisors_app.throttling`) →
    :class:`TurnError` with field errors (REST: HTTP ``error.http_status``; websocket: an
    ``error`` frame from ``error.to_event()``); nothing is stored;
-2. choose the chain version (:mod:`advisors_app.runtime`): the label's, or the one the
-   conversation started on when the chain pins conversations; resolve the user's
-   conversation, or create one recording that version (:mod:`advisors_app.conversations`:
-   ids are namespaced per owner, so another user's id behaves as one never used);
+2. in one thread hop (``_open``): choose the chain version (:mod:`advisors_app.runtime`): the
+   label's, or the one the conversation started on when the chain pins conversations; read
+   the user's conversation (:mod:`advisors_app.conversations`: ids are namespaced per owner,
+   so another user's id behaves as one never used), count the rate, create the conversation
+   recording that version when new, and read the window a memory advisor will need into the
+   turn's :class:`~advisors_app.stores.memory.TurnScope`;
 3. run the chain (call) or yield :mod:`stream events <advisors_app.events>`, recording the
    per-advisor trace (``core.tracing.CallTrace``, plus OpenTelemetry spans); the turn's trace
-   id is in the request context (``core.attributes.TRACE_ID``) from the start;
-4. make sure the turn is in the conversation: a memory advisor owns that when the chain has
-   one; otherwise the service appends it (an interrupted reply flagged as the memory advisors
-   flag it: ``metadata["interrupted"]`` and ``["finish_reason"]``; nothing when no text came);
-   either way whoever stores the reply writes the trace id into its ``metadata["trace_id"]``
-   from the context, so concurrent turns of one conversation each keep their own, and the
-   repository hands the stored reply's id back (``message_id``, no query to find it);
-5. write one :class:`~advisors_app.models.CallLog` row, with the version and label — for
-   completed, failed and cancelled turns alike (cancellations shielded so the row is written
-   even while being cancelled); remove a conversation the turn started if it stored nothing,
-   and answer ``conversation_id: None, stored: False`` then.
+   id is in the request context (``core.attributes.TRACE_ID``) from the start; the memory
+   advisor's reads of the conversation are answered from the scope and its append is held
+   there;
+4. in one thread hop and one transaction (``_write``): the turn's messages — the memory
+   advisor's held append when the chain has one; otherwise the service's (an interrupted
+   reply flagged as the memory advisors flag it: ``metadata["interrupted"]`` and
+   ``["finish_reason"]``; nothing when no text came) — and one
+   :class:`~advisors_app.models.CallLog` row, with the version and label, for completed,
+   failed and cancelled turns alike (cancellations shielded so the row is written even while
+   being cancelled; should the messages fail, the row is written alone). Whoever stores the
+   reply writes the trace id into its ``metadata["trace_id"]`` from the context, so concurrent
+   turns of one conversation each keep their own, and the repository hands the stored
+   reply's id back (``message_id``, no query to find it). A conversation the turn started is
+   removed in the same transaction if it stored nothing: the answer says
+   ``conversation_id: None, stored: False`` then.
+
+A later turn of a chain with a memory advisor costs two thread hops and six SQL statements in
+one commit: version, conversation, window; sequence numbers, messages, call log.
 
 Params (JSON object): ``options`` (the per-request chat options: ``temperature``,
 ``max_tokens``, ``top_p``, ``top_k``, ``stop``, ``seed``, penalties), ``system_params`` (values
 for the chain's system-template placeholders), and the context params the chain's advisor types
 declare (for example ``qa_filter_expression``). Anything else is refused. All database work
-runs off the event loop (async ORM / ``sync_to_async``).
+runs off the event loop (``sync_to_async``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import transaction
 
 from advisors_app.conf import app_settings
 from advisors_app.conversations import (
+    StoredConversation,
     conversation_id_errors,
     conversation_key,
+    create_conversation,
     discard_if_empty,
-    resolve_conversation,
+    find_turn_conversation,
 )
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
 from advisors_app.core.attributes import CONVERSATION_ID, OWNER, TRACE_ID, TRACE_ID_METADATA
@@ -78,7 +91,7 @@ from advisors_app.events import (
     TurnEvent,
     error_event,
 )
-from advisors_app.models import PRODUCTION, CallLog, Conversation, VersionPolicy
+from advisors_app.models import PRODUCTION, CallLog, VersionPolicy
 from advisors_app.models.versions import LABEL_NAME_VALIDATOR
 from advisors_app.runtime import (
     DRAFT,
@@ -91,7 +104,7 @@ from advisors_app.runtime import (
     resolve_target,
 )
 from advisors_app.scoping import acting_for
-from advisors_app.stores.memory import DjangoChatMemoryRepository
+from advisors_app.stores.memory import DjangoChatMemoryRepository, TurnScope
 from advisors_app.throttling import chat_turn_wait
 from advisors_app.validation import FieldErrors, schema_errors, text_problem
 
@@ -193,10 +206,19 @@ class _Turn:
     #: Also in ``context`` (``TRACE_ID``): the stored reply carries it.
     trace_id: str
     trace: CallTrace
+    #: The conversation as this turn reads and writes it (the window read ahead, the writes
+    #: held until :func:`_finish`).
+    scope: TurnScope
     final_prompt: dict[str, Any] | None = None
     started: float = field(default_factory=time.perf_counter)
     #: Whether this turn created the conversation (removed again if the turn stores nothing).
     new_conversation: bool = False
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Enter the turn's user and conversation scope (around each step of the turn)."""
+        with acting_for(self.user), _repository.scoped(self.scope):
+            yield
 
     def spec(self) -> ChatClientRequestSpec:
         spec = self.compiled.client.prompt(self.message).advisor_params(self.context)
@@ -300,37 +322,126 @@ def _check_target_permission(user: Any, label: str | None, version: int | str | 
         )
 
 
-def _pinned(target: ChainTarget, user: Any, conversation_id: Any) -> ChainTarget:
+def _pinned(target: ChainTarget, stored: StoredConversation | None) -> ChainTarget:
     """``target``, or the version the caller's conversation started on (when it is of this
-    chain and the chain pins conversations). One query."""
-    if target.version_policy != VersionPolicy.PIN or conversation_id is None:
-        return target
-    pinned = (
-        Conversation.objects.filter(
-            conversation_id=conversation_key(user, conversation_id),
-            owner_id=user.pk,
-            chain_version__chain_id=target.chain_id,
-        )
-        .values("chain_version_id", "chain_version__number", "chain_version__snapshot_hash")
-        .first()
-    )
-    if pinned is None or pinned["chain_version_id"] == target.version_id:
+    chain and the chain pins conversations)."""
+    if (
+        target.version_policy != VersionPolicy.PIN
+        or stored is None
+        or stored.chain_version_id is None
+        or stored.chain_version_chain_id != target.chain_id
+        or stored.chain_version_id == target.version_id
+    ):
         return target
     return replace(
         target,
-        version_id=pinned["chain_version_id"],
-        number=pinned["chain_version__number"],
-        snapshot_hash=pinned["chain_version__snapshot_hash"],
+        version_id=stored.chain_version_id,
+        number=stored.chain_version_number,
+        snapshot_hash=stored.chain_version_snapshot_hash or "",
     )
 
 
-def _load(
-    chain: str, user: Any, conversation_id: Any, label: str | None, version: int | str | None
-) -> tuple[ChainTarget, CompiledChain]:
-    target = resolve_target(chain, label=label, version=version)
-    if label is None and version is None:
-        target = _pinned(target, user, conversation_id)
-    return target, compiled_chain(target)
+def _compiled(
+    chain: str, label: str | None, version: int | str | None, target: ChainTarget
+) -> CompiledChain:
+    try:
+        return compiled_chain(target)
+    except ChainConfigurationError as exc:
+        if version == DRAFT:
+            raise TurnError(
+                "invalid",
+                f"The draft of chain {chain!r} cannot run: {exc}",
+                errors={"version": [f"The draft cannot run: {exc}"]},
+            ) from exc
+        raise TurnError(
+            "chain_misconfigured",
+            f"Chain {chain!r} cannot run: {exc}",
+            http_status=500,
+        ) from exc
+
+
+def _target(chain: str, label: str | None, version: int | str | None) -> ChainTarget:
+    try:
+        return resolve_target(chain, label=label, version=version)
+    except ChainNotFound:
+        raise TurnError(
+            "chain_not_found",
+            f"No enabled chain {chain!r}.",
+            errors={"chain": [f"No enabled chain {chain!r}."]},
+            http_status=404,
+        ) from None
+    except VersionNotFound as exc:
+        field_name = "label" if label is not None or version is None else "version"
+        raise TurnError(
+            "version_not_found", str(exc), errors={field_name: [str(exc)]}, http_status=404
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    """What :func:`_open` read: the version to run, the conversation and its window."""
+
+    target: ChainTarget
+    compiled: CompiledChain
+    params: Mapping[str, Any]
+    key: str
+    public: str
+    created: bool
+    scope: TurnScope
+
+
+def _open(
+    chain: str,
+    user: Any,
+    message: str,
+    conversation_id: str | None,
+    params: Any,
+    errors: FieldErrors,
+    label: str | None,
+    version: int | str | None,
+) -> _Opened:
+    """Everything a turn reads before it runs, in one thread hop (blocking): the version
+    (one query, none more when its chain is built already), the caller's conversation with
+    the version it started on (one query), the rate, the conversation created when new, and
+    the window a memory advisor will read (one query). Raises :class:`TurnError`."""
+    target = _target(chain, label, version)
+    stored = None
+    if not errors and conversation_id is not None:
+        stored = find_turn_conversation(user, conversation_id)
+        if label is None and version is None:
+            target = _pinned(target, stored)
+    compiled = _compiled(chain, label, version, target)
+    params = {} if params is None else params
+    errors.update(_params_errors(compiled, params))
+    if errors:
+        raise TurnError("invalid", "The request is invalid.", errors=errors)
+    # Counted only now that the input is valid: refused requests never use up the rate.
+    wait = chat_turn_wait(user)
+    if wait is not None:
+        raise TurnError(
+            "throttled",
+            f"Too many messages: try again in {math.ceil(wait)} s.",
+            http_status=429,
+            retry_after=wait,
+        )
+    if stored is None:
+        key, public, created = create_conversation(
+            user, conversation_id, title=message, chain_version_id=target.version_id
+        )
+        scope = _repository.open_turn(key, conversation_pk=None, last_sequence=0)
+        if not created:  # made by a concurrent request meanwhile: read it as it is
+            scope = TurnScope(key)
+    else:
+        public = conversation_id or ""
+        key, created = conversation_key(user, public), False
+        scope = (
+            _repository.open_turn(
+                key, conversation_pk=stored.pk, last_sequence=stored.last_sequence
+            )
+            if compiled.has_memory
+            else TurnScope(key)
+        )
+    return _Opened(target, compiled, params, key, public, created, scope)
 
 
 async def _prepare(
@@ -353,74 +464,35 @@ async def _prepare(
     if target_errors:
         raise TurnError("invalid", "The request is invalid.", errors={**errors, **target_errors})
     _check_target_permission(user, label, version)
-    try:
-        target, compiled = await sync_to_async(_load)(
-            chain, user, None if errors else conversation_id, label, version
-        )
-    except ChainNotFound:
-        raise TurnError(
-            "chain_not_found",
-            f"No enabled chain {chain!r}.",
-            errors={"chain": [f"No enabled chain {chain!r}."]},
-            http_status=404,
-        ) from None
-    except VersionNotFound as exc:
-        field_name = "label" if label is not None or version is None else "version"
-        raise TurnError(
-            "version_not_found", str(exc), errors={field_name: [str(exc)]}, http_status=404
-        ) from None
-    except ChainConfigurationError as exc:
-        if version == DRAFT:  # the caller chose rows that do not pass the lint: their error
-            raise TurnError(
-                "invalid",
-                f"The draft of chain {chain!r} cannot run: {exc}",
-                errors={"version": [f"The draft cannot run: {exc}"]},
-            ) from exc
-        raise TurnError(
-            "chain_misconfigured",
-            f"Chain {chain!r} cannot run: {exc}",
-            http_status=500,
-        ) from exc
-    params = {} if params is None else params
-    errors.update(_params_errors(compiled, params))
-    if errors:
-        raise TurnError("invalid", "The request is invalid.", errors=errors)
+    opened = await sync_to_async(_open)(
+        chain, user, message, conversation_id, params, errors, label, version
+    )
+    compiled, params = opened.compiled, opened.params
     context = {k: v for k, v in params.items() if k not in ("options", "system_params")}
     options = ChatOptions.from_dict(params["options"]) if params.get("options") else None
     system = None
     if compiled.system_template is not None:
         system = compiled.system_template.render(params["system_params"])
-    # Counted only now that the input is valid: refused requests never use up the rate.
-    wait = await sync_to_async(chat_turn_wait)(user)
-    if wait is not None:
-        raise TurnError(
-            "throttled",
-            f"Too many messages: try again in {math.ceil(wait)} s.",
-            http_status=429,
-            retry_after=wait,
-        )
-    key, public, created = await resolve_conversation(
-        user, conversation_id, title=message, chain_version_id=target.version_id
-    )
-    context[CONVERSATION_ID] = key
+    context[CONVERSATION_ID] = opened.key
     # Scopes per-user state (the semantic cache) to the caller.
     context[OWNER] = f"user:{user.pk}"
     # Known before the chain runs: whoever stores the reply writes it into its metadata.
     trace_id = context[TRACE_ID] = uuid.uuid4().hex
     return _Turn(
         compiled,
-        target,
+        opened.target,
         user,
         message,
-        key,
-        public,
+        opened.key,
+        opened.public,
         context,
         options,
         system,
         mode,
         trace_id,
         CallTrace(capture_payloads=_keeps_payloads(trace_payloads)),
-        new_conversation=created,
+        opened.scope,
+        new_conversation=opened.created,
     )
 
 
@@ -451,8 +523,8 @@ def _outcome(
     return usage, to_jsonable(dict(chat.metadata.extra)), finish
 
 
-async def _persist(turn: _Turn, response: ChatClientResponse | None, reason: str | None) -> None:
-    """Append the turn to the conversation unless a memory advisor owns that.
+def _persist(turn: _Turn, response: ChatClientResponse | None, reason: str | None) -> None:
+    """Hold the turn in its scope unless a memory advisor owns that (it held its own append).
 
     ``reason`` is ``None`` for a completed turn, else ``CANCELLED``/``ERROR``: the partial
     reply is flagged as the memory advisors flag it, and nothing is stored without text. The
@@ -472,7 +544,66 @@ async def _persist(turn: _Turn, response: ChatClientResponse | None, reason: str
         reply = AssistantMessage(text, {INTERRUPTED: True, FINISH_REASON: reason, **traced})
     else:
         return
-    await _repository.aappend(turn.conversation_key, [UserMessage(turn.message), reply])
+    turn.scope.pending.append(([UserMessage(turn.message), reply], False))
+
+
+def _call_log(
+    turn: _Turn,
+    status: str,
+    response: ChatClientResponse | None,
+    exc: BaseException | None,
+    time_to_first_token: float | None,
+) -> CallLog:
+    usage, _, finish_reason = _outcome(response)
+    return CallLog(
+        chain_id=turn.target.chain_id,
+        chain_slug=turn.compiled.slug,
+        config_hash=turn.compiled.snapshot_hash,
+        chain_version_id=turn.target.version_id,
+        label=turn.target.label,
+        user_id=turn.user.pk,
+        conversation_id=turn.conversation_key,
+        trace_id=turn.trace_id,
+        mode=turn.mode,
+        status=status,
+        latency=time.perf_counter() - turn.started,
+        time_to_first_token=time_to_first_token,
+        usage=usage or {},
+        finish_reason=finish_reason or "",
+        error_type=type(exc).__name__ if exc is not None else "",
+        error_message=str(exc)[:2000] if exc is not None else "",
+        provider_status=exc.status if isinstance(exc, ProviderError) else None,
+        trace=turn.trace.to_dict(),
+    )
+
+
+def _write(
+    turn: _Turn,
+    status: str,
+    response: ChatClientResponse | None,
+    exc: BaseException | None,
+    time_to_first_token: float | None,
+) -> _Stored:
+    """Blocking: one transaction with the turn's messages and its call log row. Should the
+    messages fail to be written, the call log is still written, alone, and the error raised."""
+    reason = {CallLog.Status.OK: None, CallLog.Status.CANCELLED: CANCELLED}.get(status, ERROR)
+    log = _call_log(turn, status, response, exc, time_to_first_token)
+    try:
+        with transaction.atomic():
+            _persist(turn, response, reason)
+            _repository.write_turn(turn.scope)
+            message_id = _repository.take_reply_id(turn.trace_id)
+            log.save(force_insert=True)
+            removed = (
+                turn.new_conversation
+                and message_id is None
+                and discard_if_empty(turn.conversation_key)
+            )
+    except Exception:
+        log.pk = None
+        log.save(force_insert=True)
+        raise
+    return _Stored(message_id, None if removed else turn.conversation_id)
 
 
 async def _finish(
@@ -482,42 +613,11 @@ async def _finish(
     exc: BaseException | None = None,
     time_to_first_token: float | None = None,
 ) -> _Stored:
-    """Persist the turn (see :func:`_persist`), write its call log row, and say what it left
-    stored: the reply's id (from the repository that stored it, memory advisor or service)
-    and the conversation, or ``None`` for one the turn started and left empty (removed)."""
-    latency = time.perf_counter() - turn.started
-    reason = {CallLog.Status.OK: None, CallLog.Status.CANCELLED: CANCELLED}.get(status, ERROR)
-    try:
-        await _persist(turn, response, reason)
-    finally:
-        message_id = _repository.take_reply_id(turn.trace_id)
-        usage, _, finish_reason = _outcome(response)
-        await CallLog.objects.acreate(
-            chain_id=turn.target.chain_id,
-            chain_slug=turn.compiled.slug,
-            config_hash=turn.compiled.snapshot_hash,
-            chain_version_id=turn.target.version_id,
-            label=turn.target.label,
-            user_id=turn.user.pk,
-            conversation_id=turn.conversation_key,
-            trace_id=turn.trace_id,
-            mode=turn.mode,
-            status=status,
-            latency=latency,
-            time_to_first_token=time_to_first_token,
-            usage=usage or {},
-            finish_reason=finish_reason or "",
-            error_type=type(exc).__name__ if exc is not None else "",
-            error_message=str(exc)[:2000] if exc is not None else "",
-            provider_status=exc.status if isinstance(exc, ProviderError) else None,
-            trace=turn.trace.to_dict(),
-        )
-        removed = (
-            turn.new_conversation
-            and message_id is None
-            and await discard_if_empty(turn.conversation_key)
-        )
-    return _Stored(message_id, None if removed else turn.conversation_id)
+    """Persist the turn (see :func:`_persist`; a memory advisor's append is held in the
+    turn's scope), write its call log row — one transaction, one thread hop — and say what it
+    left stored: the reply's id and the conversation, or ``None`` for one the turn started and
+    left empty (removed)."""
+    return await sync_to_async(_write)(turn, status, response, exc, time_to_first_token)
 
 
 async def _shielded(coroutine: Coroutine[Any, Any, _T]) -> _T:
@@ -565,7 +665,7 @@ async def call_turn(
     )
     _running_turn_started()
     try:
-        with acting_for(user):
+        with turn.running():
             spec = await turn.spec().acall()
             response = await spec.achat_client_response()
     except asyncio.CancelledError:
@@ -628,12 +728,12 @@ class TurnStream:
     async def __anext__(self) -> TurnEvent:
         # Set per step: each step runs in the context of whichever task awaits it.
         _running_turn_started()
-        with acting_for(self._turn.user):
+        with self._turn.running():
             return await self._events.__anext__()
 
     async def aclose(self) -> None:
         """Stop the turn (a no-op once it ended)."""
-        with acting_for(self._turn.user):
+        with self._turn.running():
             await self._events.aclose()
             if not self._started:
                 # Closed before its first step: nothing ran, so end it here as a cancel would

@@ -1,19 +1,29 @@
 """``DjangoChatMemoryRepository``: the chat-memory contract on the Django ORM (PostgreSQL).
 
-Spring AI ``JdbcChatMemoryRepository``, with its defects fixed (reference §5.3): tool calls and
-tool responses are stored, not dropped (defect 21); conversation ids may have 255 characters;
-``append`` adds a turn in O(turn) instead of deleting and re-inserting the conversation
-(defect 19); concurrent appends to one conversation never interleave or lose messages: each
-takes the conversation's row lock (``SELECT ... FOR UPDATE``) and allocates its sequence
-numbers from ``Conversation.last_sequence`` in the same transaction; ``find_last`` reads the
-newest messages from a bounded range of the ``(conversation, sequence)`` index, O(limit)
-however long the conversation is. Messages read back carry no storage metadata (Spring AI adds a
-timestamp that breaks de-duplication, defect 16).
+Spring AI ``JdbcChatMemoryRepository``, with its defects fixed (reference §5.3): tool calls and tool
+responses are stored, not dropped (defect 21); conversation ids may have 255 characters; ``append``
+adds a turn in O(turn) instead of deleting and re-inserting the conversation (defect 19); concurrent
+appends to one conversation never interleave or lose messages: each allocates its sequence numbers
+by raising ``Conversation.last_sequence`` in one ``UPDATE ... RETURNING``, which holds the
+conversation's row lock until its transaction ends; ``find_last`` reads the newest messages from a
+bounded range of the ``(conversation, sequence)`` index, O(limit) however long the conversation is.
+Messages read back carry no storage metadata (Spring AI adds a timestamp that breaks de-duplication,
+defect 16).
 
 A reply appended with a trace id in its metadata (``"trace_id"``, which the memory advisors and
 the turn service write from the context's ``TRACE_ID``) leaves its row id behind:
 :meth:`DjangoChatMemoryRepository.take_reply_id` hands it to the turn that stored it, once, so
 the turn service answers with the stored reply's id without reading it back.
+
+A turn of the turn service reads and writes its conversation through a :class:`TurnScope`
+(:meth:`DjangoChatMemoryRepository.open_turn`, entered around each step of the turn with
+:meth:`~DjangoChatMemoryRepository.scoped`): the window is read once, with the conversation, in
+the service's one thread hop before the chain runs (the system messages and the newest
+``TurnScope.PREFETCH`` messages in one query), and the memory advisor's reads of that
+conversation are answered from it without a query or a hop; the advisor's ``append`` is held in
+the scope and written by :meth:`~DjangoChatMemoryRepository.write_turn` in the service's one
+transaction, with the call log. The scope lives in a context variable, so concurrent turns of
+one conversation each see their own; anything outside a turn reads and writes as before.
 
 Async twins run the sync methods through ``asgiref.sync.sync_to_async`` (thread-sensitive, as
 Django's own async ORM methods do), so the event loop never blocks on the database; a
@@ -23,13 +33,17 @@ transaction and its row lock cannot span ``await`` points in Django's async ORM.
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import connections, router, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from advisors_app.core.attributes import TRACE_ID_METADATA
@@ -48,7 +62,7 @@ from advisors_app.core.messages import (
 )
 from advisors_app.models import ChatMessage, Conversation
 
-__all__ = ["DjangoChatMemoryRepository"]
+__all__ = ["DjangoChatMemoryRepository", "TurnScope"]
 
 _FIELDS = ("message_type", "text", "metadata", "tool_calls", "tool_responses", "media")
 _SYSTEM = MessageType.SYSTEM.value
@@ -92,6 +106,64 @@ class _StoredReplies:
 _stored_replies = _StoredReplies()
 
 
+@dataclass(eq=False)
+class TurnScope:
+    """One turn's view of its conversation ``conversation_id`` (a stored key).
+
+    ``system`` and ``tail`` are the prefetched window: the stored system messages and the
+    newest non-system messages (oldest first), ``complete`` when ``tail`` reaches the start of
+    the conversation; ``system is None``: nothing was read (reads go to the database).
+    ``pending`` holds the appends of the turn, ``(messages, replace_system)``, until
+    :meth:`DjangoChatMemoryRepository.write_turn` writes them; once written (``closed``),
+    appends go straight to the database again.
+    """
+
+    #: Messages read ahead with the system messages: enough for the default windows
+    #: (``MessageWindowChatMemory``'s 20 + 1, ``TokenWindowChatMemory``'s first 32).
+    PREFETCH = 48
+
+    conversation_id: str
+    system: list[Message] | None = None
+    tail: list[Message] = field(default_factory=list)
+    complete: bool = False
+    pending: list[tuple[list[Message], bool]] = field(default_factory=list)
+    closed: bool = False
+
+    def _now(self) -> tuple[list[Message], list[Message]]:
+        """``(system, tail)`` with the pending appends applied, as a read after them sees."""
+        system, tail = list(self.system or ()), list(self.tail)
+        for batch, replace_system in self.pending:
+            added = [m for m in batch if m.message_type is MessageType.SYSTEM]
+            system = added if replace_system else [*system, *added]
+            tail.extend(m for m in batch if m.message_type is not MessageType.SYSTEM)
+        return system, tail
+
+    def system_messages(self) -> list[Message] | None:
+        """The stored system messages, if the window was read."""
+        return None if self.system is None else self._now()[0]
+
+    def last(self, limit: int) -> list[Message] | None:
+        """The newest ``limit`` non-system messages, if the window read holds them."""
+        if self.system is None:
+            return None
+        tail = self._now()[1]
+        if len(tail) >= limit:
+            return tail[len(tail) - limit :] if limit else []
+        return tail if self.complete else None
+
+
+_scope: contextvars.ContextVar[TurnScope | None] = contextvars.ContextVar(
+    "advisors_app_turn_scope", default=None
+)
+
+
+def _scope_for(conversation_id: str) -> TurnScope | None:
+    scope = _scope.get()
+    if scope is None or scope.closed or scope.conversation_id != conversation_id:
+        return None
+    return scope
+
+
 def _media_to_json(media: Media) -> dict[str, Any]:
     if isinstance(media.data, bytes):
         data = {"data_base64": base64.b64encode(media.data).decode("ascii")}
@@ -106,9 +178,9 @@ def _media_from_json(item: dict[str, Any]) -> Media:
     return Media(item["mime_type"], item["data"], item.get("name", ""))
 
 
-def _row(conversation: Conversation, sequence: int, message: Message) -> ChatMessage:
+def _row(conversation_pk: int, sequence: int, message: Message) -> ChatMessage:
     row = ChatMessage(
-        conversation=conversation,
+        conversation_id=conversation_pk,
         sequence=sequence,
         message_type=message.message_type.value,
         text=message.text,
@@ -179,9 +251,12 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         check_conversation_id(conversation_id)
         batch = check_messages(messages)
         with transaction.atomic():
-            conversation = self._locked(conversation_id)
-            ChatMessage.objects.filter(conversation=conversation).delete()
-            self._insert(conversation, 0, batch)
+            pk, _ = self._allocate(conversation_id, 0)
+            ChatMessage.objects.filter(conversation_id=pk).delete()
+            ChatMessage.objects.bulk_create(
+                [_row(pk, i, m) for i, m in enumerate(batch, start=1)], batch_size=_BATCH_SIZE
+            )
+            Conversation.objects.filter(pk=pk).update(last_sequence=len(batch))
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         check_conversation_id(conversation_id)
@@ -196,16 +271,23 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         batch = check_messages(messages)
         if not batch and not replace_system:
             return
+        scope = _scope_for(conversation_id)
+        if scope is not None:
+            scope.pending.append((batch, replace_system))  # written with the turn
+            return
         with transaction.atomic():
-            conversation = self._locked(conversation_id)
-            if replace_system:
-                ChatMessage.objects.filter(conversation=conversation, message_type=_SYSTEM).delete()
-            rows = self._insert(conversation, conversation.last_sequence, batch)
+            rows = self._append(conversation_id, batch, replace_system)
         _stored_replies.record(rows)  # committed (or part of the caller's transaction)
 
     def find_last(self, conversation_id: str, limit: int) -> list[Message]:
         check_conversation_id(conversation_id)
         check_limit(limit)
+        scope = _scope_for(conversation_id)
+        if scope is not None:
+            found = scope.last(limit)
+            if found is not None:
+                return found
+            self._flush(scope)
         head = list(
             Conversation.objects.filter(conversation_id=conversation_id)
             .order_by()
@@ -234,6 +316,12 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
 
     def find_system_messages(self, conversation_id: str) -> list[Message]:
         check_conversation_id(conversation_id)
+        scope = _scope_for(conversation_id)
+        if scope is not None:
+            found = scope.system_messages()
+            if found is not None:
+                return found
+            self._flush(scope)
         rows = (
             ChatMessage.objects.filter(
                 conversation__conversation_id=conversation_id, message_type=_SYSTEM
@@ -250,27 +338,114 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         handed out once: a later call for the same trace id returns ``None``."""
         return _stored_replies.take(trace_id)
 
-    # Helpers --------------------------------------------------------------------------------
+    # One turn, one read and one write ------------------------------------------------------
+
+    def open_turn(
+        self, conversation_id: str, *, conversation_pk: int | None, last_sequence: int
+    ) -> TurnScope:
+        """A :class:`TurnScope` for a turn of ``conversation_id`` whose window is read now.
+
+        Blocking. ``conversation_pk=None`` or ``last_sequence=0``: the conversation holds
+        nothing, no query; else one query, the system messages and the messages of the newest
+        ``TurnScope.PREFETCH`` sequence numbers (the ``(conversation, sequence)`` index).
+        """
+        check_conversation_id(conversation_id)
+        scope = TurnScope(conversation_id)
+        if conversation_pk is None or last_sequence <= 0:
+            scope.system, scope.complete = [], True
+            return scope
+        low = last_sequence - TurnScope.PREFETCH
+        rows = (
+            ChatMessage.objects.filter(conversation_id=conversation_pk)
+            .filter(Q(message_type=_SYSTEM) | Q(sequence__gt=low))
+            .order_by("sequence")
+            .values_list(*_FIELDS)
+        )
+        messages = [_message(*row) for row in rows]
+        scope.system = [m for m in messages if m.message_type is MessageType.SYSTEM]
+        scope.tail = [m for m in messages if m.message_type is not MessageType.SYSTEM]
+        scope.complete = low <= 0
+        return scope
 
     @staticmethod
-    def _locked(conversation_id: str) -> Conversation:
-        """The conversation row, created if missing, locked until the transaction ends."""
+    @contextlib.contextmanager
+    def scoped(scope: TurnScope) -> Iterator[None]:
+        """Make ``scope`` the current turn's inside the ``with`` block (this context only)."""
+        token = _scope.set(scope)
+        try:
+            yield
+        finally:
+            _scope.reset(token)
+
+    def write_turn(self, scope: TurnScope) -> list[ChatMessage]:
+        """Write the appends held in ``scope`` (the rows inserted) and close it: later appends
+        go to the database at once. Call it inside the transaction that ends the turn."""
+        scope.closed = True
+        rows: list[ChatMessage] = []
+        for batch, replace_system in scope.pending:
+            rows.extend(self._append(scope.conversation_id, batch, replace_system))
+        scope.pending.clear()
+        _stored_replies.record(rows)
+        return rows
+
+    def _flush(self, scope: TurnScope) -> None:
+        """Write what ``scope`` holds before a read it cannot answer (so the read sees it)."""
+        if scope.pending:
+            with transaction.atomic():
+                rows = []
+                for batch, replace_system in scope.pending:
+                    rows.extend(self._append(scope.conversation_id, batch, replace_system))
+                scope.pending.clear()
+            _stored_replies.record(rows)
+        scope.system = None
+
+    # Helpers --------------------------------------------------------------------------------
+
+    @classmethod
+    def _append(
+        cls, conversation_id: str, batch: list[Message], replace_system: bool
+    ) -> list[ChatMessage]:
+        """Insert ``batch`` at the end of the conversation, in the caller's transaction; the
+        rows, with their ids on PostgreSQL."""
+        pk, after = cls._allocate(conversation_id, len(batch))
+        if replace_system:
+            ChatMessage.objects.filter(conversation_id=pk, message_type=_SYSTEM).delete()
+        if not batch:
+            return []
+        return ChatMessage.objects.bulk_create(
+            [_row(pk, after + i, m) for i, m in enumerate(batch, start=1)],
+            batch_size=_BATCH_SIZE,
+        )
+
+    @staticmethod
+    def _allocate(conversation_id: str, count: int) -> tuple[int, int]:
+        """Reserve ``count`` sequence numbers: ``(conversation pk, the sequence before them)``.
+
+        One ``UPDATE ... RETURNING``, which also locks the row until the transaction ends, so
+        concurrent appends never share numbers; the conversation is created when missing.
+        """
+        db = router.db_for_write(Conversation)
+        quote = connections[db].ops.quote_name
+        meta = Conversation._meta
+        last = quote(meta.get_field("last_sequence").column)
+        sql = (
+            f"UPDATE {quote(meta.db_table)} SET {last} = {last} + %s, "
+            f"{quote(meta.get_field('updated_at').column)} = %s "
+            f"WHERE {quote(meta.get_field('conversation_id').column)} = %s "
+            f"RETURNING {quote(meta.pk.column)}, {last}"
+        )
+        with connections[db].cursor() as cursor:
+            cursor.execute(sql, [count, timezone.now(), conversation_id])
+            found = cursor.fetchone()
+        if found is not None:
+            return found[0], found[1] - count
         conversation, _ = Conversation.objects.select_for_update().get_or_create(
             conversation_id=conversation_id
         )
-        return conversation
-
-    @staticmethod
-    def _insert(conversation: Conversation, after: int, batch: list[Message]) -> list[ChatMessage]:
-        """Insert ``batch`` after sequence ``after``; the rows, with their ids on PostgreSQL."""
-        rows = ChatMessage.objects.bulk_create(
-            [_row(conversation, after + i, m) for i, m in enumerate(batch, start=1)],
-            batch_size=_BATCH_SIZE,
-        )
         Conversation.objects.filter(pk=conversation.pk).update(
-            last_sequence=after + len(batch), updated_at=timezone.now()
+            last_sequence=conversation.last_sequence + count, updated_at=timezone.now()
         )
-        return rows
+        return conversation.pk, conversation.last_sequence
 
     # Async twins ----------------------------------------------------------------------------
 
@@ -286,13 +461,28 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
     async def adelete_by_conversation_id(self, conversation_id: str) -> None:
         await sync_to_async(self.delete_by_conversation_id)(conversation_id)
 
+    # Inside a turn's scope these answer from it, without a thread hop.
+
     async def aappend(
         self, conversation_id: str, messages: Sequence[Message], *, replace_system: bool = False
     ) -> None:
+        if _scope_for(conversation_id) is not None:
+            self.append(conversation_id, messages, replace_system=replace_system)
+            return
         await sync_to_async(self.append)(conversation_id, messages, replace_system=replace_system)
 
     async def afind_last(self, conversation_id: str, limit: int) -> list[Message]:
+        scope = _scope_for(conversation_id)
+        if scope is not None:
+            check_limit(limit)
+            found = scope.last(limit)
+            if found is not None:
+                return found
         return await sync_to_async(self.find_last)(conversation_id, limit)
 
     async def afind_system_messages(self, conversation_id: str) -> list[Message]:
+        scope = _scope_for(conversation_id)
+        found = scope.system_messages() if scope is not None else None
+        if found is not None:
+            return found
         return await sync_to_async(self.find_system_messages)(conversation_id)

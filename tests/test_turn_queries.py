@@ -1,0 +1,206 @@
+"""What one turn costs the database: SQL statements, commits and thread hops (issue 17).
+
+A chain of SafeGuard + MessageChatMemory + SimpleLogger on the scripted model; a later turn of
+its conversation is one read trip and one commit: at most 6 statements, 1 commit, 5 hops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from asgiref.sync import SyncToAsync
+from django.db import connection, connections, transaction
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from advisors_app.core.memory import MessageWindowChatMemory
+from advisors_app.core.messages import AssistantMessage, SystemMessage, UserMessage
+from advisors_app.models import ChatMessage, Conversation
+from advisors_app.runtime import clear_cache
+from advisors_app.services import call_turn, stream_turn
+from advisors_app.stores.memory import DjangoChatMemoryRepository
+from tests.factories import make_chain, scripted_model
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Issue 17's targets for a later turn of the memory chain.
+MAX_STATEMENTS = 6
+MAX_COMMITS = 1
+MAX_HOPS = 5
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    clear_cache()
+    yield
+    clear_cache()
+
+
+@pytest.fixture
+def user(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("alice", password="pw")
+
+
+@pytest.fixture
+def chain() -> Any:
+    return make_chain(
+        "memory-chain",
+        model=scripted_model("memory-model", responses=("Sure.",)),
+        advisors=(
+            ("safe_guard", {"words": ["keylogger"]}),
+            ("message_chat_memory", {"max_messages": 10}),
+            ("simple_logger", {}),
+        ),
+    )
+
+
+@dataclass
+class Cost:
+    statements: list[str] = field(default_factory=list)
+    commits: int = 0
+    hops: int = 0
+
+    def __str__(self) -> str:
+        return f"{len(self.statements)} statements, {self.commits} commits, {self.hops} hops"
+
+
+_MARKERS = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO")
+
+
+def _cost(log: list[str]) -> tuple[list[str], int]:
+    """The statements of ``log`` (transaction markers left out) and its commits: ``COMMIT``s
+    plus writes sent outside a transaction block (PostgreSQL commits each by itself)."""
+    statements: list[str] = []
+    commits = 0
+    in_block = False
+    for sql in log:
+        word = sql.strip().upper()
+        if word == "BEGIN":
+            in_block = True
+        elif word in ("COMMIT", "ROLLBACK"):
+            commits += word == "COMMIT"
+            in_block = False
+        elif not word.startswith(_MARKERS):
+            statements.append(sql)
+            commits += not in_block and not word.startswith("SELECT")
+    return statements, commits
+
+
+@contextlib.contextmanager
+def counting() -> Iterator[Cost]:
+    """Statements and commits (``CaptureQueriesContext``, which logs transaction markers too)
+    and ``sync_to_async`` hops (``SyncToAsync.__call__``).
+
+    Outside a request the ORM runs in asgiref's one worker thread, so the capture is installed
+    on that thread's connection.
+    """
+    cost = Cost()
+    worker = SyncToAsync.single_thread_executor.submit(lambda: connections["default"]).result()
+    original_call = SyncToAsync.__call__
+
+    async def hop(self: Any, *args: Any, **kwargs: Any) -> Any:
+        cost.hops += 1
+        return await original_call(self, *args, **kwargs)
+
+    capture = CaptureQueriesContext(worker)
+    SyncToAsync.single_thread_executor.submit(capture.__enter__).result()
+    SyncToAsync.__call__ = hop  # type: ignore[method-assign]
+    try:
+        yield cost
+    finally:
+        SyncToAsync.__call__ = original_call  # type: ignore[method-assign]
+        SyncToAsync.single_thread_executor.submit(capture.__exit__, None, None, None).result()
+        cost.statements, cost.commits = _cost([q["sql"] for q in capture.captured_queries])
+
+
+def report(name: str, cost: Cost) -> None:
+    print(f"\n{name}: {cost}")
+    for sql in cost.statements:
+        print("   ", sql[:2000])
+
+
+async def collect(stream: Any) -> list[Any]:
+    return [event async for event in stream]
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+async def test_a_later_turn_is_one_read_trip_and_one_commit(
+    chain: Any, user: Any, mode: str
+) -> None:
+    first = await call_turn(chain.slug, user, "hello")
+    with counting() as opening:
+        await call_turn(chain.slug, user, "hi again")
+    report("first turn (call)", opening)
+    # A new conversation is one more commit: its row is created before the chain runs.
+    assert len(opening.statements) <= MAX_STATEMENTS and opening.commits <= 2, opening
+    assert opening.hops <= MAX_HOPS, opening
+    with counting() as later:
+        if mode == "call":
+            result = await call_turn(
+                chain.slug, user, "and now?", conversation_id=first.conversation_id
+            )
+            message_id = result.message_id
+        else:
+            stream = await stream_turn(
+                chain.slug, user, "and now?", conversation_id=first.conversation_id
+            )
+            message_id = (await collect(stream))[-1].message_id
+    report(f"later turn ({mode})", later)
+    assert (await ChatMessage.objects.aget(pk=message_id)).text == "Sure."
+    assert len(later.statements) <= MAX_STATEMENTS, later
+    assert later.commits <= MAX_COMMITS, later
+    assert later.hops <= MAX_HOPS, later
+
+
+def test_a_later_rest_call_is_one_read_trip_and_one_commit(chain: Any, user: Any) -> None:
+    client = Client()
+    client.force_login(user)
+    url = f"/api/chains/{chain.slug}/call/"
+    first = client.post(url, {"message": "hello"}, content_type="application/json").json()
+    body = json.dumps({"message": "and now?", "conversation_id": first["conversation_id"]})
+    with CaptureQueriesContext(connection) as captured:
+        answer = client.post(url, body, content_type="application/json")
+    assert answer.status_code == 200, answer.content
+    # The test client runs the async view in this thread's connection (sessions, user).
+    statements, commits = _cost([q["sql"] for q in captured.captured_queries])
+    print(f"\nlater turn (REST): {len(statements)} statements, {commits} commits")
+    for sql in statements:
+        print("   ", sql[:2000])
+    assert answer.json()["stored"] is True
+    # Sessions and the user add their reads; the turn itself is held to the same targets.
+    turn = [sql for sql in statements if "django_session" not in sql and "auth_user" not in sql]
+    assert len(turn) <= MAX_STATEMENTS and commits <= MAX_COMMITS
+
+
+def test_a_turn_scope_answers_reads_after_the_writes_it_holds(user: Any) -> None:
+    """Memory inside the tool loop reads again after its own append within one turn: the
+    scope answers with the held messages; a read it cannot answer writes them first."""
+    repository = DjangoChatMemoryRepository()
+    memory = MessageWindowChatMemory(repository, max_messages=4)
+    key = f"{user.pk}:scoped"
+    memory.add(key, [SystemMessage("Be brief."), UserMessage("one"), AssistantMessage("1")])
+    row = Conversation.objects.get(conversation_id=key)
+    scope = repository.open_turn(key, conversation_pk=row.pk, last_sequence=row.last_sequence)
+    with CaptureQueriesContext(connection) as captured, repository.scoped(scope):
+        memory.add(key, [UserMessage("two"), AssistantMessage("2")])
+        assert [m.text for m in memory.get(key)] == ["Be brief.", "one", "1", "two", "2"]
+    assert captured.captured_queries == []  # held, and read from the scope
+    assert [m.text for m in repository.find_by_conversation_id(key)] == ["Be brief.", "one", "1"]
+    with transaction.atomic():
+        rows = repository.write_turn(scope)
+    assert [r.sequence for r in rows] == [4, 5]
+    memory.add(key, [UserMessage("three")])  # closed: written at once
+    assert [m.text for m in repository.find_by_conversation_id(key)][-3:] == ["two", "2", "three"]
+    # A read beyond the prefetched window writes what the scope holds, then reads.
+    row.refresh_from_db()
+    small = repository.open_turn(key, conversation_pk=row.pk, last_sequence=row.last_sequence)
+    small.tail, small.complete = small.tail[-1:], False
+    with repository.scoped(small):
+        memory.add(key, [AssistantMessage("3")])
+        assert [m.text for m in repository.find_last(key, 3)] == ["2", "three", "3"]
+    assert not small.pending
