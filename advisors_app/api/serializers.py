@@ -171,11 +171,13 @@ class ConversationSerializer(serializers.ModelSerializer):
 
 
 class MessageSerializer(serializers.ModelSerializer):
+    """One stored message; ``id`` is what a turn's answer calls ``message_id``."""
+
     type = serializers.CharField(source="message_type")
 
     class Meta:
         model = ChatMessage
-        fields = ["sequence", "type", "text", "metadata", "tool_calls", "tool_responses"]
+        fields = ["id", "sequence", "type", "text", "metadata", "tool_calls", "tool_responses"]
         fields += ["created_at"]
         ref_name = "ConversationMessage"
 

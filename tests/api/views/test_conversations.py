@@ -12,6 +12,7 @@ from advisors_app.models import ChatMessage, Collection, Conversation, Document
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.stores.vectors import PgVectorStore
 from tests.api.conftest import client_for
+from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +62,14 @@ def test_a_conversation_is_shown_with_its_messages_in_order(chats: None, api: An
     ]
     assert api.get("/api/conversations/nope/").status_code == 404
     assert api.get("/api/conversations/bad%20id/").status_code == 404
+
+
+def test_a_reopened_conversation_names_its_reply_by_the_answers_message_id(api: Any) -> None:
+    make_chain(model=scripted_model("ids", responses=("Stored.",)))
+    answer = api.post("/api/chains/support/call/", {"message": "hi"}, format="json").json()
+    body = api.get(f"/api/conversations/{answer['conversation_id']}/").json()
+    [reply] = [m for m in body["messages"] if m["type"] == "assistant"]
+    assert (reply["id"], reply["text"]) == (answer["message_id"], "Stored.")
 
 
 def test_another_users_conversation_answers_404_and_stays_untouched(
