@@ -41,7 +41,6 @@ __all__ = [
     "find_conversation",
     "find_turn_conversation",
     "public_conversation_id",
-    "resolve_conversation",
     "user_conversations",
 ]
 
@@ -130,8 +129,8 @@ def create_conversation(
 ) -> tuple[str, str, bool]:
     """``(key, public id, created)`` of a new conversation of ``user`` (blocking): one
     ``INSERT`` for a server-generated id (``public_id=None``); a client-chosen id another
-    request created meanwhile is taken as it is (``created`` false), as
-    :func:`resolve_conversation` does."""
+    request created meanwhile is taken as it is (``created`` false; :func:`discard_if_empty`
+    removes a created one again if the turn stores nothing)."""
     if public_id is None:
         public = uuid.uuid4().hex
         key = conversation_key(user, public)
@@ -156,34 +155,6 @@ def create_conversation(
             "invalid", "The request is invalid.", errors={"conversation_id": ["Not found."]}
         )
     return key, public_id, created
-
-
-async def resolve_conversation(
-    user: Any, public_id: str | None, *, title: str = "", chain_version_id: int | None = None
-) -> tuple[str, str, bool]:
-    """``(key, public id, created)`` of ``user``'s conversation, created (titled ``title``) if
-    new (then ``created`` is true: :func:`discard_if_empty` removes it if the turn stores
-    nothing). A new conversation records ``chain_version_id``, the version it started on.
-
-    ``public_id=None`` starts a conversation with a server-generated id. Raises
-    :class:`TurnError` (``invalid``, field ``conversation_id``) if the key is held by another
-    owner, which only rows written outside this module can cause.
-    """
-    public = public_id if public_id is not None else uuid.uuid4().hex
-    key = conversation_key(user, public)
-    conversation, created = await Conversation.objects.aget_or_create(
-        conversation_id=key,
-        defaults={
-            "owner_id": user.pk,
-            "title": _title(title),
-            "chain_version_id": chain_version_id,
-        },
-    )
-    if conversation.owner_id != user.pk:
-        raise TurnError(
-            "invalid", "The request is invalid.", errors={"conversation_id": ["Not found."]}
-        )
-    return key, public, created
 
 
 def discard_if_empty(key: str) -> bool:
