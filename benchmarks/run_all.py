@@ -15,6 +15,7 @@ plots from the JSON files already there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("vector_search", ["--rows", "10000,30000,100000"]),
     ("websocket_load", ["--clients", "50,200,500", "--tokens", "50"]),
     ("embedded_models", []),
+    ("turn_pipeline", []),
 ]
 
 
@@ -298,7 +301,104 @@ def rows(data: dict[str, dict[str, Any] | None]) -> list[dict[str, str]]:
                 f"bare encoder {_fmt(emb['direct_one_per_s'], digits=0)} / "
                 f"{_fmt(emb['direct_batch32_per_s'], digits=0)}",
             )
+    turn = (data.get("turn_pipeline") or {}).get("results")
+    if turn:
+        turn_rows(add, turn)
     return out
+
+
+def turn_rows(add: Any, turn: dict[str, Any]) -> None:
+    """Section 7: ours against the code before issue 17, measured in the same run."""
+    ours, before = turn["ours"], turn["before"]
+    peer = "before #17" if before else "before #17: not measured"
+
+    def ratio(a: float, b: float) -> str:
+        return _fmt(a / b, digits=2) if b else "—"
+
+    def pair(t: dict[str, Any]) -> str:
+        return (
+            f"{_fmt(t['above_model_p50_ms'], digits=2)} / {_fmt(t['above_model_p95_ms'], digits=2)}"
+        )
+
+    for which in ("later", "first"):
+        o = ours["sql"][which]
+        b = before["sql"][which] if before else None
+        add(
+            f"7 turn: SQL statements / commits / thread hops, {which} turn (memory chain)",
+            f"{o['statements']} / {o['commits']} / {o['hops']}",
+            f"{peer} {b['statements']} / {b['commits']} / {b['hops']}" if b else peer,
+            ratio(o["statements"], b["statements"]) if b else "—",
+            "≤ 6 / 1 / ≤ 5" if which == "later" else "",
+            (o["statements"] <= 6 and o["commits"] <= 1 and o["hops"] <= 5)
+            if which == "later"
+            else None,
+        )
+    for transport, label in (("websocket", "websocket"), ("sse", "SSE")):
+        o = ours["ttft"][transport]["memory"]
+        b = before["ttft"][transport]["memory"] if before else None
+        add(
+            f"7 {label} time to first token above the model, memory chain, p50 / p95 ms",
+            pair(o),
+            f"{peer} {pair(b)}" if b else peer,
+            ratio(o["above_model_p50_ms"], b["above_model_p50_ms"]) if b else "—",
+            "≤ 3 ms p50",
+            o["above_model_p50_ms"] <= 3.0,
+        )
+    floor = [ours["ttft"][t]["bare"]["above_model_p50_ms"] for t in ("websocket", "sse")]
+    add(
+        "7 … no advisors (transport and service alone), websocket / SSE p50 ms",
+        " / ".join(_fmt(v, digits=2) for v in floor),
+        f"{peer} "
+        + " / ".join(
+            _fmt(before["ttft"][t]["bare"]["above_model_p50_ms"], digits=2)
+            for t in ("websocket", "sse")
+        )
+        if before
+        else peer,
+    )
+    o, b = ours["rest"], before["rest"] if before else None
+    add(
+        f"7 REST call turns/s, one server process, memory chain, concurrency {o['concurrency']}",
+        _fmt(o["turns_per_s"], digits=0),
+        f"{peer} {_fmt(b['turns_per_s'], digits=0)}" if b else peer,
+        ratio(o["turns_per_s"], b["turns_per_s"]) if b else "—",
+        "≥ 100",
+        o["turns_per_s"] >= 100,
+    )
+    o, b = ours["stream"], before["stream"] if before else None
+    add(
+        "7 stream: µs per chunk per advisor with the service's observers (engine alone)",
+        f"{_fmt(o['service_per_chunk_per_advisor_us'], digits=2)} "
+        f"({_fmt(o['engine_per_chunk_per_advisor_us'], digits=2)})",
+        f"{peer} {_fmt(b['service_per_chunk_per_advisor_us'], digits=2)} "
+        f"({_fmt(b['engine_per_chunk_per_advisor_us'], digits=2)})"
+        if b
+        else peer,
+        ratio(o["service_per_chunk_per_advisor_us"], b["service_per_chunk_per_advisor_us"])
+        if b
+        else "—",
+        "≤ 2 µs",
+        o["service_per_chunk_per_advisor_us"] <= 2.0,
+    )
+
+
+def _separate_runs(data: dict[str, dict[str, Any] | None]) -> str:
+    """A sentence naming the benchmarks run apart from the rest (over an hour from the first)."""
+    dates = {}
+    for name, d in data.items():
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            dates[name] = datetime.strptime(d["machine"]["date"], "%Y-%m-%d %H:%M:%S %z")
+    if not dates:
+        return ""
+    first_name, first = next(iter(dates.items()))
+    cpu = {name: (data[name] or {}).get("machine", {}).get("cpu") for name in dates}
+    apart = [
+        f"{name.replace('_', ' ')} on {date:%Y-%m-%d %H:%M}"
+        + (f" ({describe(data[name]['machine'])})" if cpu[name] != cpu[first_name] else "")
+        for name, date in dates.items()
+        if abs((date - first).total_seconds()) > 3600
+    ]
+    return f" Run on their own, not in that run: {', '.join(apart)}." if apart else ""
 
 
 def table(data: dict[str, dict[str, Any] | None], wall: float | None) -> str:
@@ -307,7 +407,8 @@ def table(data: dict[str, dict[str, Any] | None], wall: float | None) -> str:
     lines = [
         f"Latest `make bench`: {info['date']}"
         + (f", {wall / 60:.1f} min in all" if wall else "")
-        + f". Machine: {describe(info)} (shared with other work while it ran).",
+        + f". Machine: {describe(info)} (shared with other work while it ran)."
+        + _separate_runs(data),
         "",
         "CPU pressure (share of time some task waited for a core) at the start of each "
         "benchmark: "

@@ -1,7 +1,8 @@
-"""Smoke tests of ``benchmarks/``: the chain benchmark at tiny sizes, and the summary table.
+"""Smoke tests of ``benchmarks/``: the chain and turn benchmarks at tiny sizes, and the summary.
 
-Neither needs the peers of ``requirements-bench.txt`` (CI does not install them): without
-LangChain the chain benchmark measures our side only and says so.
+None needs the peers of ``requirements-bench.txt`` (CI does not install them): without
+LangChain the chain benchmark measures our side only and says so; the turn benchmark runs
+without its baseline worktree (``--baseline none``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks import chain_overhead, run_all
+from benchmarks import chain_overhead, run_all, turn_pipeline
+from tests.helpers import database_url_for_subprocess
 
 
 def test_chain_overhead_runs_at_tiny_sizes(tmp_path: Path, capsys) -> None:
@@ -30,6 +32,35 @@ def test_chain_overhead_runs_at_tiny_sizes(tmp_path: Path, capsys) -> None:
         assert "LangChain is not installed" in printed
     else:
         assert "overhead_ratio" in results["call"]
+
+
+def test_turn_pipeline_runs_at_tiny_sizes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "turn.json"
+    tiny = [
+        *("--baseline", "none", "--turns", "2", "--blocks", "1", "--concurrency", "2"),
+        *("--seconds", "0.3", "--rest-runs", "1", "--small", "4", "--large", "12"),
+        *("--repeats", "1", "--rounds", "1"),
+    ]
+    # The suite's PostgreSQL server; the benchmark works in a database of its own there.
+    server = database_url_for_subprocess("postgres")
+    results = turn_pipeline.main([*tiny, "--database-url", server, "--json", str(out)])
+
+    ours = results["ours"]
+    assert results["before"] is None
+    assert ours["sql"]["later"]["statements"] > 0 and ours["sql"]["later"]["hops"] > 0
+    for transport in ("websocket", "sse"):
+        assert ours["ttft"][transport]["memory"]["turns"] == 2
+        assert ours["ttft"][transport]["memory"]["p50_ms"] > 0
+    assert ours["rest"]["runs"][0]["turns"] > 0 and ours["rest"]["concurrency"] == 2
+    # A slope from one repetition of tiny streams may be anything: only that it was measured.
+    assert ours["stream"]["service_large_us"] > 0 and ours["stream"]["engine_large_us"] > 0
+    written = json.loads(out.read_text())
+    assert written["benchmark"] == "turn_pipeline"
+    assert "before: not measured" in capsys.readouterr().out
+    assert "database_url" not in written["parameters"]  # it may hold a password
+    summary = {r["what"]: r for r in run_all.rows({"turn_pipeline": written})}
+    later = summary["7 turn: SQL statements / commits / thread hops, later turn (memory chain)"]
+    assert later["peer"] == "before #17: not measured" and later["met"] in ("met", "**missed**")
 
 
 def _data(recall: float, lost: int) -> dict:

@@ -1,0 +1,20 @@
+"""Settings of the processes ``turn_pipeline.py`` starts, for our tree and the baseline's alike.
+
+Imported as the top-level module ``turn_pipeline_settings`` (``benchmarks/`` goes on
+``PYTHONPATH``), so one file configures both servers: ``advisorsite.settings`` comes from
+whichever tree is first on ``sys.path`` (the server's working directory), with its own database
+settings (pooled connections in ours, none in the baseline). ``DEBUG`` is off (Django would keep
+every query, and our ``CallTrace`` would keep every payload), throttling is off (the REST row
+sends far more than 30 turns a minute), delta coalescing keeps its default.
+"""
+
+from __future__ import annotations
+
+from advisorsite.settings import *  # noqa: F403
+from advisorsite.settings import ADVISORS
+
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1"]
+ADVISORS = {**ADVISORS, "CHAT_THROTTLE_RATE": ""}
+# Creating the benchmark's users is not what is measured.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
