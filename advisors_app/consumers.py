@@ -10,7 +10,8 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
   "label"?: str, "version"?: int | "draft"}`` (``text`` is an alias of ``message``; a label or
   version other than ``production``: staff only)
   runs one turn through :func:`advisors_app.services.stream_turn` — the service every transport
-  calls — and the server answers ``start``, any number of ``delta`` (coalesced:
+  calls — and the server answers ``start``, ``sources`` (when retrieval ran), ``tool_call`` /
+  ``tool_result`` for each tool call, any number of ``delta`` (coalesced:
   :mod:`advisors_app.streaming`), then exactly one ``done`` or ``error``. Refused input (blank
   text, a bad conversation id, unknown params, unknown chain) is one ``error`` frame with
   ``code`` and field ``errors`` (named as the frame named them) and nothing is stored.
@@ -61,9 +62,10 @@ from typing import Any
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from advisors_app.conversations import afind_conversation
-from advisors_app.events import DoneEvent, ErrorEvent, TurnError, error_event
+from advisors_app.events import DoneEvent, ErrorEvent, TurnError, TurnOutcome, error_event
 from advisors_app.services import TurnStream, stream_turn
 from advisors_app.streaming import DeltaCoalescer
+from advisors_app.turn_input import TurnInput
 
 __all__ = ["CLOSE_NOT_AUTHENTICATED", "ChatConsumer", "user_group"]
 
@@ -72,7 +74,6 @@ logger = logging.getLogger(__name__)
 #: Close code for a connection without a logged-in user (4000-4999: application codes).
 CLOSE_NOT_AUTHENTICATED = 4401
 
-_MESSAGE_FIELDS = ("type", "message", "text", "conversation_id", "params", "label", "version")
 _FRAME_TYPES = ("cancel", "message")
 
 
@@ -90,41 +91,21 @@ def _invalid(errors: dict[str, list[str]]) -> dict[str, Any]:
     return ErrorEvent("invalid", "The frame is invalid.", errors=errors).to_dict()
 
 
-def _frame_errors(frame: Any) -> dict[str, list[str]]:
-    """Field errors of a decoded client frame (``{}``: well-formed)."""
-    if not isinstance(frame, dict):
-        return {"frame": ["Expected a JSON object."]}
-    kind = frame.get("type")
+def _frame(content: Any) -> tuple[str, TurnInput | None]:
+    """The frame's type and, for a ``message`` frame, its turn; raises :class:`TurnError`
+    (``invalid``) for a malformed frame."""
+    if not isinstance(content, dict):
+        raise TurnError(
+            "invalid", "The frame is invalid.", errors={"frame": ["Expected a JSON object."]}
+        )
+    kind = content.get("type")
     if kind not in _FRAME_TYPES:
-        return {"type": [f"Unknown frame type {kind!r}. Known types: {', '.join(_FRAME_TYPES)}."]}
+        known = ", ".join(_FRAME_TYPES)
+        errors = {"type": [f"Unknown frame type {kind!r}. Known types: {known}."]}
+        raise TurnError("invalid", "The frame is invalid.", errors=errors)
     if kind == "cancel":
-        return {}
-    errors: dict[str, list[str]] = {}
-    for name in sorted(set(frame) - set(_MESSAGE_FIELDS)):
-        errors[name] = [f"Unknown field. Known fields: {', '.join(sorted(_MESSAGE_FIELDS))}."]
-    field = _message_field(frame)
-    if "message" in frame and "text" in frame:
-        errors["message"] = ["Send the message as message or as text (its alias), not both."]
-    elif field not in frame:
-        errors["message"] = ["This field is required."]
-    elif not isinstance(frame[field], str):
-        errors[field] = ["Not a valid string."]
-    return errors
-
-
-def _message_field(frame: dict[str, Any]) -> str:
-    """Where a ``message`` frame holds the user's text: ``message``, or its alias ``text``
-    (the name frames used before every transport said ``message``)."""
-    return "text" if "text" in frame and "message" not in frame else "message"
-
-
-def _as_frame_errors(error: TurnError, field: str) -> dict[str, Any]:
-    """The service's refusal as a frame, its ``message`` errors under the frame's ``field``."""
-    payload = error.to_dict()
-    payload["errors"] = {
-        (field if name == "message" else name): messages for name, messages in error.errors.items()
-    }
-    return payload
+        return kind, None
+    return kind, TurnInput.from_data(content, envelope=("type",))
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -174,10 +155,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not self._authenticated:
             return  # being closed: see connect()
-        errors = _frame_errors(content)
-        if errors:
-            await self.send_json(_invalid(errors))
-        elif content["type"] == "cancel":
+        try:
+            kind, turn = _frame(content)
+        except TurnError as refused:
+            await self.send_json(refused.to_dict())
+            return
+        if kind == "cancel":
             await self._cancel_generation()
         elif self._turn_active:
             await self.send_json(
@@ -190,7 +173,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         else:
             # A previous turn's task may still be announcing its conversation: let it.
             self._turn_active = True
-            self._generation = asyncio.create_task(self._generate(content))
+            assert turn is not None
+            self._generation = asyncio.create_task(self._generate(turn))
 
     async def _cancel_generation(self) -> None:
         """Cancel the running turn and wait until it has sent its final frame."""
@@ -200,7 +184,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         task.cancel()
         await asyncio.wait((task,))
 
-    async def _generate(self, frame: dict[str, Any]) -> None:
+    async def _generate(self, turn: TurnInput) -> None:
         """Run one turn, then tell the user's sockets its conversation changed.
 
         This is the task ``cancel`` and ``disconnect`` cancel. The turn counts as running
@@ -208,33 +192,26 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """
         self._stream = None
         try:
-            await self._run_turn(frame)
+            await self._run_turn(turn)
         finally:
             self._turn_active = False
             if self._stream is not None:
-                await self._announce(self._stream.conversation_id)
+                await self._announce(self._stream)
 
-    async def _run_turn(self, frame: dict[str, Any]) -> None:
-        """Send the turn's frames: ``start``, deltas, then ``done`` or ``error``."""
+    async def _run_turn(self, turn: TurnInput) -> None:
+        """Send the turn's frames: ``start``, ``sources``, tool events, deltas, then ``done``
+        or ``error``."""
         stream: TurnStream | None = None
         events: DeltaCoalescer | None = None
         final_sent = False
         try:
-            stream = self._stream = await stream_turn(
-                self.chain_slug,
-                self.user,
-                frame[_message_field(frame)],
-                conversation_id=frame.get("conversation_id"),
-                params=frame.get("params"),
-                label=frame.get("label"),
-                version=frame.get("version"),
-            )
+            stream = self._stream = await stream_turn(self.chain_slug, self.user, turn)
             events = DeltaCoalescer(stream)
             async for event in events:
                 await self.send_json(event.to_dict())
                 final_sent = isinstance(event, (DoneEvent, ErrorEvent))
         except TurnError as refused:
-            await self.send_json(_as_frame_errors(refused, _message_field(frame)))
+            await self.send_json(refused.to_dict())
             return
         except Exception as exc:  # the service failed outside the chain (database down, ...)
             logger.exception("Chat turn on chain %r failed", self.chain_slug)
@@ -245,11 +222,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 # Closes the model stream; the service stores the partial turn.
                 await events.aclose()
             if not self._closing and not final_sent:
-                await self._send_cancelled(stream, events, frame)
+                await self._send_cancelled(stream, events)
             raise
 
     async def _send_cancelled(
-        self, stream: TurnStream | None, events: DeltaCoalescer | None, frame: dict[str, Any]
+        self, stream: TurnStream | None, events: DeltaCoalescer | None
     ) -> None:
         """The rest of the text, then the one final frame of a turn stopped by ``cancel``."""
         rest = events.take_pending_text() if events is not None else ""
@@ -258,20 +235,28 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         final = stream.final_event if stream is not None else None
         if final is None:  # cancelled before the turn was set up: nothing ran, nothing stored
             trace_id = stream.trace_id if stream is not None else ""
-            final = DoneEvent("cancelled", None, "", None, {}, None, trace_id)
+            outcome = TurnOutcome("cancelled", None, "", None, {}, None, trace_id, self.chain_slug)
+            final = DoneEvent("cancelled", outcome)
         await self.send_json(final.to_dict())
 
-    async def _announce(self, conversation_id: str) -> None:
-        """Tell the user's sockets (any process) that the conversation changed, or that it was
-        removed (a turn that stored nothing; see ``services``). Without a channel layer only
-        this socket is told."""
+    async def _announce(self, stream: TurnStream) -> None:
+        """Tell the user's sockets (any process) that the turn's conversation changed, or that
+        it was removed (a turn that stored nothing; see ``services``). Without a channel layer
+        only this socket is told."""
+        conversation_id = stream.conversation_id
         try:
-            conversation = await afind_conversation(self.user, conversation_id)
+            final = stream.final_event
+            if final is not None:  # what the turn left is known: no query
+                title, removed = stream.conversation_title, final.conversation_id is None
+            else:
+                conversation = await afind_conversation(self.user, conversation_id)
+                removed = conversation is None
+                title = conversation.title if conversation is not None else ""
             event = {
                 "type": "conversation.updated",
                 "conversation_id": conversation_id,
-                "title": conversation.title if conversation is not None else "",
-                "removed": conversation is None,
+                "title": "" if removed else title,
+                "removed": removed,
             }
             if self.channel_layer is None:
                 await self.conversation_updated(event)

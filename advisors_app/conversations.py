@@ -94,6 +94,7 @@ class StoredConversation:
     chain_version_number: int | None
     chain_version_snapshot_hash: str | None
     chain_version_chain_id: int | None
+    title: str
 
 
 def find_turn_conversation(user: Any, public_id: str) -> StoredConversation | None:
@@ -111,6 +112,7 @@ def find_turn_conversation(user: Any, public_id: str) -> StoredConversation | No
             "chain_version__number",
             "chain_version__snapshot_hash",
             "chain_version__chain_id",
+            "title",
         )
         .first()
     )
@@ -126,8 +128,8 @@ def find_turn_conversation(user: Any, public_id: str) -> StoredConversation | No
 
 def create_conversation(
     user: Any, public_id: str | None, *, title: str = "", chain_version_id: int | None = None
-) -> tuple[str, str, bool]:
-    """``(key, public id, created)`` of a new conversation of ``user`` (blocking): one
+) -> tuple[str, str, bool, str]:
+    """``(key, public id, created, title)`` of a new conversation of ``user`` (blocking): one
     ``INSERT`` for a server-generated id (``public_id=None``); a client-chosen id another
     request created meanwhile is taken as it is (``created`` false; :func:`discard_if_empty`
     removes a created one again if the turn stores nothing)."""
@@ -140,7 +142,7 @@ def create_conversation(
             title=_title(title),
             chain_version_id=chain_version_id,
         )
-        return key, public, True
+        return key, public, True, _title(title)
     key = conversation_key(user, public_id)
     conversation, created = Conversation.objects.get_or_create(
         conversation_id=key,
@@ -154,7 +156,7 @@ def create_conversation(
         raise TurnError(
             "invalid", "The request is invalid.", errors={"conversation_id": ["Not found."]}
         )
-    return key, public_id, created
+    return key, public_id, created, conversation.title
 
 
 def discard_if_empty(key: str) -> bool:

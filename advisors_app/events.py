@@ -2,27 +2,34 @@
 
 Every event is a small frozen dataclass whose ``to_dict()`` is the JSON payload, so Server-Sent
 Events and websocket frames carry identical data (SSE: ``event: <type>`` + ``data: <json>``;
-websocket: the JSON itself, which holds ``"type"``). A stream is ``start``, any number of
-``delta``, then exactly one of ``done`` or ``error``.
+websocket: the JSON itself, which holds ``"type"``). A stream is ``start``, ``sources`` (when
+retrieval ran, before the first ``delta``), ``tool_call`` and ``tool_result`` for each call of
+each tool round, any number of ``delta``, then exactly one of ``done`` or ``error``.
 
-=========  ===============================================================================
-type       payload (besides ``"type"``)
-=========  ===============================================================================
-start      ``conversation_id``, ``chain``, ``trace_id``
-delta      ``text`` (a non-empty piece of the answer)
-done       ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` (``None`` when
-           the turn started a conversation and stored nothing: it was removed),
-           ``message_id`` (the stored reply's id, or ``None``), ``stored`` (whether the
-           turn's messages were stored: not for a guard's refusal or an empty partial
-           reply), ``content`` (the whole answer; on cancel, what was streamed), ``usage``
-           (``prompt_tokens``, ``completion_tokens``, ``total_tokens``; or ``None``),
-           ``metadata`` (response metadata, JSON-compatible), ``finish_reason``,
-           ``trace_id``
-error      ``code``, ``message``, ``provider_status`` (the model provider's HTTP status or
-           ``None``), ``retry_after`` (seconds, for ``rate_limited``), ``errors`` (field →
-           messages, for refused input), ``conversation_id`` (``None`` for refused input,
-           and when the failed turn started a conversation and stored nothing), ``trace_id``
-=========  ===============================================================================
+===========  ===============================================================================
+type         payload (besides ``"type"``)
+===========  ===============================================================================
+start        ``conversation_id``, ``chain``, ``trace_id``, ``version``
+sources      ``sources``: ``[{"document_id", "title", "source", "score", "snippet"}]``
+tool_call    ``id``, ``name``, ``arguments`` (the JSON text the model sent)
+tool_result  ``id``, ``name``, ``ok``, ``error`` (text the model got instead, or ``None``),
+             ``duration_ms``
+delta        ``text`` (a non-empty piece of the answer)
+done         ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` (``None`` when
+             the turn started a conversation and stored nothing: it was removed),
+             ``message_id`` (the stored reply's id, or ``None``), ``stored`` (whether the
+             turn's messages were stored: not for a guard's refusal or an empty partial
+             reply), ``content`` (the whole answer; on cancel, what was streamed), ``usage``
+             (``prompt_tokens``, ``completion_tokens``, ``total_tokens``; or ``None``),
+             ``metadata`` (response metadata, JSON-compatible), ``finish_reason``,
+             ``trace_id``, ``version``, ``sources``, ``tools`` (the tool calls that ran:
+             ``id``, ``name``, ``arguments``, ``ok``, ``error``, ``duration_ms``), ``timings``
+             (``latency_ms``, ``time_to_first_token_ms``): the :class:`TurnOutcome`
+error        ``code``, ``message``, ``provider_status`` (the model provider's HTTP status or
+             ``None``), ``retry_after`` (seconds, for ``rate_limited``), ``errors`` (field →
+             messages, for refused input), ``conversation_id`` (``None`` for refused input,
+             and when the failed turn started a conversation and stored nothing), ``trace_id``
+===========  ===============================================================================
 """
 
 from __future__ import annotations
@@ -46,9 +53,13 @@ __all__ = [
     "DeltaEvent",
     "DoneEvent",
     "ErrorEvent",
+    "SourcesEvent",
     "StartEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
     "TurnError",
     "TurnEvent",
+    "TurnOutcome",
     "error_event",
 ]
 
@@ -85,30 +96,42 @@ class DeltaEvent:
         return {"type": self.type, "text": self.text}
 
 
-@dataclass(frozen=True, slots=True)
-class DoneEvent:
-    """The turn ended: ``reason`` is ``"complete"`` or ``"cancelled"`` (the consumer stopped).
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a turn ended: the one value the REST ``call`` body, the ``done`` event, the stored
+    reply's metadata and the call log are built from.
 
-    ``message_id`` is the stored reply's id and ``stored`` whether the turn stored anything;
-    ``conversation_id`` is ``None`` when the turn started a conversation that, holding
-    nothing, was removed again.
+    ``status`` is the call log's (``"ok"``, ``"error"``, ``"cancelled"``). ``message_id`` is
+    the stored reply's id (``None``: nothing was stored); ``conversation_id`` is ``None`` when
+    the turn started a conversation and stored nothing (it was removed). ``sources`` are the
+    documents retrieval cited (:func:`advisors_app.sources.cited_sources`), ``tools`` the tool
+    calls the turn ran (``id``, ``name``, ``arguments``, ``ok``, ``error``, ``duration_ms``),
+    ``timings`` ``latency_ms`` and ``time_to_first_token_ms`` (streams only). ``prompt`` (the
+    last request sent to the model, texts uncut) and ``trace`` (``CallTrace.to_dict()``) are for
+    operators, not end users: :meth:`to_dict` leaves them out.
     """
 
-    reason: str
+    status: str
     conversation_id: str | None
     content: str
     usage: dict[str, Any] | None
     metadata: dict[str, Any]
     finish_reason: str | None
     trace_id: str
+    chain: str
+    #: The number of the chain version that ran (``None``: the draft).
+    version: int | None = None
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float | None] = field(default_factory=dict)
     message_id: int | None = None
     stored: bool = False
-    type: str = field(default="done", init=False)
+    prompt: dict[str, Any] | None = field(default=None, repr=False)
+    trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """The REST ``call`` body (and, with ``type`` and ``reason``, the ``done`` event)."""
         return {
-            "type": self.type,
-            "reason": self.reason,
             "conversation_id": self.conversation_id,
             "message_id": self.message_id,
             "stored": self.stored,
@@ -117,7 +140,112 @@ class DoneEvent:
             "metadata": self.metadata,
             "finish_reason": self.finish_reason,
             "trace_id": self.trace_id,
+            "version": self.version,
+            "sources": self.sources,
+            "tools": self.tools,
+            "timings": self.timings,
         }
+
+    def reply_metadata(self) -> dict[str, Any]:
+        """What the stored reply keeps of its turn, so a reopened conversation shows it as the
+        live reply did (the conversation API's message ``metadata``, the chat page, the admin).
+        ``trace_id``, ``version`` and ``timings`` always; ``sources``, ``tools``, ``usage`` and
+        ``finish_reason`` when the turn had them."""
+        kept = {"trace_id": self.trace_id, "version": self.version, "timings": self.timings}
+        optional = {
+            "sources": self.sources,
+            "tools": self.tools,
+            "usage": self.usage,
+            "finish_reason": self.finish_reason,
+        }
+        return kept | {key: value for key, value in optional.items() if value}
+
+
+@dataclass(frozen=True, slots=True)
+class SourcesEvent:
+    """The documents retrieval found for this turn, before the first ``delta``."""
+
+    sources: list[dict[str, Any]]
+    type: str = field(default="sources", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "sources": self.sources}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    """A tool call of the model starts to run (``arguments``: the JSON text the model sent)."""
+
+    id: str
+    name: str
+    arguments: str
+    type: str = field(default="tool_call", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultEvent:
+    """A tool call ended: ``ok``, or ``error`` (the text the model receives instead)."""
+
+    id: str
+    name: str
+    ok: bool
+    error: str | None
+    duration_ms: float
+    type: str = field(default="tool_result", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "id": self.id,
+            "name": self.name,
+            "ok": self.ok,
+            "error": self.error,
+            "duration_ms": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DoneEvent:
+    """The turn ended: ``reason`` is ``"complete"`` or ``"cancelled"`` (the consumer stopped);
+    the payload is the turn's :class:`TurnOutcome`."""
+
+    reason: str
+    outcome: TurnOutcome
+    type: str = field(default="done", init=False)
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.outcome.conversation_id
+
+    @property
+    def content(self) -> str:
+        return self.outcome.content
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        return self.outcome.usage
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.outcome.finish_reason
+
+    @property
+    def trace_id(self) -> str:
+        return self.outcome.trace_id
+
+    @property
+    def message_id(self) -> int | None:
+        return self.outcome.message_id
+
+    @property
+    def stored(self) -> bool:
+        return self.outcome.stored
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "reason": self.reason, **self.outcome.to_dict()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +274,15 @@ class ErrorEvent:
         }
 
 
-TurnEvent = StartEvent | DeltaEvent | DoneEvent | ErrorEvent
+TurnEvent = (
+    StartEvent
+    | SourcesEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | DeltaEvent
+    | DoneEvent
+    | ErrorEvent
+)
 
 
 class TurnError(Exception):

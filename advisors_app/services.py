@@ -64,19 +64,17 @@ from django.db import transaction
 from advisors_app.conf import app_settings
 from advisors_app.conversations import (
     StoredConversation,
-    conversation_id_errors,
     conversation_key,
     create_conversation,
     discard_if_empty,
     find_turn_conversation,
 )
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
-from advisors_app.core.attributes import CONVERSATION_ID, OWNER, TRACE_ID, TRACE_ID_METADATA
+from advisors_app.core.attributes import CONVERSATION_ID, OWNER, TRACE_ID
 from advisors_app.core.client import ChatClientRequestSpec
 from advisors_app.core.exceptions import ProviderError
-from advisors_app.core.mappings import merged
 from advisors_app.core.memory import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED
-from advisors_app.core.messages import AssistantMessage, UserMessage
+from advisors_app.core.messages import AssistantMessage, ToolCall, UserMessage
 from advisors_app.core.prompt import ChatOptions
 from advisors_app.core.requests import ChatClientResponse
 from advisors_app.core.serialization import to_jsonable
@@ -86,13 +84,16 @@ from advisors_app.events import (
     DeltaEvent,
     DoneEvent,
     ErrorEvent,
+    SourcesEvent,
     StartEvent,
+    ToolCallEvent,
+    ToolResultEvent,
     TurnError,
     TurnEvent,
+    TurnOutcome,
     error_event,
 )
 from advisors_app.models import PRODUCTION, CallLog, VersionPolicy
-from advisors_app.models.versions import LABEL_NAME_VALIDATOR
 from advisors_app.runtime import (
     DRAFT,
     ChainConfigurationError,
@@ -104,11 +105,13 @@ from advisors_app.runtime import (
     resolve_target,
 )
 from advisors_app.scoping import acting_for
+from advisors_app.sources import cited_sources
 from advisors_app.stores.memory import DjangoChatMemoryRepository, TurnScope
 from advisors_app.throttling import chat_turn_wait
-from advisors_app.validation import FieldErrors, schema_errors, text_problem
+from advisors_app.turn_input import TurnInput
+from advisors_app.validation import FieldErrors, schema_errors
 
-__all__ = ["TurnResult", "TurnStream", "call_turn", "stop_running_turns", "stream_turn"]
+__all__ = ["TurnStream", "call_turn", "stop_running_turns", "stream_turn"]
 
 _T = TypeVar("_T")
 _telemetry = OpenTelemetryObserver()
@@ -146,49 +149,6 @@ async def stop_running_turns(timeout: float = 10.0) -> None:
         await asyncio.wait(list(_finishing), timeout=timeout)
 
 
-@dataclass(frozen=True)
-class TurnResult:
-    """A completed call: the answer plus what the playground shows.
-
-    ``to_dict()`` is the REST ``call`` body: ``{"conversation_id", "message_id", "stored",
-    "content", "usage", "metadata", "finish_reason", "trace_id", "version"}``.
-    ``message_id`` is the stored reply's id (``None`` when nothing was stored); a turn that
-    started a conversation and stored nothing (a guard refused the message) has
-    ``conversation_id=None``: the conversation was removed. ``prompt`` (the messages and
-    options of the last request sent to the model, texts uncut) and ``trace``
-    (``CallTrace.to_dict()``) are for operators, not end users.
-    """
-
-    conversation_id: str | None
-    content: str
-    usage: dict[str, Any] | None
-    metadata: dict[str, Any]
-    finish_reason: str | None
-    trace_id: str
-    chain: str
-    #: The number of the chain version that ran (``None``: the draft).
-    version: int | None = None
-    #: The stored reply's id (``ChatMessage`` primary key); ``None``: nothing was stored.
-    message_id: int | None = None
-    #: Whether the turn's messages were stored.
-    stored: bool = False
-    prompt: dict[str, Any] | None = field(default=None, repr=False)
-    trace: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "conversation_id": self.conversation_id,
-            "message_id": self.message_id,
-            "stored": self.stored,
-            "content": self.content,
-            "usage": self.usage,
-            "metadata": self.metadata,
-            "finish_reason": self.finish_reason,
-            "trace_id": self.trace_id,
-            "version": self.version,
-        }
-
-
 @dataclass
 class _Turn:
     """A validated turn, ready to run (internal)."""
@@ -213,6 +173,12 @@ class _Turn:
     started: float = field(default_factory=time.perf_counter)
     #: Whether this turn created the conversation (removed again if the turn stores nothing).
     new_conversation: bool = False
+    #: The conversation's title as the turn found or made it.
+    title: str = ""
+    #: The tool calls run so far, as the outcome lists them (``id``, ``name``, ...).
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    #: Where a stream's tool events go as they happen (``None``: a call, or no tool loop).
+    tool_events: asyncio.Queue[Any] | None = None
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -226,28 +192,17 @@ class _Turn:
             spec = spec.system(self.system)
         if self.options is not None:
             spec = spec.options(self.options)
-        return spec.observer(CompositeObserver(_telemetry, self.trace, _PromptRecorder(self)))
+        return spec.observer(CompositeObserver(_telemetry, self.trace, _TurnRecorder(self)))
 
 
-@dataclass(frozen=True, slots=True)
-class _Stored:
-    """What a finished turn left in the conversation."""
-
-    #: The stored reply's id; ``None``: the turn stored nothing.
-    message_id: int | None
-    #: The public conversation id; ``None`` when the turn's new conversation was removed.
-    conversation_id: str | None
-
-    @property
-    def stored(self) -> bool:
-        return self.message_id is not None
-
-
-class _PromptRecorder:
-    """Keeps the (uncut) prompt of the last request that reached the model."""
+class _TurnRecorder:
+    """Keeps what the turn's outcome reports besides the response: the (uncut) prompt of the
+    last request that reached the model, and each tool call as it starts and ends (a stream
+    also gets them as ``tool_call`` / ``tool_result`` events, at once)."""
 
     def __init__(self, turn: _Turn) -> None:
         self._turn = turn
+        self._calls: dict[int, dict[str, Any]] = {}  # by the ToolCall object: ids may repeat
 
     def _record(self, advisor: Any, request: Any) -> None:
         if getattr(advisor, "is_model_advisor", False):
@@ -265,6 +220,23 @@ class _PromptRecorder:
         self._record(advisor, request)
         return proceed(request)
 
+    def tool_call_started(self, call: ToolCall) -> None:
+        entry = {"id": call.id, "name": call.name, "arguments": call.arguments}
+        entry.update(ok=None, error=None, duration_ms=None)
+        self._calls[id(call)] = entry
+        self._turn.tools.append(entry)
+        if self._turn.tool_events is not None:
+            self._turn.tool_events.put_nowait(ToolCallEvent(call.id, call.name, call.arguments))
+
+    def tool_call_finished(
+        self, call: ToolCall, ok: bool, error: str | None, duration: float
+    ) -> None:
+        duration_ms = round(duration * 1000, 3)
+        self._calls.pop(id(call), {}).update(ok=ok, error=error, duration_ms=duration_ms)
+        if self._turn.tool_events is not None:
+            event = ToolResultEvent(call.id, call.name, ok, error, duration_ms)
+            self._turn.tool_events.put_nowait(event)
+
 
 def _user_errors(user: Any) -> TurnError | None:
     if user is None or not getattr(user, "is_authenticated", False):
@@ -272,43 +244,10 @@ def _user_errors(user: Any) -> TurnError | None:
     return None
 
 
-def _message_errors(message: Any) -> FieldErrors:
-    if not isinstance(message, str):
-        return {"message": ["Not a valid string."]}
-    if not message.strip():
-        return {"message": ["This field may not be blank."]}
-    problem = text_problem(message)
-    if problem:
-        return {"message": [problem]}
-    limit = app_settings.MAX_MESSAGE_CHARS
-    if len(message) > limit:
-        return {
-            "message": [
-                f"Ensure this field has no more than {limit} characters (it has {len(message)})."
-            ]
-        }
-    return {}
-
-
 def _params_errors(compiled: CompiledChain, params: Any) -> FieldErrors:
     if not isinstance(params, Mapping):
         return {"params": ["Enter a JSON object."]}
     return schema_errors(compiled.params_schema, dict(params), "params")
-
-
-def _target_errors(label: Any, version: Any) -> FieldErrors:
-    errors: FieldErrors = {}
-    if label is not None and version is not None:
-        errors["version"] = ["Send a label or a version, not both."]
-    if label is not None and not (
-        isinstance(label, str) and LABEL_NAME_VALIDATOR.regex.match(label)
-    ):
-        errors["label"] = [str(LABEL_NAME_VALIDATOR.message)]
-    if version not in (None, DRAFT) and (
-        isinstance(version, bool) or not isinstance(version, int) or version < 1
-    ):
-        errors["version"] = ['Enter a version number (1, 2, ...) or "draft".']
-    return errors
 
 
 def _check_target_permission(user: Any, label: str | None, version: int | str | None) -> None:
@@ -387,23 +326,16 @@ class _Opened:
     key: str
     public: str
     created: bool
+    title: str
     scope: TurnScope
 
 
-def _open(
-    chain: str,
-    user: Any,
-    message: str,
-    conversation_id: str | None,
-    params: Any,
-    errors: FieldErrors,
-    label: str | None,
-    version: int | str | None,
-) -> _Opened:
+def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors) -> _Opened:
     """Everything a turn reads before it runs, in one thread hop (blocking): the version
     (one query, none more when its chain is built already), the caller's conversation with
     the version it started on (one query), the rate, the conversation created when new, and
     the window a memory advisor will read (one query). Raises :class:`TurnError`."""
+    label, version, conversation_id = data.label, data.version, data.conversation_id
     target = _target(chain, label, version)
     stored = None
     if not errors and conversation_id is not None:
@@ -411,7 +343,7 @@ def _open(
         if label is None and version is None:
             target = _pinned(target, stored)
     compiled = _compiled(chain, label, version, target)
-    params = {} if params is None else params
+    params = {} if data.params is None else data.params
     errors.update(_params_errors(compiled, params))
     if errors:
         raise TurnError("invalid", "The request is invalid.", errors=errors)
@@ -425,15 +357,15 @@ def _open(
             retry_after=wait,
         )
     if stored is None:
-        key, public, created = create_conversation(
-            user, conversation_id, title=message, chain_version_id=target.version_id
+        key, public, created, title = create_conversation(
+            user, conversation_id, title=data.message, chain_version_id=target.version_id
         )
         scope = _repository.open_turn(key, conversation_pk=None, last_sequence=0)
         if not created:  # made by a concurrent request meanwhile: read it as it is
             scope = TurnScope(key)
     else:
         public = conversation_id or ""
-        key, created = conversation_key(user, public), False
+        key, created, title = conversation_key(user, public), False, stored.title
         scope = (
             _repository.open_turn(
                 key, conversation_pk=stored.pk, last_sequence=stored.last_sequence
@@ -441,32 +373,20 @@ def _open(
             if compiled.has_memory
             else TurnScope(key)
         )
-    return _Opened(target, compiled, params, key, public, created, scope)
+    return _Opened(target, compiled, params, key, public, created, title, scope)
 
 
 async def _prepare(
-    chain: str,
-    user: Any,
-    message: Any,
-    conversation_id: Any,
-    params: Any,
-    mode: str,
-    label: Any = None,
-    version: Any = None,
-    trace_payloads: bool = False,
+    chain: str, user: Any, data: TurnInput, mode: str, trace_payloads: bool = False
 ) -> _Turn:
     refused = _user_errors(user)
     if refused is not None:
         raise refused
-    errors = _message_errors(message)
-    errors.update(conversation_id_errors(conversation_id))
-    target_errors = _target_errors(label, version)
-    if target_errors:
-        raise TurnError("invalid", "The request is invalid.", errors={**errors, **target_errors})
-    _check_target_permission(user, label, version)
-    opened = await sync_to_async(_open)(
-        chain, user, message, conversation_id, params, errors, label, version
-    )
+    errors = data.errors()
+    if "label" in errors or "version" in errors:  # the version to check params against is unknown
+        raise TurnError("invalid", "The request is invalid.", errors=errors)
+    _check_target_permission(user, data.label, data.version)
+    opened = await sync_to_async(_open)(chain, user, data, errors)
     compiled, params = opened.compiled, opened.params
     context = {k: v for k, v in params.items() if k not in ("options", "system_params")}
     options = ChatOptions.from_dict(params["options"]) if params.get("options") else None
@@ -482,7 +402,7 @@ async def _prepare(
         compiled,
         opened.target,
         user,
-        message,
+        data.message,
         opened.key,
         opened.public,
         context,
@@ -493,6 +413,7 @@ async def _prepare(
         CallTrace(capture_payloads=_keeps_payloads(trace_payloads)),
         opened.scope,
         new_conversation=opened.created,
+        title=opened.title,
     )
 
 
@@ -512,87 +433,109 @@ def _reply_text(response: ChatClientResponse | None) -> str:
 
 
 def _outcome(
+    turn: _Turn,
+    status: str,
     response: ChatClientResponse | None,
-) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
-    """``(usage, metadata, finish_reason)`` of a response, JSON-compatible."""
+    time_to_first_token: float | None = None,
+) -> TurnOutcome:
+    """The turn's outcome so far (what it stored is added by :func:`_write`)."""
     chat = response.chat_response if response is not None else None
-    if chat is None:
-        return None, {}, None
-    usage = chat.metadata.usage.to_dict() if chat.metadata.usage is not None else None
-    finish = chat.result.metadata.finish_reason if chat.result is not None else None
-    return usage, to_jsonable(dict(chat.metadata.extra)), finish
+    usage = metadata = finish = None
+    if chat is not None:
+        usage = chat.metadata.usage.to_dict() if chat.metadata.usage is not None else None
+        finish = chat.result.metadata.finish_reason if chat.result is not None else None
+        metadata = to_jsonable(dict(chat.metadata.extra))
+    latency = time.perf_counter() - turn.started
+    return TurnOutcome(
+        status=status,
+        conversation_id=turn.conversation_id,
+        content=chat.text if chat is not None else "",
+        usage=usage,
+        metadata=metadata or {},
+        finish_reason=finish,
+        trace_id=turn.trace_id,
+        chain=turn.compiled.slug,
+        version=turn.target.number,
+        sources=cited_sources(metadata),
+        tools=[dict(entry) for entry in turn.tools],
+        timings={
+            "latency_ms": _ms(latency),
+            "time_to_first_token_ms": _ms(time_to_first_token),
+        },
+        prompt=turn.final_prompt,
+        trace=turn.trace.to_dict(),
+    )
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
 
 
 def _persist(turn: _Turn, response: ChatClientResponse | None, reason: str | None) -> None:
     """Hold the turn in its scope unless a memory advisor owns that (it held its own append).
 
     ``reason`` is ``None`` for a completed turn, else ``CANCELLED``/``ERROR``: the partial
-    reply is flagged as the memory advisors flag it, and nothing is stored without text. The
-    reply carries the turn's trace id, as a memory advisor's does.
+    reply is flagged as the memory advisors flag it, and nothing is stored without text.
     """
     if turn.compiled.has_memory:
         return
-    text = _reply_text(response)
-    traced = {TRACE_ID_METADATA: turn.trace_id}
     if reason is None:
         chat = response.chat_response if response is not None else None
         if chat is None or chat.result is None:
             return
-        output = chat.result.output
-        reply = replace(output, metadata=merged(output.metadata, traced))
-    elif text.strip():
-        reply = AssistantMessage(text, {INTERRUPTED: True, FINISH_REASON: reason, **traced})
+        reply = chat.result.output
+    elif _reply_text(response).strip():
+        reply = AssistantMessage(_reply_text(response), {INTERRUPTED: True, FINISH_REASON: reason})
     else:
         return
     turn.scope.pending.append(([UserMessage(turn.message), reply], False))
 
 
-def _call_log(
-    turn: _Turn,
-    status: str,
-    response: ChatClientResponse | None,
-    exc: BaseException | None,
-    time_to_first_token: float | None,
-) -> CallLog:
-    usage, _, finish_reason = _outcome(response)
+def _call_log(turn: _Turn, outcome: TurnOutcome, exc: BaseException | None) -> CallLog:
+    latency_ms = outcome.timings["latency_ms"] or 0.0
+    first_ms = outcome.timings.get("time_to_first_token_ms")
     return CallLog(
         chain_id=turn.target.chain_id,
-        chain_slug=turn.compiled.slug,
+        chain_slug=outcome.chain,
         config_hash=turn.compiled.snapshot_hash,
         chain_version_id=turn.target.version_id,
         label=turn.target.label,
         user_id=turn.user.pk,
         conversation_id=turn.conversation_key,
-        trace_id=turn.trace_id,
+        trace_id=outcome.trace_id,
         mode=turn.mode,
-        status=status,
-        latency=time.perf_counter() - turn.started,
-        time_to_first_token=time_to_first_token,
-        usage=usage or {},
-        finish_reason=finish_reason or "",
+        status=outcome.status,
+        latency=latency_ms / 1000,
+        time_to_first_token=None if first_ms is None else first_ms / 1000,
+        usage=outcome.usage or {},
+        finish_reason=outcome.finish_reason or "",
         error_type=type(exc).__name__ if exc is not None else "",
         error_message=str(exc)[:2000] if exc is not None else "",
         provider_status=exc.status if isinstance(exc, ProviderError) else None,
-        trace=turn.trace.to_dict(),
+        trace=outcome.trace,
     )
 
 
 def _write(
     turn: _Turn,
-    status: str,
+    outcome: TurnOutcome,
     response: ChatClientResponse | None,
     exc: BaseException | None,
-    time_to_first_token: float | None,
-) -> _Stored:
-    """Blocking: one transaction with the turn's messages and its call log row. Should the
-    messages fail to be written, the call log is still written, alone, and the error raised."""
-    reason = {CallLog.Status.OK: None, CallLog.Status.CANCELLED: CANCELLED}.get(status, ERROR)
-    log = _call_log(turn, status, response, exc, time_to_first_token)
+) -> TurnOutcome:
+    """Blocking: one transaction with the turn's messages — the reply carrying its outcome
+    (:meth:`TurnOutcome.reply_metadata`) — and its call log row; the outcome with what was
+    stored. Should the messages fail to be written, the call log is still written, alone, and
+    the error raised."""
+    reason = {CallLog.Status.OK: None, CallLog.Status.CANCELLED: CANCELLED}.get(
+        outcome.status, ERROR
+    )
+    log = _call_log(turn, outcome, exc)
     try:
         with transaction.atomic():
             _persist(turn, response, reason)
+            turn.scope.annotate_reply(outcome.reply_metadata())
             _repository.write_turn(turn.scope)
-            message_id = _repository.take_reply_id(turn.trace_id)
+            message_id = turn.scope.reply_id()
             log.save(force_insert=True)
             removed = (
                 turn.new_conversation
@@ -603,7 +546,12 @@ def _write(
         log.pk = None
         log.save(force_insert=True)
         raise
-    return _Stored(message_id, None if removed else turn.conversation_id)
+    return replace(
+        outcome,
+        message_id=message_id,
+        stored=message_id is not None,
+        conversation_id=None if removed else turn.conversation_id,
+    )
 
 
 async def _finish(
@@ -612,12 +560,13 @@ async def _finish(
     response: ChatClientResponse | None,
     exc: BaseException | None = None,
     time_to_first_token: float | None = None,
-) -> _Stored:
+) -> TurnOutcome:
     """Persist the turn (see :func:`_persist`; a memory advisor's append is held in the
-    turn's scope), write its call log row — one transaction, one thread hop — and say what it
-    left stored: the reply's id and the conversation, or ``None`` for one the turn started and
-    left empty (removed)."""
-    return await sync_to_async(_write)(turn, status, response, exc, time_to_first_token)
+    turn's scope) and write its call log row — one transaction, one thread hop — and return
+    its outcome, saying what it left stored: the reply's id, and the conversation or ``None``
+    for one the turn started and left empty (removed)."""
+    outcome = _outcome(turn, status, response, time_to_first_token)
+    return await sync_to_async(_write)(turn, outcome, response, exc)
 
 
 async def _shielded(coroutine: Coroutine[Any, Any, _T]) -> _T:
@@ -632,37 +581,43 @@ async def _shielded(coroutine: Coroutine[Any, Any, _T]) -> _T:
     return await asyncio.shield(task)
 
 
+def _turn_input(
+    message: str | TurnInput,
+    conversation_id: str | None,
+    params: Mapping[str, Any] | None,
+    label: str | None,
+    version: int | str | None,
+) -> TurnInput:
+    if isinstance(message, TurnInput):
+        if (conversation_id, params, label, version) != (None, None, None, None):
+            raise TypeError("Pass a TurnInput alone, or its fields, not both.")
+        return message
+    return TurnInput(message, conversation_id, params, label, version)
+
+
 async def call_turn(
     chain: str,
     user: Any,
-    message: str,
+    message: str | TurnInput,
     conversation_id: str | None = None,
     params: Mapping[str, Any] | None = None,
     *,
     label: str | None = None,
     version: int | str | None = None,
     trace_payloads: bool = False,
-) -> TurnResult:
-    """Run one turn through ``chain`` and return the whole answer.
+) -> TurnOutcome:
+    """Run one turn through ``chain`` and return its outcome, the whole answer.
 
-    ``trace_payloads`` keeps every advisor's request and response in the trace (the admin
-    playground shows them), whatever ``ADVISORS["TRACE_PAYLOAD_SAMPLE"]`` says.
+    The turn is ``message`` with the other fields, or a :class:`TurnInput` as a transport
+    read it. ``trace_payloads`` keeps every advisor's request and response in the trace (the
+    admin playground shows them), whatever ``ADVISORS["TRACE_PAYLOAD_SAMPLE"]`` says.
 
     Raises :class:`~advisors_app.events.TurnError` for refused input (nothing stored), and
     whatever the chain raised, unchanged, when it failed (``error_event(exc)`` gives the
     payload transports send); the call log is written in every case but refused input.
     """
-    turn = await _prepare(
-        chain,
-        user,
-        message,
-        conversation_id,
-        params,
-        CallLog.Mode.CALL,
-        label,
-        version,
-        trace_payloads,
-    )
+    data = _turn_input(message, conversation_id, params, label, version)
+    turn = await _prepare(chain, user, data, CallLog.Mode.CALL, trace_payloads)
     _running_turn_started()
     try:
         with turn.running():
@@ -676,33 +631,14 @@ async def call_turn(
         raise
     finally:
         _running_turn_ended()
-    stored = await _shielded(_finish(turn, CallLog.Status.OK, response))
-    usage, metadata, finish_reason = _outcome(response)
-    return TurnResult(
-        conversation_id=stored.conversation_id,
-        content=_content(response),
-        usage=usage,
-        metadata=metadata,
-        finish_reason=finish_reason,
-        trace_id=turn.trace_id,
-        chain=turn.compiled.slug,
-        version=turn.target.number,
-        message_id=stored.message_id,
-        stored=stored.stored,
-        prompt=turn.final_prompt,
-        trace=turn.trace.to_dict(),
-    )
-
-
-def _content(response: ChatClientResponse | None) -> str:
-    chat = response.chat_response if response is not None else None
-    return chat.text if chat is not None else ""
+    return await _shielded(_finish(turn, CallLog.Status.OK, response))
 
 
 class TurnStream:
     """The events of one streamed turn: ``async for event in stream`` (see ``events``).
 
-    ``conversation_id``, ``trace_id`` and ``chain`` are known before the first event.
+    ``conversation_id``, ``conversation_title``, ``trace_id`` and ``chain`` are known before
+    the first event.
     Stopping early — ``await stream.aclose()`` or cancelling the task that iterates — closes
     the model stream at once, stores the partial turn and writes the call log; the
     ``done`` event with ``reason="cancelled"`` cannot be yielded then, so it is left in
@@ -715,6 +651,7 @@ class TurnStream:
     def __init__(self, turn: _Turn) -> None:
         self._turn = turn
         self.conversation_id = turn.conversation_id
+        self.conversation_title = turn.title
         self.trace_id = turn.trace_id
         self.chain = turn.compiled.slug
         self.final_event: DoneEvent | ErrorEvent | None = None
@@ -739,32 +676,17 @@ class TurnStream:
                 # Closed before its first step: nothing ran, so end it here as a cancel would
                 # (call log; the conversation it started, still empty, is removed).
                 self._started = True
-                self.final_event = self._done(None, "cancelled", None)
-                stored = await _shielded(_finish(self._turn, CallLog.Status.CANCELLED, None))
-                self.final_event = self._done(None, "cancelled", stored)
+                self.final_event = DoneEvent(
+                    "cancelled", _outcome(self._turn, CallLog.Status.CANCELLED, None)
+                )
+                outcome = await _shielded(_finish(self._turn, CallLog.Status.CANCELLED, None))
+                self.final_event = DoneEvent("cancelled", outcome)
 
     async def __aenter__(self) -> TurnStream:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-    def _done(
-        self, response: ChatClientResponse | None, reason: str, stored: _Stored | None
-    ) -> DoneEvent:
-        """The ``done`` event; ``stored=None``: what the turn stored is not known (yet)."""
-        usage, metadata, finish_reason = _outcome(response)
-        return DoneEvent(
-            reason,
-            self.conversation_id if stored is None else stored.conversation_id,
-            _content(response),
-            usage,
-            metadata,
-            finish_reason,
-            self.trace_id,
-            message_id=stored.message_id if stored is not None else None,
-            stored=stored is not None and stored.stored,
-        )
 
     async def _run(self) -> AsyncIterator[TurnEvent]:
         self._started = True
@@ -774,22 +696,36 @@ class TurnStream:
             accumulator = ChatClientResponseAccumulator()
             first: float | None = None
             try:
-                async with closing_stream(turn.spec().stream().chat_client_responses()) as chunks:
-                    async for chunk in chunks:
-                        accumulator.add(chunk)
-                        text = _delta(chunk)
+                stream = turn.spec().stream().chat_client_responses()
+                # Closed in reverse order: the tool-event reader stops reading ``chunks``
+                # before ``chunks`` is closed.
+                async with (
+                    closing_stream(stream) as chunks,
+                    closing_stream(_with_tool_events(turn, chunks)) as items,
+                ):
+                    async for item in items:
+                        if not isinstance(item, ChatClientResponse):
+                            yield item
+                            continue
+                        accumulator.add(item)
+                        text = _delta(item)
                         if text:
                             if first is None:
                                 first = time.perf_counter() - turn.started
+                                sources = _sources(item)
+                                if sources:
+                                    yield SourcesEvent(sources)
                             yield DeltaEvent(text)
             except (GeneratorExit, asyncio.CancelledError):
                 partial = accumulator.result()
                 # Kept should finishing be cancelled too; replaced once it is known what stayed.
-                self.final_event = self._done(partial, "cancelled", None)
-                stored = await _shielded(
+                self.final_event = DoneEvent(
+                    "cancelled", _outcome(turn, CallLog.Status.CANCELLED, partial, first)
+                )
+                outcome = await _shielded(
                     _finish(turn, CallLog.Status.CANCELLED, partial, None, first)
                 )
-                self.final_event = self._done(partial, "cancelled", stored)
+                self.final_event = DoneEvent("cancelled", outcome)
                 raise
             except Exception as exc:
                 partial = accumulator.result()
@@ -797,15 +733,17 @@ class TurnStream:
                 self.final_event = error_event(
                     exc, conversation_id=self.conversation_id, trace_id=self.trace_id
                 )
-                stored = await _shielded(_finish(turn, CallLog.Status.ERROR, partial, exc, first))
+                outcome = await _shielded(_finish(turn, CallLog.Status.ERROR, partial, exc, first))
                 self.final_event = error_event(
-                    exc, conversation_id=stored.conversation_id, trace_id=self.trace_id
+                    exc, conversation_id=outcome.conversation_id, trace_id=self.trace_id
                 )
                 yield self.final_event
                 return
             aggregated = accumulator.result()
-            stored = await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
-            done = self._done(aggregated, "complete", stored)
+            if first is None and (sources := _sources(aggregated)):
+                yield SourcesEvent(sources)  # an answer without text still names its sources
+            outcome = await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
+            done = DoneEvent("complete", outcome)
             self.final_event = done
             yield done
         finally:
@@ -819,23 +757,70 @@ def _delta(chunk: ChatClientResponse) -> str:
     return chat.generations[0].output.text
 
 
+def _sources(chunk: ChatClientResponse) -> list[dict[str, Any]]:
+    """The documents a chunk's retrieval found: in its context from the first chunk on (a
+    stream's response metadata gets them only on its last chunk)."""
+    found = cited_sources(chunk.context)
+    chat = chunk.chat_response
+    return found or (cited_sources(chat.metadata) if chat is not None else [])
+
+
+_END = object()
+
+
+async def _with_tool_events(
+    turn: _Turn, chunks: AsyncIterator[ChatClientResponse]
+) -> AsyncIterator[ChatClientResponse | TurnEvent]:
+    """``chunks``, with the ``tool_call`` / ``tool_result`` events of the turn's tool rounds
+    between them as they happen.
+
+    A tool runs while the stream is between chunks, so for a chain with a tool loop the chunks
+    are read by a task of their own and both arrive through one queue; a chain without one
+    reads ``chunks`` directly (no queue, no task, nothing per chunk).
+    """
+    if not turn.compiled.has_tool_loop:
+        async for chunk in chunks:
+            yield chunk
+        return
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    turn.tool_events = queue
+
+    async def pump() -> None:
+        try:
+            async for chunk in chunks:
+                queue.put_nowait(chunk)
+        finally:
+            queue.put_nowait(_END)
+
+    # Created in this step's context (the turn's user and scope), which the task keeps.
+    task = asyncio.ensure_future(pump())
+    try:
+        while (item := await queue.get()) is not _END:
+            yield item
+        await task  # raises what the stream raised
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.wait((task,))
+
+
 async def stream_turn(
     chain: str,
     user: Any,
-    message: str,
+    message: str | TurnInput,
     conversation_id: str | None = None,
     params: Mapping[str, Any] | None = None,
     *,
     label: str | None = None,
     version: int | str | None = None,
 ) -> TurnStream:
-    """Validate a turn and return its :class:`TurnStream`; the chain runs while iterating.
+    """Validate a turn (``message`` with the other fields, or a :class:`TurnInput`) and
+    return its :class:`TurnStream`; the chain runs while iterating.
 
     Raises :class:`~advisors_app.events.TurnError` for refused input before anything is
     stored (so a REST view can still answer 400 instead of opening an event stream). Errors
     of the chain arrive as one ``error`` event, never as an exception.
     """
-    turn = await _prepare(
-        chain, user, message, conversation_id, params, CallLog.Mode.STREAM, label, version
-    )
+    data = _turn_input(message, conversation_id, params, label, version)
+    turn = await _prepare(chain, user, data, CallLog.Mode.STREAM)
     return TurnStream(turn)

@@ -29,3 +29,15 @@ def subprocess_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "DJANGO_SETTINGS_MODULE"}}
     env.update(overrides)
     return env
+
+
+#: What a stored reply keeps of its turn's outcome besides its trace id
+#: (``TurnOutcome.reply_metadata``).
+OUTCOME_KEYS = frozenset({"version", "timings", "sources", "tools", "usage", "finish_reason"})
+
+
+def without_outcome(metadata: dict) -> dict:
+    """A stored message's metadata without what the turn's outcome added (tests of the
+    transcript's shape compare the rest; an interrupted reply's ``finish_reason`` stays)."""
+    kept = {"finish_reason"} if metadata.get("interrupted") else set()
+    return {k: v for k, v in metadata.items() if k not in OUTCOME_KEYS - kept}

@@ -30,6 +30,7 @@ from advisors_app.models import CallLog, ChatMessage, Collection, Conversation, 
 from advisors_app.runtime import clear_cache, load_chain
 from advisors_app.services import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
+from tests.helpers import without_outcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,7 +71,7 @@ async def script(slug: str, *items: Any) -> ScriptedChatModel:
 
 def transcript(key: str) -> list[tuple[str, str, dict]]:
     rows = ChatMessage.objects.filter(conversation__conversation_id=key).order_by("sequence")
-    return [(r.message_type, r.text, r.metadata) for r in rows]
+    return [(r.message_type, r.text, without_outcome(r.metadata)) for r in rows]
 
 
 alogs = sync_to_async(lambda: list(CallLog.objects.order_by("created").values()))
@@ -99,7 +100,11 @@ async def test_call_answers_persists_the_turn_and_logs_it(chain: Any, user: Any)
         "finish_reason": "STOP",
         "trace_id": result.trace_id,
         "version": 1,
+        "sources": [],
+        "tools": [],
+        "timings": {"latency_ms": result.timings["latency_ms"], "time_to_first_token_ms": None},
     }
+    assert 0 < result.timings["latency_ms"] < 60_000
     key = f"{user.pk}:{result.conversation_id}"
     assert await atranscript(key) == [
         ("user", "hello", {}),
@@ -254,7 +259,13 @@ async def test_stream_sends_start_deltas_and_done_then_logs(chain: Any, user: An
         "metadata": {},
         "finish_reason": "STOP",
         "trace_id": stream.trace_id,
+        "version": 1,
+        "sources": [],
+        "tools": [],
+        "timings": events[-1].outcome.timings,
     }
+    timings = events[-1].outcome.timings
+    assert 0 < timings["time_to_first_token_ms"] <= timings["latency_ms"]
     assert stream.final_event is events[-1]
     [log] = await alogs()
     assert (log["status"], log["mode"]) == ("ok", "stream")
@@ -564,7 +575,8 @@ async def test_a_streamed_turn_of_a_memory_chain_answers_with_the_stored_reply(
     done = (await collect(stream))[-1]
     assert (done.conversation_id, done.stored) == (stream.conversation_id, True)
     reply = await ChatMessage.objects.aget(pk=done.message_id)
-    assert (reply.text, reply.metadata) == ("Hello", {"trace_id": stream.trace_id})
+    assert (reply.text, without_outcome(reply.metadata)) == ("Hello", {"trace_id": stream.trace_id})
+    assert reply.metadata["timings"] == done.outcome.timings
 
 
 @pytest.mark.parametrize("memory", [True, False], ids=["memory-advisor", "service"])

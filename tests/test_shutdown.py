@@ -16,7 +16,7 @@ from websockets.asyncio.client import connect
 
 from advisors_app.models import CallLog, ChatMessage
 from tests.factories import make_chain, scripted_model
-from tests.helpers import database_url_for_subprocess
+from tests.helpers import database_url_for_subprocess, without_outcome
 from tests.live_server import ROOT, LiveServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 def transcript(key: str) -> list[tuple[str, str, dict]]:
     rows = ChatMessage.objects.filter(conversation__conversation_id=key).order_by("sequence")
-    return [(r.message_type, r.text, r.metadata) for r in rows]
+    return [(r.message_type, r.text, without_outcome(r.metadata)) for r in rows]
 
 
 def test_ctrl_c_stores_the_turns_in_flight_over_websocket_and_sse(

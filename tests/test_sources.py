@@ -16,22 +16,35 @@ def test_one_entry_per_source_with_its_best_score_in_retrieval_order() -> None:
         "other": [1, 2],
     }
     assert cited_sources(metadata) == [
-        {"title": "With", "source": "pydoc:with", "score": 0.7},
-        {"title": "For", "source": "pydoc:for", "score": 0.4},
+        {
+            "document_id": None,
+            "title": "With",
+            "source": "pydoc:with",
+            "score": 0.7,
+            "snippet": "c",
+        },
+        {"document_id": None, "title": "For", "source": "pydoc:for", "score": 0.4, "snippet": "b"},
     ]
 
 
 def test_question_answer_documents_objects_and_missing_titles() -> None:
     metadata = {
         "qa_retrieved_documents": [
-            Document("x", {"source": "faq.md"}, score=0.9),
+            Document("x", {"source": "faq.md"}, score=0.9, id="d1"),
             Document("y", {}),  # no source nor title: not citable
             Document("z", {"title": "Untitled"}),
         ]
     }
-    assert cited_sources(metadata) == [
-        {"title": "faq.md", "source": "faq.md", "score": 0.9},
-        {"title": "Untitled", "source": "Untitled", "score": None},
+    result = cited_sources(metadata)
+    assert result == [
+        {"document_id": "d1", "title": "faq.md", "source": "faq.md", "score": 0.9, "snippet": "x"},
+        {
+            "document_id": result[1]["document_id"],
+            "title": "Untitled",
+            "source": "Untitled",
+            "score": None,
+            "snippet": "z",
+        },
     ]
     assert (
         cited_sources(None)

@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from advisors_app.events import DeltaEvent, DoneEvent, StartEvent, TurnEvent
+from advisors_app.events import DeltaEvent, DoneEvent, StartEvent, TurnEvent, TurnOutcome
 from advisors_app.streaming import DeltaCoalescer
 
 START = StartEvent("c1", "support", "t1")
-DONE = DoneEvent("complete", "c1", "", None, {}, "STOP", "t1")
+DONE = DoneEvent("complete", TurnOutcome("ok", "c1", "", None, {}, "STOP", "t1", "chain"))
 
 
 async def timed(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from asgiref.sync import SyncToAsync
+from asgiref.sync import SyncToAsync, async_to_sync
 from django.db import connection, connections, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -25,6 +25,7 @@ from advisors_app.runtime import clear_cache
 from advisors_app.services import call_turn, stream_turn
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.factories import make_chain, scripted_model
+from tests.test_consumers import frames_until_end, open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -173,8 +174,53 @@ def test_a_later_rest_call_is_one_read_trip_and_one_commit(chain: Any, user: Any
         print("   ", sql[:2000])
     assert answer.json()["stored"] is True
     # Sessions and the user add their reads; the turn itself is held to the same targets.
-    turn = [sql for sql in statements if "django_session" not in sql and "auth_user" not in sql]
-    assert len(turn) <= MAX_STATEMENTS and commits <= MAX_COMMITS
+    assert len(_turn_statements(statements)) <= MAX_STATEMENTS and commits <= MAX_COMMITS
+
+
+def _turn_statements(statements: list[str]) -> list[str]:
+    """``statements`` without the transport's own reads (the session, the user)."""
+    return [sql for sql in statements if "django_session" not in sql and "auth_user" not in sql]
+
+
+def test_a_later_sse_stream_is_one_read_trip_and_one_commit(chain: Any, user: Any) -> None:
+    client = Client()
+    client.force_login(user)
+    first = client.post(
+        f"/api/chains/{chain.slug}/call/", {"message": "hello"}, content_type="application/json"
+    ).json()
+    body = json.dumps({"message": "and now?", "conversation_id": first["conversation_id"]})
+    with CaptureQueriesContext(connection) as captured:
+        response = client.post(
+            f"/api/chains/{chain.slug}/stream/", body, content_type="application/json"
+        )
+        text = async_to_sync(_read)(response)
+    statements, commits = _cost([q["sql"] for q in captured.captured_queries])
+    print(f"\nlater turn (SSE): {len(statements)} statements, {commits} commits")
+    assert '"stored":true' in text
+    assert len(_turn_statements(statements)) <= MAX_STATEMENTS and commits <= MAX_COMMITS
+
+
+async def _read(response: Any) -> str:
+    return b"".join([part async for part in response.streaming_content]).decode()
+
+
+async def test_a_later_websocket_turn_is_one_read_trip_and_one_commit(
+    chain: Any, user: Any
+) -> None:
+    first = await call_turn(chain.slug, user, "hello")
+    socket = await open_socket(user, chain.slug)
+    try:
+        with counting() as later:
+            await socket.send_json_to(
+                {"type": "message", "message": "and now?", "conversation_id": first.conversation_id}
+            )
+            frames = await frames_until_end(socket)
+    finally:
+        await socket.disconnect()
+    report("later turn (websocket)", later)
+    assert frames[-1]["stored"] is True
+    assert len(_turn_statements(later.statements)) <= MAX_STATEMENTS, later
+    assert later.commits <= MAX_COMMITS, later
 
 
 def test_a_turn_scope_answers_reads_after_the_writes_it_holds(user: Any) -> None:

@@ -124,8 +124,41 @@ class UsageSerializer(serializers.Serializer):
         ref_name = "Usage"
 
 
+class SourceSerializer(serializers.Serializer):
+    document_id = serializers.CharField(allow_null=True, help_text="The best-scoring chunk.")
+    title = serializers.CharField()
+    source = serializers.CharField()
+    score = serializers.FloatField(allow_null=True, help_text="Cosine similarity.")
+    snippet = serializers.CharField(allow_blank=True, help_text="The start of that chunk.")
+
+    class Meta:
+        ref_name = "ChatSource"
+
+
+class ToolRunSerializer(serializers.Serializer):
+    id = serializers.CharField(allow_blank=True)
+    name = serializers.CharField()
+    arguments = serializers.CharField(help_text="The JSON text the model sent.")
+    ok = serializers.BooleanField(allow_null=True)
+    error = serializers.CharField(
+        allow_null=True, help_text="What the model received instead of a result."
+    )
+    duration_ms = serializers.FloatField(allow_null=True)
+
+    class Meta:
+        ref_name = "ChatToolRun"
+
+
+class TimingsSerializer(serializers.Serializer):
+    latency_ms = serializers.FloatField()
+    time_to_first_token_ms = serializers.FloatField(allow_null=True, help_text="Streams only.")
+
+    class Meta:
+        ref_name = "ChatTimings"
+
+
 class ChatResultSerializer(serializers.Serializer):
-    """The answer of ``POST /api/chains/<slug>/call/`` (``TurnResult.to_dict()``)."""
+    """The answer of ``POST /api/chains/<slug>/call/`` (``TurnOutcome.to_dict()``)."""
 
     conversation_id = serializers.CharField(
         allow_null=True,
@@ -149,6 +182,9 @@ class ChatResultSerializer(serializers.Serializer):
     version = serializers.IntegerField(
         allow_null=True, help_text="The chain version that answered (null: the draft)."
     )
+    sources = SourceSerializer(many=True, help_text="The documents retrieval cited.")
+    tools = ToolRunSerializer(many=True, help_text="The tool calls the turn ran, in order.")
+    timings = TimingsSerializer()
 
     class Meta:
         ref_name = "ChatResult"

@@ -73,6 +73,8 @@ class OpenTelemetryObserver:
 
     ``tracer_provider`` defaults to the global one, so configuring the SDK later still works.
     Errors are recorded on the span (exception event, status ERROR) and re-raised unchanged.
+    A span that does not record (no SDK configured, or sampled out) costs one span start: the
+    call or stream then runs unwrapped, with no per-chunk work.
     """
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
@@ -117,10 +119,17 @@ class OpenTelemetryObserver:
         span.record_exception(exc)
         span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
 
-    async def observe_call(
+    def observe_call(
         self, advisor: Advisor, request: ChatClientRequest, proceed: CallProceed
-    ) -> ChatClientResponse:
+    ) -> Awaitable[ChatClientResponse]:
         span = self._start(advisor, request, "call")
+        if not span.is_recording():  # no SDK configured: nothing to record, nothing to wrap
+            return proceed(request)
+        return self._traced_call(span, request, proceed)
+
+    async def _traced_call(
+        self, span: trace.Span, request: ChatClientRequest, proceed: CallProceed
+    ) -> ChatClientResponse:
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             response = await proceed(request)
@@ -133,10 +142,17 @@ class OpenTelemetryObserver:
             otel_context.detach(token)
             span.end()
 
-    async def observe_stream(
+    def observe_stream(
         self, advisor: Advisor, request: ChatClientRequest, proceed: StreamProceed
     ) -> AsyncIterator[ChatClientResponse]:
         span = self._start(advisor, request, "stream")
+        if not span.is_recording():  # no SDK configured: the chunks pass untouched
+            return proceed(request)
+        return self._traced_stream(span, request, proceed)
+
+    async def _traced_stream(
+        self, span: trace.Span, request: ChatClientRequest, proceed: StreamProceed
+    ) -> AsyncIterator[ChatClientResponse]:
         span_context = trace.set_span_in_context(span)
         accumulator = ChatClientResponseAccumulator()
         try:
@@ -325,6 +341,10 @@ class CompositeObserver:
 
     def __init__(self, *observers: Any) -> None:
         self._observers = tuple(o for o in observers if o is not None)
+
+    @property
+    def observers(self) -> tuple[Any, ...]:
+        return self._observers
 
     def observe_call(
         self, advisor: Advisor, request: ChatClientRequest, proceed: CallProceed

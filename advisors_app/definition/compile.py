@@ -17,6 +17,7 @@ from typing import Any
 from advisors_app.conf import app_settings
 from advisors_app.core.advisor import Advisor
 from advisors_app.core.advisors.base_chat_memory import BaseChatMemoryAdvisor
+from advisors_app.core.advisors.tool_calling import ToolCallingAdvisor
 from advisors_app.core.attributes import TOOL_CALLING_AUTO_REGISTER
 from advisors_app.core.client import ChatClient
 from advisors_app.core.memory import DEFAULT_MAX_MESSAGES, ChatMemory, MessageWindowChatMemory
@@ -145,6 +146,11 @@ class CompiledChain:
         collection, so the turn service still writes the conversation's transcript.
         """
         return any(isinstance(a, BaseChatMemoryAdvisor) for a in self.advisors)
+
+    @property
+    def has_tool_loop(self) -> bool:
+        """Whether a tool-calling advisor runs tool rounds inside the turn."""
+        return any(isinstance(a, ToolCallingAdvisor) for a in self.advisors)
 
 
 def _params_schema(types: list[AdvisorType], template: CorePromptTemplate | None) -> dict[str, Any]:

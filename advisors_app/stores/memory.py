@@ -10,11 +10,6 @@ bounded range of the ``(conversation, sequence)`` index, O(limit) however long t
 Messages read back carry no storage metadata (Spring AI adds a timestamp that breaks de-duplication,
 defect 16).
 
-A reply appended with a trace id in its metadata (``"trace_id"``, which the memory advisors and
-the turn service write from the context's ``TRACE_ID``) leaves its row id behind:
-:meth:`DjangoChatMemoryRepository.take_reply_id` hands it to the turn that stored it, once, so
-the turn service answers with the stored reply's id without reading it back.
-
 A turn of the turn service reads and writes its conversation through a :class:`TurnScope`
 (:meth:`DjangoChatMemoryRepository.open_turn`, entered around each step of the turn with
 :meth:`~DjangoChatMemoryRepository.scoped`): the window is read once, with the conversation, in
@@ -22,8 +17,11 @@ the service's one thread hop before the chain runs (the system messages and the 
 ``TurnScope.PREFETCH`` messages in one query), and the memory advisor's reads of that
 conversation are answered from it without a query or a hop; the advisor's ``append`` is held in
 the scope and written by :meth:`~DjangoChatMemoryRepository.write_turn` in the service's one
-transaction, with the call log. The scope lives in a context variable, so concurrent turns of
-one conversation each see their own; anything outside a turn reads and writes as before.
+transaction, with the call log. Before that the service adds the turn's outcome to the held
+reply's metadata (:meth:`TurnScope.annotate_reply`) and afterwards reads the stored reply's id
+from the rows written (:meth:`TurnScope.reply_id`), without a query. The scope lives in a
+context variable, so concurrent turns of one conversation each see their own; anything outside a
+turn reads and writes as before.
 
 Async twins run the sync methods through ``asgiref.sync.sync_to_async`` (thread-sensitive, as
 Django's own async ORM methods do), so the event loop never blocks on the database; a
@@ -35,10 +33,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import contextvars
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -46,7 +42,6 @@ from django.db import connections, router, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from advisors_app.core.attributes import TRACE_ID_METADATA
 from advisors_app.core.memory import ChatMemoryRepository, check_conversation_id
 from advisors_app.core.memory.repository import check_limit, check_messages
 from advisors_app.core.messages import (
@@ -72,40 +67,6 @@ _BATCH_SIZE = 1000
 _SPAN_SLACK = 16
 
 
-class _StoredReplies:
-    """Row ids of replies stored with a trace id, by trace id, until their turn takes them.
-
-    One per process, shared by every repository instance and thread. A turn stores its replies
-    in this process (the chain runs where the service does) and takes the id when it finishes;
-    ids nobody takes (a reply stored outside the turn service) are dropped oldest first beyond
-    ``limit``.
-    """
-
-    def __init__(self, limit: int = 10_000) -> None:
-        self._ids: OrderedDict[str, int] = OrderedDict()
-        self._lock = threading.Lock()
-        self._limit = limit
-
-    def record(self, rows: Sequence[ChatMessage]) -> None:
-        """Remember the newest assistant row of each trace id among ``rows`` (just inserted)."""
-        for row in rows:
-            trace_id = row.metadata.get(TRACE_ID_METADATA)
-            if row.message_type != _ASSISTANT or not isinstance(trace_id, str) or row.pk is None:
-                continue
-            with self._lock:
-                self._ids[trace_id] = row.pk
-                self._ids.move_to_end(trace_id)
-                while len(self._ids) > self._limit:
-                    self._ids.popitem(last=False)
-
-    def take(self, trace_id: str) -> int | None:
-        with self._lock:
-            return self._ids.pop(trace_id, None)
-
-
-_stored_replies = _StoredReplies()
-
-
 @dataclass(eq=False)
 class TurnScope:
     """One turn's view of its conversation ``conversation_id`` (a stored key).
@@ -115,7 +76,7 @@ class TurnScope:
     the conversation; ``system is None``: nothing was read (reads go to the database).
     ``pending`` holds the appends of the turn, ``(messages, replace_system)``, until
     :meth:`DjangoChatMemoryRepository.write_turn` writes them; once written (``closed``),
-    appends go straight to the database again.
+    appends go straight to the database again. ``written`` holds the rows the turn inserted.
     """
 
     #: Messages read ahead with the system messages: enough for the default windows
@@ -128,6 +89,24 @@ class TurnScope:
     complete: bool = False
     pending: list[tuple[list[Message], bool]] = field(default_factory=list)
     closed: bool = False
+    written: list[ChatMessage] = field(default_factory=list)
+
+    def annotate_reply(self, metadata: dict[str, Any]) -> None:
+        """Add ``metadata`` to the reply held for writing: the last assistant message of the
+        appends not written yet (no-op when there is none). Keys the reply has keep their
+        value (an interrupted reply's ``finish_reason``, say)."""
+        for batch, _ in reversed(self.pending):
+            for index in range(len(batch) - 1, -1, -1):
+                message = batch[index]
+                if isinstance(message, AssistantMessage):
+                    batch[index] = replace(message, metadata={**metadata, **message.metadata})
+                    return
+
+    def reply_id(self) -> int | None:
+        """The id of the last assistant message this turn stored (``None``: none)."""
+        return next(
+            (row.pk for row in reversed(self.written) if row.message_type == _ASSISTANT), None
+        )
 
     def _now(self) -> tuple[list[Message], list[Message]]:
         """``(system, tail)`` with the pending appends applied, as a read after them sees."""
@@ -273,11 +252,10 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
             return
         scope = _scope_for(conversation_id)
         if scope is not None:
-            scope.pending.append((batch, replace_system))  # written with the turn
+            scope.pending.append((list(batch), replace_system))  # written with the turn
             return
         with transaction.atomic():
-            rows = self._append(conversation_id, batch, replace_system)
-        _stored_replies.record(rows)  # committed (or part of the caller's transaction)
+            self._append(conversation_id, batch, replace_system)
 
     def find_last(self, conversation_id: str, limit: int) -> list[Message]:
         check_conversation_id(conversation_id)
@@ -331,13 +309,6 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         )
         return [_message(*row) for row in rows]
 
-    @staticmethod
-    def take_reply_id(trace_id: str) -> int | None:
-        """The id (``ChatMessage`` primary key) of the reply that ``append`` stored last with
-        ``trace_id`` in its metadata, in this process; ``None`` when none was. Each id is
-        handed out once: a later call for the same trace id returns ``None``."""
-        return _stored_replies.take(trace_id)
-
     # One turn, one read and one write ------------------------------------------------------
 
     def open_turn(
@@ -385,18 +356,16 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         for batch, replace_system in scope.pending:
             rows.extend(self._append(scope.conversation_id, batch, replace_system))
         scope.pending.clear()
-        _stored_replies.record(rows)
+        scope.written.extend(rows)
         return rows
 
     def _flush(self, scope: TurnScope) -> None:
         """Write what ``scope`` holds before a read it cannot answer (so the read sees it)."""
         if scope.pending:
             with transaction.atomic():
-                rows = []
                 for batch, replace_system in scope.pending:
-                    rows.extend(self._append(scope.conversation_id, batch, replace_system))
+                    scope.written.extend(self._append(scope.conversation_id, batch, replace_system))
                 scope.pending.clear()
-            _stored_replies.record(rows)
         scope.system = None
 
     # Helpers --------------------------------------------------------------------------------

@@ -72,9 +72,10 @@ def test_colours_on_request(scripted: Any) -> None:
 
 def test_json_prints_the_service_events(scripted: Any) -> None:
     printed = events(chat("python-docs", QUESTION, "--json"))
-    assert [e["type"] for e in printed] == ["start", "delta", "done"]
-    start, delta, done = printed
+    assert [e["type"] for e in printed] == ["start", "sources", "delta", "done"]
+    start, sources, delta, done = printed
     assert start["chain"] == "python-docs"
+    assert sources["sources"] == done["sources"] and sources["sources"]
     assert delta["text"] == ANSWER
     assert done["reason"] == "complete" and done["content"] == ANSWER
     assert done["conversation_id"] == start["conversation_id"]

@@ -1,51 +1,51 @@
-"""The Django repository hands a turn the id of the reply it stored with the turn's trace id."""
+"""A turn's scope names the reply it stored and carries the turn's outcome into its metadata."""
 
 from __future__ import annotations
 
 import pytest
+from django.db import transaction
 
 from advisors_app.core import AssistantMessage
 from advisors_app.models import ChatMessage
-from advisors_app.stores.memory import DjangoChatMemoryRepository, _StoredReplies
+from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.core.memory.messages import T, U, call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def traced(text: str, trace_id: str, **metadata: object) -> AssistantMessage:
-    return AssistantMessage(text, {"trace_id": trace_id, **metadata})
-
-
-def test_the_stored_reply_id_is_handed_out_once() -> None:
+def held(*batches: list) -> tuple[DjangoChatMemoryRepository, object]:
     repository = DjangoChatMemoryRepository()
-    repository.append("c1", [U("hi"), traced("hello", "t1")])
-    reply = ChatMessage.objects.get(text="hello")
-    # Any instance: the memory advisors' repository and the service's are not the same object.
-    assert DjangoChatMemoryRepository().take_reply_id("t1") == reply.pk
-    assert repository.take_reply_id("t1") is None
+    scope = repository.open_turn("c1", conversation_pk=None, last_sequence=0)
+    with repository.scoped(scope):
+        for batch in batches:
+            repository.append("c1", batch)
+    return repository, scope
 
 
-def test_a_tool_round_stored_at_once_gives_the_final_reply() -> None:
-    repository = DjangoChatMemoryRepository()
+def test_the_stored_reply_id_comes_from_the_rows_written() -> None:
+    repository, scope = held([U("hi"), AssistantMessage("hello")])
+    assert scope.reply_id() is None  # nothing written yet
+    with transaction.atomic():
+        repository.write_turn(scope)
+    assert scope.reply_id() == ChatMessage.objects.get(text="hello").pk
+
+
+def test_a_tool_round_gives_the_final_reply_and_only_it_is_annotated() -> None:
     tool_call = call("c1")
-    tool_call = AssistantMessage("", {"trace_id": "t1"}, tool_call.tool_calls)
-    repository.append("c1", [U("weather?"), tool_call, T("c1"), traced("Sunny.", "t1")])
-    assert repository.take_reply_id("t1") == ChatMessage.objects.get(text="Sunny.").pk
+    repository, scope = held([U("weather?"), tool_call, T("c1"), AssistantMessage("Sunny.")])
+    scope.annotate_reply({"trace_id": "t1", "version": 3})
+    with transaction.atomic():
+        repository.write_turn(scope)
+    reply = ChatMessage.objects.get(text="Sunny.")
+    assert scope.reply_id() == reply.pk
+    assert reply.metadata == {"trace_id": "t1", "version": 3}
+    assert ChatMessage.objects.get(message_type="assistant", text="").metadata == {}
 
 
-def test_replies_without_a_trace_id_and_other_messages_leave_nothing() -> None:
-    repository = DjangoChatMemoryRepository()
-    repository.append("c1", [U("hi"), AssistantMessage("hello")])
-    repository.append("c1", [AssistantMessage("again", {"trace_id": 7})])  # not a trace id
-    assert repository.take_reply_id("7") is None
-    assert not _StoredReplies().take("t1")
-
-
-def test_ids_nobody_takes_are_dropped_oldest_first() -> None:
-    replies = _StoredReplies(limit=2)
-    rows = [
-        ChatMessage(pk=i, message_type="assistant", metadata={"trace_id": f"t{i}"})
-        for i in (1, 2, 3)
-    ]
-    replies.record(rows)
-    assert [replies.take(f"t{i}") for i in (1, 2, 3)] == [None, 2, 3]
+def test_a_turn_without_a_reply_names_none() -> None:
+    repository, scope = held([U("hi")])
+    scope.annotate_reply({"trace_id": "t1"})  # nothing to annotate
+    with transaction.atomic():
+        repository.write_turn(scope)
+    assert scope.reply_id() is None
+    assert ChatMessage.objects.get().metadata == {}

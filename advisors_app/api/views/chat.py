@@ -24,13 +24,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework.exceptions import ValidationError
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
@@ -43,10 +42,9 @@ from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerial
 from advisors_app.conf import app_settings
 from advisors_app.events import TurnEvent
 from advisors_app.services import TurnStream, call_turn, stream_turn
+from advisors_app.turn_input import TurnInput
 
 __all__ = ["ChainCallView", "ChainStreamView", "JSONOnlyNegotiation", "sse_event", "sse_events"]
-
-_FIELDS = ("message", "conversation_id", "params", "label", "version")
 
 _ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Refused input (code invalid)."),
@@ -69,15 +67,24 @@ _CALL_FAILURES = {
 SSE_DESCRIPTION = """\
 Runs one turn and streams it as Server-Sent Events (`text/event-stream`). Each event is
 `event: <type>` and `data: <JSON>` followed by a blank line; the JSON is identical to the
-websocket frame and holds `"type"` too. A stream is `start`, any number of `delta`, then exactly
-one `done` or `error`:
+websocket frame and holds `"type"` too. A stream is `start`, `sources` (when retrieval ran),
+`tool_call` and `tool_result` for each call of each tool round, any number of `delta`, then
+exactly one `done` or `error`:
 
 - `start`: `{"type": "start", "conversation_id", "chain", "trace_id", "version"}` — `version`
   is the number of the chain version that runs (null: the draft)
+- `sources`: `{"type": "sources", "sources": [{"document_id", "title", "source", "score",
+  "snippet"}]}` — the documents retrieval found, before the first `delta`
+- `tool_call`: `{"type": "tool_call", "id", "name", "arguments"}` — a tool starts to run
+  (`arguments`: the JSON text the model sent)
+- `tool_result`: `{"type": "tool_result", "id", "name", "ok", "error", "duration_ms"}` — it
+  ended (`error`: the text the model received instead of a result)
 - `delta`: `{"type": "delta", "text"}` — the next piece of the answer
 - `done`: `{"type": "done", "reason": "complete", "conversation_id", "message_id", "stored",
   "content", "usage": {"prompt_tokens", "completion_tokens", "total_tokens"} | null,
-  "metadata", "finish_reason", "trace_id"}` — `message_id` is the stored reply's id; a turn
+  "metadata", "finish_reason", "trace_id", "version", "sources", "tools", "timings":
+  {"latency_ms", "time_to_first_token_ms"}}` — the same body as `call` answers with;
+  `message_id` is the stored reply's id; a turn
   that stored nothing (a guard refused the message) has `"stored": false` and `"message_id":
   null`, and `"conversation_id": null` when it was the conversation's first turn (the
   conversation `start` named was removed)
@@ -100,20 +107,9 @@ _SSE_EXAMPLE = (
     'event: delta\ndata: {"type": "delta", "text": "lo!"}\n\n'
     'event: done\ndata: {"type": "done", "reason": "complete", "conversation_id": "7f9c...", '
     '"message_id": 42, "stored": true, "content": "Hello!", "usage": null, "metadata": {}, '
-    '"finish_reason": "STOP", "trace_id": "4be1..."}\n\n'
+    '"finish_reason": "STOP", "trace_id": "4be1...", "version": 3, "sources": [], "tools": [], '
+    '"timings": {"latency_ms": 412.5, "time_to_first_token_ms": 88.1}}\n\n'
 )
-
-
-def _turn_input(request: Request) -> dict[str, Any]:
-    """The turn's fields from the JSON body; unknown fields and non-objects are refused."""
-    data = request.data
-    if not isinstance(data, Mapping):
-        raise ValidationError({"non_field_errors": ["Send a JSON object."]})
-    unknown = sorted(str(k) for k in data if k not in _FIELDS)
-    if unknown:
-        known = ", ".join(_FIELDS)
-        raise ValidationError({k: [f"Unknown field. Known fields: {known}."] for k in unknown})
-    return {k: data.get(k) for k in _FIELDS}
 
 
 def sse_event(event: TurnEvent) -> str:
@@ -195,9 +191,8 @@ class ChainCallView(_ChatView):
         responses={200: ChatResultSerializer, **_ERRORS, **_CALL_FAILURES},
     )
     async def post(self, request: Request, slug: str) -> Response:
-        turn = _turn_input(request)
-        result = await call_turn(slug, request.user, **turn)
-        return Response(result.to_dict())
+        outcome = await call_turn(slug, request.user, TurnInput.from_data(request.data))
+        return Response(outcome.to_dict())
 
 
 class ChainStreamView(_ChatView):
@@ -220,8 +215,7 @@ class ChainStreamView(_ChatView):
         },
     )
     async def post(self, request: Request, slug: str) -> StreamingHttpResponse:
-        turn = _turn_input(request)
-        stream = await stream_turn(slug, request.user, **turn)
+        stream = await stream_turn(slug, request.user, TurnInput.from_data(request.data))
         response = StreamingHttpResponse(
             sse_events(stream), content_type="text/event-stream; charset=utf-8"
         )

@@ -27,6 +27,7 @@ from ..chain import CallAdvisorChain, StreamAdvisorChain
 from ..exceptions import ToolCallLimitExceededError
 from ..mappings import freeze
 from ..messages import Message, SystemMessage
+from ..observation import tool_call_observer
 from ..prompt import Prompt, ToolCallingChatOptions
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse, ChatResponseMetadata, Generation
@@ -217,13 +218,21 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
         return await self.do_initialize_loop(self._with_resolved_tools(request), chain)
 
     async def _execute(
-        self, options: Any, history: tuple[Message, ...], response: ChatClientResponse
+        self,
+        options: Any,
+        history: tuple[Message, ...],
+        response: ChatClientResponse,
+        chain: Any,
     ) -> tuple[ToolExecutionResult | None, ChatClientResponse | None]:
-        """Run a tool round: ``(result, None)`` to go on, ``(None, final)`` to stop."""
+        """Run a tool round: ``(result, None)`` to go on, ``(None, final)`` to stop. The
+        chain's observer, if it watches tool calls, is told about each call."""
         chat_response = response.chat_response
         assert chat_response is not None  # the eligibility checker saw a tool call
+        observer = tool_call_observer(getattr(chain, "observer", None))
         try:
-            result = await self._manager.execute_tool_calls(Prompt(history, options), chat_response)
+            result = await self._manager.execute_tool_calls(
+                Prompt(history, options), chat_response, observer
+            )
         except ToolCallLimitExceededError as breach:
             return None, _with_generations(response, (breach.build_generation(),))
         if result.return_direct:
@@ -267,7 +276,7 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
             usage.add_round_response(response)
             if not self._checker(response.chat_response):
                 break
-            result, final = await self._execute(options, history, response)
+            result, final = await self._execute(options, history, response, chain)
             if result is None:
                 assert final is not None
                 response = final
@@ -329,7 +338,7 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
                 if trailer is not None:
                     yield trailer
                 return
-            result, final = await self._execute(options, history, response)
+            result, final = await self._execute(options, history, response, chain)
             if result is None:
                 assert final is not None
                 yield _stamp_usage(final, usage)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
+from ..observation import ToolCallObserver
 from ..prompt import ChatOptions, Prompt, ToolCallingChatOptions
 from ..response import ChatGenerationMetadata, ChatResponse, Generation
 from .callback import ToolArgumentsError, ToolCallback, ToolDefinition
@@ -187,6 +189,15 @@ class _TurnCounts:
                         self.identical[(response.name, keys[response.id])] += 1
 
 
+def _refused(call: ToolCall, text: str, observer: ToolCallObserver | None) -> ToolResponse:
+    """The response of a call that does not run (a limit, an unknown tool), told to
+    ``observer`` as a call that failed at once."""
+    if observer is not None:
+        observer.tool_call_started(call)
+        observer.tool_call_finished(call, False, text, 0.0)
+    return ToolResponse(call.id, call.name, text)
+
+
 class ToolCallingManager:
     """Resolves tools and runs the tool calls of a response, within per-turn limits.
 
@@ -255,11 +266,15 @@ class ToolCallingManager:
         return tuple(callback.definition for callback in self.resolve_tool_callbacks(options))
 
     async def execute_tool_calls(
-        self, prompt: Prompt, chat_response: ChatResponse
+        self,
+        prompt: Prompt,
+        chat_response: ChatResponse,
+        observer: ToolCallObserver | None = None,
     ) -> ToolExecutionResult:
         """Run the tool calls of ``chat_response`` and return the extended history.
 
-        ``prompt`` holds the turn's full history and the options whose callbacks are used.
+        ``prompt`` holds the turn's full history and the options whose callbacks are used;
+        ``observer`` is told when each call starts and how it ended.
         Raises ``AdvisorStateError("No tool call requested by the chat model")`` when no
         generation has tool calls, and :class:`ToolCallLimitExceededError` on a breach that
         ends the turn.
@@ -286,8 +301,8 @@ class ToolCallingManager:
                     or counts.responses[breach.text] > 0
                 )
                 if ends_turn:
-                    responses = await self._run(planned, tool_context)
-                    responses.append(ToolResponse(call.id, call.name, breach.text))
+                    responses = await self._run(planned, tool_context, observer)
+                    responses.append(_refused(call, breach.text, observer))
                     raise ToolCallLimitExceededError(
                         breach.message,
                         limit=breach.limit,
@@ -312,7 +327,7 @@ class ToolCallingManager:
             )
             planned.append((call, callback, unknown))
 
-        outcomes = await self._run_with_status(planned, tool_context)
+        outcomes = await self._run_with_status(planned, tool_context, observer)
         responses = [response for response, _ in outcomes]
         ran = [
             (callback, ok)
@@ -360,31 +375,38 @@ class ToolCallingManager:
         self,
         planned: list[tuple[ToolCall, ToolCallback | None, str | None]],
         tool_context: Any,
+        observer: ToolCallObserver | None,
     ) -> list[ToolResponse]:
-        return [response for response, _ in await self._run_with_status(planned, tool_context)]
+        outcomes = await self._run_with_status(planned, tool_context, observer)
+        return [response for response, _ in outcomes]
 
     async def _run_with_status(
         self,
         planned: list[tuple[ToolCall, ToolCallback | None, str | None]],
         tool_context: Any,
+        observer: ToolCallObserver | None,
     ) -> list[tuple[ToolResponse, bool]]:
         async def one(
             call: ToolCall, callback: ToolCallback | None, fixed: str | None
         ) -> tuple[ToolResponse, bool]:
             if fixed is not None or callback is None:
-                return ToolResponse(call.id, call.name, fixed or ""), False
+                return _refused(call, fixed or "", observer), False
+            if observer is not None:
+                observer.tool_call_started(call)
+            started = time.perf_counter()
             try:
                 data = await callback.call(call.arguments, tool_context)
-            except ToolArgumentsError as error:
-                logger.info("%s", error)
-                return ToolResponse(
-                    call.id, call.name, self.exception_processor(call, error)
-                ), False
             except Exception as error:
-                logger.warning("tool %r failed: %s", call.name, error, exc_info=True)
-                return ToolResponse(
-                    call.id, call.name, self.exception_processor(call, error)
-                ), False
+                if isinstance(error, ToolArgumentsError):
+                    logger.info("%s", error)
+                else:
+                    logger.warning("tool %r failed: %s", call.name, error, exc_info=True)
+                text = self.exception_processor(call, error)
+                if observer is not None:
+                    observer.tool_call_finished(call, False, text, time.perf_counter() - started)
+                return ToolResponse(call.id, call.name, text), False
+            if observer is not None:
+                observer.tool_call_finished(call, True, None, time.perf_counter() - started)
             return ToolResponse(call.id, call.name, data), True
 
         if len(planned) == 1:

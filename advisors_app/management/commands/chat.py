@@ -8,7 +8,8 @@ nothing and left no conversation: a guard's refusal of a first message); ``--par
 request params the service and the API accept (``{"options": {"max_tokens": 64}}``, a
 filter...). Colours only when the
 output is a terminal (Django's ``--no-color`` / ``--force-color`` apply). ``--json`` prints
-one JSON object per event instead (``start``, ``delta``..., then ``done`` or ``error``: the
+one JSON object per event instead (``start``, ``sources``, ``tool_call``/``tool_result``,
+``delta``..., then ``done`` or ``error``: the
 payloads of :mod:`advisors_app.events`). Exit status 1 when the input is refused (unknown
 chain, blank message, bad conversation id: the service's ``TurnError``) or the turn fails; a
 guard's refusal is an answer (its finish reason ``CONTENT_FILTER``, printed as such).
@@ -25,9 +26,15 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from advisors_app.core.advisors.safe_guard import CONTENT_FILTER, SAFEGUARD_MATCHED
-from advisors_app.events import DeltaEvent, DoneEvent, ErrorEvent, TurnError
+from advisors_app.events import (
+    DeltaEvent,
+    DoneEvent,
+    ErrorEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnError,
+)
 from advisors_app.services import stream_turn
-from advisors_app.sources import cited_sources
 
 DEFAULT_USERNAME = "admin"
 
@@ -123,6 +130,15 @@ class Command(BaseCommand):
                     if first_token is None:
                         first_token = time.perf_counter() - started
                     self._write(event.text, ending="")
+                elif isinstance(event, ToolCallEvent):
+                    self._write(self.style.NOTICE(f"[tool {event.name} {event.arguments}]"))
+                elif isinstance(event, ToolResultEvent):
+                    outcome = "ok" if event.ok else f"failed: {event.error}"
+                    self._write(
+                        self.style.NOTICE(
+                            f"[tool {event.name}: {outcome}, {event.duration_ms:.0f} ms]"
+                        )
+                    )
                 elif isinstance(event, DoneEvent):
                     self._summary(event, time.perf_counter() - started, first_token)
                 if isinstance(event, ErrorEvent):
@@ -134,9 +150,9 @@ class Command(BaseCommand):
         style = self.style
         self._write("")
         if done.finish_reason == CONTENT_FILTER:
-            matched = ", ".join(done.metadata.get(SAFEGUARD_MATCHED) or ())
+            matched = ", ".join(done.outcome.metadata.get(SAFEGUARD_MATCHED) or ())
             self._write(style.WARNING(f"Refused by the guard (matched: {matched or '?'})."))
-        sources = cited_sources(done.metadata)
+        sources = done.outcome.sources
         if sources:
             self._write(style.MIGRATE_HEADING("Sources:"))
             for source in sources:

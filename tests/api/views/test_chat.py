@@ -29,6 +29,7 @@ from advisors_app.models import CallLog, ChatMessage, Collection, Conversation
 from advisors_app.runtime import load_chain
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
+from tests.helpers import without_outcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,7 +54,7 @@ def transcript(user: Any, conversation_id: str) -> list[tuple[str, str, dict]]:
     rows = ChatMessage.objects.filter(
         conversation__conversation_id=f"{user.pk}:{conversation_id}"
     ).order_by("sequence")
-    return [(r.message_type, r.text, r.metadata) for r in rows]
+    return [(r.message_type, r.text, without_outcome(r.metadata)) for r in rows]
 
 
 def read_stream(response: Any) -> str:
@@ -91,6 +92,9 @@ def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any,
         "finish_reason": "STOP",
         "trace_id": body["trace_id"],
         "version": 1,
+        "sources": [],
+        "tools": [],
+        "timings": {"latency_ms": body["timings"]["latency_ms"], "time_to_first_token_ms": None},
     }
     assert len(body["conversation_id"]) == 32
     assert model.prompts[-1].user_message.text == "hello!"
@@ -159,7 +163,7 @@ def rag_chain(alice: Any) -> Any:
     [
         ({"message": "   "}, 400, "invalid", {"message": ["This field may not be blank."]}),
         ({"message": 5}, 400, "invalid", {"message": ["Not a valid string."]}),
-        ({}, 400, "invalid", {"message": ["Not a valid string."]}),
+        ({}, 400, "invalid", {"message": ["This field is required."]}),
         (
             {"message": "x" * 11},
             400,
@@ -366,7 +370,12 @@ def test_stream_sends_start_deltas_and_done_as_server_sent_events(
         "metadata": {},
         "finish_reason": "STOP",
         "trace_id": start["trace_id"],
+        "version": 1,
+        "sources": [],
+        "tools": [],
+        "timings": done["timings"],
     }
+    assert 0 < done["timings"]["time_to_first_token_ms"] <= done["timings"]["latency_ms"]
     assert [t for _, t, _ in transcript(alice, start["conversation_id"])] == ["hi", "Hello!"]
     assert ChatMessage.objects.get(pk=done["message_id"]).text == "Hello!"
 

@@ -1,0 +1,126 @@
+"""``TurnInput``: what a caller asks of one chat turn, with the same names on every transport.
+
+REST ``call`` and ``stream`` take it as the JSON body, the websocket as a ``message`` frame
+(which may say ``text`` for ``message``, the name frames used first), ``manage.py chat`` from
+its options. :meth:`TurnInput.from_data` refuses what is not a turn (not an object, unknown
+fields, no message); :meth:`TurnInput.errors` checks each field's shape. Both report field errors
+in one shape (``{field: [message, ...]}``), a message's errors under the name the caller used;
+the turn service (:mod:`advisors_app.services`) adds what needs the database (the chain, the
+version, the conversation, the params the chain accepts) to the same errors before anything
+runs, then counts the user's rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from advisors_app.conf import app_settings
+from advisors_app.conversations import conversation_id_errors
+from advisors_app.events import TurnError
+from advisors_app.models.versions import LABEL_NAME_VALIDATOR
+from advisors_app.runtime import DRAFT
+from advisors_app.validation import FieldErrors, text_problem
+
+__all__ = ["MESSAGE_ALIAS", "TURN_FIELDS", "TurnInput"]
+
+#: The fields of a turn, as every transport names them.
+TURN_FIELDS = ("message", "conversation_id", "params", "label", "version")
+#: The other name a websocket frame may give ``message``.
+MESSAGE_ALIAS = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    """One turn as the caller sent it (any JSON values; see :meth:`errors`).
+
+    ``message`` is the user's text, ``conversation_id`` the caller's conversation (``None``:
+    start one), ``params`` a JSON object (``options``, ``system_params`` and the chain's context
+    params), ``label`` or ``version`` the chain version to run (``None``: ``production``).
+    ``message_field`` is the name the caller sent the message under (``message`` or, on the
+    websocket, ``text``): its errors are reported there.
+    """
+
+    message: Any
+    conversation_id: Any = None
+    params: Any = None
+    label: Any = None
+    version: Any = None
+    message_field: str = "message"
+
+    @classmethod
+    def from_data(cls, data: Any, *, envelope: Collection[str] = ()) -> TurnInput:
+        """The turn in a decoded JSON body or frame; ``envelope`` names fields the transport
+        reads itself (the websocket's ``type``). Raises :class:`TurnError` (``invalid``) for
+        anything but an object, unknown fields, and a missing message."""
+        if not isinstance(data, Mapping):
+            raise _invalid({"non_field_errors": ["Send a JSON object."]})
+        known = (*TURN_FIELDS, MESSAGE_ALIAS)
+        errors: FieldErrors = {
+            str(name): [f"Unknown field. Known fields: {', '.join(TURN_FIELDS)}."]
+            for name in data
+            if name not in known and name not in envelope
+        }
+        field = MESSAGE_ALIAS if MESSAGE_ALIAS in data and "message" not in data else "message"
+        if "message" in data and MESSAGE_ALIAS in data:
+            errors["message"] = [
+                f"Send the message as message or as {MESSAGE_ALIAS} (its alias), not both."
+            ]
+        elif field not in data:
+            errors["message"] = ["This field is required."]
+        if errors:
+            raise _invalid(errors)
+        return cls(
+            data[field],
+            data.get("conversation_id"),
+            data.get("params"),
+            data.get("label"),
+            data.get("version"),
+            message_field=field,
+        )
+
+    def errors(self) -> FieldErrors:
+        """Field errors of the shapes: the message (a non-blank string within
+        ``ADVISORS["MAX_MESSAGE_CHARS"]``), the conversation id, the label and version
+        (``{}``: well-formed; the chain may still refuse the params)."""
+        errors: FieldErrors = {}
+        problem = _message_problem(self.message)
+        if problem:
+            errors[self.message_field] = [problem]
+        errors.update(conversation_id_errors(self.conversation_id))
+        errors.update(_target_errors(self.label, self.version))
+        return errors
+
+
+def _invalid(errors: FieldErrors) -> TurnError:
+    return TurnError("invalid", "The request is invalid.", errors=errors)
+
+
+def _message_problem(message: Any) -> str | None:
+    if not isinstance(message, str):
+        return "Not a valid string."
+    if not message.strip():
+        return "This field may not be blank."
+    problem = text_problem(message)
+    if problem:
+        return problem
+    limit = app_settings.MAX_MESSAGE_CHARS
+    if len(message) > limit:
+        return f"Ensure this field has no more than {limit} characters (it has {len(message)})."
+    return None
+
+
+def _target_errors(label: Any, version: Any) -> FieldErrors:
+    errors: FieldErrors = {}
+    if label is not None and version is not None:
+        errors["version"] = ["Send a label or a version, not both."]
+    if label is not None and not (
+        isinstance(label, str) and LABEL_NAME_VALIDATOR.regex.match(label)
+    ):
+        errors["label"] = [str(LABEL_NAME_VALIDATOR.message)]
+    if version not in (None, DRAFT) and (
+        isinstance(version, bool) or not isinstance(version, int) or version < 1
+    ):
+        errors["version"] = ['Enter a version number (1, 2, ...) or "draft".']
+    return errors

@@ -1,0 +1,235 @@
+"""Typed turn events and the turn outcome on every transport (issue 17).
+
+A stream is ``start``, ``sources`` (retrieval ran), ``tool_call`` / ``tool_result`` for each
+call of a tool round, ``delta``..., then ``done``: in the service, over SSE and over the
+websocket. The outcome (``call`` body, ``done`` frame) names the sources, the tools and the
+timings, and the stored reply keeps them, so a reopened conversation (the conversation API)
+shows what the live reply showed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from rest_framework.test import APIClient
+
+from advisors_app.core import ScriptedChatModel
+from advisors_app.core.testing import tool_call_response
+from advisors_app.events import TurnError
+from advisors_app.ingestion import ingest_text
+from advisors_app.models import ChatMessage, Collection
+from advisors_app.runtime import clear_cache, load_chain
+from advisors_app.services import call_turn, stream_turn
+from advisors_app.turn_input import TurnInput
+from tests.api.views.test_chat import parse_sse, read_stream
+from tests.factories import make_chain, scripted_model
+from tests.test_consumers import frames_until_end, open_socket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TOOL_ROUND = tool_call_response(("calculator", {"expression": "6 * 7"}), ("no_such_tool", {}))
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    clear_cache()
+    yield
+    clear_cache()
+
+
+@pytest.fixture
+def alice(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("alice", password="pw")
+
+
+@pytest.fixture
+def tools_chain() -> Any:
+    return make_chain(
+        "tools",
+        model=scripted_model("tools-model", responses=(), repeat=False),
+        advisors=(("message_chat_memory", {"max_messages": 10}), ("tool_calling", {})),
+        tools=["calculator"],
+    )
+
+
+@pytest.fixture
+def rag_chain() -> Any:
+    collection = Collection.objects.create(slug="kb", name="KB")
+    ingest_text(collection, "policy.md", "Refunds take 5 days.")
+    return make_chain(
+        "rag",
+        model=scripted_model("rag-model", responses=(), repeat=False),
+        advisors=(("question_answer", {"collection": "kb", "top_k": 3}),),
+    )
+
+
+def script(slug: str, *items: Any) -> ScriptedChatModel:
+    model: ScriptedChatModel = load_chain(slug).client.chat_model  # type: ignore[assignment]
+    model.add(*items)
+    return model
+
+
+def check_tools(tools: list[dict[str, Any]]) -> None:
+    """The two calls of ``TOOL_ROUND``: the calculator ran, the made-up tool failed."""
+    assert [(t["id"], t["name"], t["ok"]) for t in tools] == [
+        ("call_1", "calculator", True),
+        ("call_2", "no_such_tool", False),
+    ]
+    assert json.loads(tools[0]["arguments"]) == {"expression": "6 * 7"}
+    assert tools[0]["error"] is None and tools[1]["error"].startswith("No ToolCallback found")
+    assert all(isinstance(t["duration_ms"], float) for t in tools)
+
+
+def check_stored(message_id: int, outcome: dict[str, Any]) -> None:
+    """The stored reply keeps what the live outcome said."""
+    reply = ChatMessage.objects.get(pk=message_id)
+    for key in ("trace_id", "version", "sources", "tools", "timings", "usage", "finish_reason"):
+        if outcome.get(key):
+            assert reply.metadata[key] == outcome[key], key
+
+
+# -- the service --------------------------------------------------------------------------------
+
+
+async def test_a_streamed_tool_round_is_announced_before_the_answer(
+    tools_chain: Any, alice: Any
+) -> None:
+    await sync_to_async(script)("tools", TOOL_ROUND, ["The answer ", "is 42."])
+    stream = await stream_turn("tools", alice, "What is 6 * 7?")
+    events = [event async for event in stream]
+    assert [e.type for e in events] == [
+        *("start", "tool_call", "tool_call", "tool_result", "tool_result"),
+        *("delta", "delta", "done"),
+    ]
+    calls = [e.to_dict() for e in events[1:3]]
+    assert [(c["id"], c["name"]) for c in calls] == [
+        ("call_1", "calculator"),
+        ("call_2", "no_such_tool"),
+    ]
+    done = events[-1].to_dict()
+    check_tools(done["tools"])
+    assert {e.id: e.ok for e in events[3:5]} == {"call_1": True, "call_2": False}
+    await sync_to_async(check_stored)(done["message_id"], done)
+
+
+async def test_a_called_tool_round_is_in_the_outcome_and_the_stored_reply(
+    tools_chain: Any, alice: Any
+) -> None:
+    await sync_to_async(script)("tools", TOOL_ROUND, "It is 42.")
+    outcome = await call_turn("tools", alice, "What is 6 * 7?")
+    check_tools(outcome.tools)
+    assert outcome.to_dict()["tools"] == outcome.tools
+    assert outcome.timings["time_to_first_token_ms"] is None
+    await sync_to_async(check_stored)(outcome.message_id, outcome.to_dict())
+
+
+async def test_retrieval_sends_its_sources_before_the_first_delta(
+    rag_chain: Any, alice: Any
+) -> None:
+    await sync_to_async(script)("rag", ["Five ", "days."])
+    stream = await stream_turn("rag", alice, "How long do refunds take?")
+    events = [event async for event in stream]
+    assert [e.type for e in events] == ["start", "sources", "delta", "delta", "done"]
+    [source] = events[1].to_dict()["sources"]
+    assert (source["title"], source["source"], source["snippet"]) == (
+        "policy.md",
+        "policy.md",
+        "Refunds take 5 days.",
+    )
+    assert source["document_id"] and isinstance(source["score"], float)
+    done = events[-1].to_dict()
+    assert done["sources"] == [source]
+    await sync_to_async(check_stored)(done["message_id"], done)
+
+
+def test_a_reopened_conversation_shows_sources_timings_and_usage_over_the_api(
+    rag_chain: Any, alice: Any
+) -> None:
+    script("rag", "Five days.")
+    api = APIClient()
+    api.force_authenticate(alice)
+    body = api.post("/api/chains/rag/call/", {"message": "Refunds?"}, format="json").json()
+    reopened = api.get(f"/api/conversations/{body['conversation_id']}/").json()
+    reply = reopened["messages"][-1]
+    assert reply["id"] == body["message_id"]
+    for key in ("sources", "timings", "version", "trace_id", "finish_reason"):
+        assert reply["metadata"][key] == body[key], key
+    assert reply["metadata"]["sources"][0]["title"] == "policy.md"
+
+
+# -- SSE and websocket ----------------------------------------------------------------------------
+
+
+def test_sse_sends_the_tool_round_in_order(tools_chain: Any, alice: Any) -> None:
+    script("tools", TOOL_ROUND, ["The answer ", "is 42."])
+    api = APIClient()
+    api.force_authenticate(alice)
+    response = api.post("/api/chains/tools/stream/", {"message": "6 * 7?"}, format="json")
+    events = parse_sse(read_stream(response))
+    kinds = [kind for kind, _ in events]
+    assert kinds[0] == "start" and kinds[-1] == "done"
+    assert kinds[1:5] == ["tool_call", "tool_call", "tool_result", "tool_result"]
+    assert set(kinds[5:-1]) == {"delta"}
+    check_tools(events[-1][1]["tools"])
+    check_stored(events[-1][1]["message_id"], events[-1][1])
+
+
+async def test_the_websocket_sends_the_tool_round_in_order(tools_chain: Any, alice: Any) -> None:
+    await sync_to_async(script)("tools", TOOL_ROUND, ["The answer ", "is 42."])
+    socket = await open_socket(alice, "tools")
+    try:
+        await socket.send_json_to({"type": "message", "message": "6 * 7?"})
+        frames = await frames_until_end(socket)
+    finally:
+        await socket.disconnect()
+    kinds = [frame["type"] for frame in frames]
+    assert kinds[:5] == ["start", "tool_call", "tool_call", "tool_result", "tool_result"]
+    assert set(kinds[5:-1]) == {"delta"} and kinds[-1] == "done"
+    assert frames[1] == {
+        "type": "tool_call",
+        "id": "call_1",
+        "name": "calculator",
+        "arguments": '{"expression": "6 * 7"}',
+    }
+    check_tools(frames[-1]["tools"])
+    await sync_to_async(check_stored)(frames[-1]["message_id"], frames[-1])
+
+
+# -- one input type -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "errors"),
+    [
+        ([], {"non_field_errors": ["Send a JSON object."]}),
+        ({}, {"message": ["This field is required."]}),
+        (
+            {"message": "a", "text": "a"},
+            {"message": ["Send the message as message or as text (its alias), not both."]},
+        ),
+        (
+            {"message": "a", "colour": 1},
+            {
+                "colour": [
+                    "Unknown field. Known fields: message, conversation_id, params, label, version."
+                ]
+            },
+        ),
+    ],
+)
+def test_turn_input_refuses_what_is_not_a_turn(data: Any, errors: dict[str, Any]) -> None:
+    with pytest.raises(TurnError) as refused:
+        TurnInput.from_data(data)
+    assert (refused.value.code, refused.value.errors) == ("invalid", errors)
+
+
+def test_turn_input_reports_message_errors_under_the_name_the_caller_used() -> None:
+    frame = TurnInput.from_data({"type": "message", "text": " "}, envelope=("type",))
+    assert frame.errors() == {"text": ["This field may not be blank."]}
+    body = TurnInput.from_data({"message": 5, "label": "Prod!", "version": 0})
+    assert set(body.errors()) == {"message", "label", "version"}
+    assert TurnInput.from_data({"message": "hi", "version": "draft"}).errors() == {}
