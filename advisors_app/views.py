@@ -2,7 +2,9 @@
 
 The page is a Django template with a small script (``static/advisors_app/chat.js``, no build
 step): conversations, the transcript of the open one and the chain list are rendered here, on
-the server; replies stream over the websocket (:mod:`advisors_app.consumers`). Only the
+the server; replies stream over the websocket (:mod:`advisors_app.consumers`). Each stored
+reply's turn metadata (sources, tool calls, usage, timings) goes to the script as JSON
+(``json_script``), which draws it as it drew the live reply's frames. Only the
 caller's own conversations are listed or opened (another user's id is a 404, as an id never
 used). The trace view is JSON for staff with the ``view_calllog`` permission: the per-advisor
 trace of one turn, by the trace id its ``start``/``done`` frames carry.
@@ -44,26 +46,59 @@ def _reverse_or_none(name: str, *args: Any) -> str | None:
         return None
 
 
+#: The keys of a stored reply's metadata the page shows again (what the turn stored with it:
+#: ``TurnOutcome.reply_metadata`` plus ``interrupted``). Other keys stay on the server.
+REPLY_DETAIL_KEYS = (
+    TRACE_ID,
+    "version",
+    "sources",
+    "tools",
+    "usage",
+    "finish_reason",
+    "timings",
+    "interrupted",
+)
+
+
+def _reply_details(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """What a stored reply's metadata holds of :data:`REPLY_DETAIL_KEYS`; replies stored before
+    a key existed simply lack it (the page shows what there is)."""
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return {key: metadata[key] for key in REPLY_DETAIL_KEYS if key in metadata}
+
+
 def _transcript(conversation: Any) -> list[dict[str, Any]]:
     """The user and assistant messages to show (tool rounds and system text are not).
 
-    A reply's ``trace_id`` (``None`` for replies stored before replies were tagged) is what the
-    live reply's ``done`` frame carried: staff open the same trace from the history.
+    Each is ``{"id", "role", "text", "interrupted", "trace_id", "details"}``. An assistant
+    reply's ``details`` (:func:`_reply_details`; ``{}`` for user messages) are the metadata its
+    turn stored — trace id, chain version, sources, tool calls, usage, finish reason and
+    timings in milliseconds — which the page renders with the same code as a live reply's
+    ``done`` frame, so a reopened conversation looks as it did live. ``trace_id`` is ``None``
+    for replies stored before replies were tagged.
     """
     rows = ChatMessage.objects.filter(
         conversation=conversation,
         message_type__in=(MessageType.USER.value, MessageType.ASSISTANT.value),
     ).order_by("sequence")
-    return [
-        {
-            "role": row.message_type,
-            "text": row.text,
-            "interrupted": bool((row.metadata or {}).get("interrupted")),
-            "trace_id": (row.metadata or {}).get(TRACE_ID),
-        }
-        for row in rows
-        if row.text.strip()
-    ]
+    transcript = []
+    for row in rows:
+        if not row.text.strip():
+            continue
+        details = (
+            _reply_details(row.metadata) if row.message_type == MessageType.ASSISTANT.value else {}
+        )
+        transcript.append(
+            {
+                "id": row.pk,
+                "role": row.message_type,
+                "text": row.text,
+                "interrupted": bool(details.get("interrupted")),
+                "trace_id": details.get(TRACE_ID),
+                "details": details,
+            }
+        )
+    return transcript
 
 
 @require_GET
@@ -103,6 +138,8 @@ def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpRespon
         "conversations": conversations,
         "current_id": conversation_id,
         "messages": messages,
+        # Embedded with json_script and drawn by chat.js as a live reply's done frame is.
+        "replies": {str(m["id"]): m["details"] for m in messages if m["role"] == "assistant"},
         "max_chars": app_settings.MAX_MESSAGE_CHARS,
         "logout_url": _reverse_or_none("logout"),
         "config": {

@@ -176,3 +176,77 @@ def test_others_get_no_trace(alice: Any, django_user_model: Any, log: CallLog) -
         assert logged_in(user).get("/chat/traces/abc123/").status_code == 403
         assert logged_in(user).get("/chat/").context["config"]["traceUrl"] is None
     assert Client().get("/chat/traces/abc123/").status_code == 302
+
+
+#: What a turn stores with its reply (``TurnOutcome.reply_metadata``), with hostile text in it.
+REPLY_METADATA = {
+    "trace_id": "t9",
+    "version": 3,
+    "sources": [
+        {
+            "document_id": "42",
+            "title": "<img src=x onerror=alert(1)>refunds.md",
+            "source": "refunds.md",
+            "score": 0.8312,
+            "snippet": "</script><script>alert(2)</script>",
+        }
+    ],
+    "tools": [
+        {
+            "id": "call_1",
+            "name": "calculator",
+            "arguments": '{"expression": "6*7"}',
+            "ok": True,
+            "error": None,
+            "duration_ms": 2.5,
+        }
+    ],
+    "usage": {"prompt_tokens": 31, "completion_tokens": 9, "total_tokens": 40},
+    "finish_reason": "STOP",
+    "timings": {"latency_ms": 812.5, "time_to_first_token_ms": 120.25},
+    "provider_internal": "not for the page",
+}
+
+
+def test_a_reopened_reply_carries_its_turn_for_the_script_as_json_only(alice: Any) -> None:
+    make_chain("support")
+    conversation(
+        alice,
+        "a1",
+        UserMessage("What is 6*7?"),
+        AssistantMessage("42.", REPLY_METADATA),
+        UserMessage("And before?"),
+        AssistantMessage("Older reply.", {"trace_id": "t0"}),  # stored before replies kept more
+        UserMessage("More?"),
+        AssistantMessage("Cut", {"interrupted": True, "finish_reason": "cancelled"}),
+    )
+    response = logged_in(alice).get("/chat/c/a1/")
+    page = response.content.decode()
+    messages = response.context["messages"]
+    replies = [m for m in messages if m["role"] == "assistant"]
+    expected = {k: v for k, v in REPLY_METADATA.items() if k != "provider_internal"}
+    assert [m["details"] for m in replies] == [
+        expected,
+        {"trace_id": "t0"},
+        {"interrupted": True, "finish_reason": "cancelled"},
+    ]
+    assert all(m["details"] == {} for m in messages if m["role"] == "user")
+    assert response.context["replies"] == {str(m["id"]): m["details"] for m in replies}
+    # Each reply names its entry in the embedded JSON; the JSON cannot close its script tag.
+    for reply in replies:
+        assert f'data-reply-id="{reply["id"]}"' in page
+    assert page.count("data-reply-id=") == 3
+    assert 'id="chat-replies" type="application/json"' in page
+    assert "<img src=x" not in page and "<script>alert(2)" not in page
+    assert "\\u003Cimg src=x onerror=alert(1)\\u003Erefunds.md" in page
+    assert "not for the page" not in page
+    assert replies[2]["interrupted"] and "Stopped before the end." in page
+
+
+def test_a_new_chat_embeds_no_replies(alice: Any) -> None:
+    make_chain("support")
+    response = logged_in(alice).get("/chat/")
+    assert response.context["replies"] == {}
+    assert '<script id="chat-replies" type="application/json">{}</script>' in (
+        response.content.decode()
+    )

@@ -15,9 +15,10 @@ from advisors_app.admin.chains import chain_link
 from advisors_app.admin.forms import pretty_json
 from advisors_app.admin.traces import trace_rows
 from advisors_app.conversations import public_conversation_id
+from advisors_app.core.messages import MessageType
 from advisors_app.models import CallLog, ChatMessage, Conversation
 
-__all__ = ["CallLogAdmin", "ConversationAdmin"]
+__all__ = ["CallLogAdmin", "ConversationAdmin", "reply_details"]
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -109,11 +110,70 @@ class CallLogAdmin(ReadOnlyAdmin):
         )
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _seconds(milliseconds: Any) -> str:
+    return f"{milliseconds / 1000:.3f} s"
+
+
+def reply_details(metadata: Any) -> dict[str, Any]:
+    """A stored reply's turn, compactly: what the conversation's admin transcript shows.
+
+    ``metadata`` is an assistant ``ChatMessage.metadata`` (``TurnOutcome.reply_metadata``:
+    ``version``, ``sources``, ``tools``, ``usage``, ``finish_reason``, ``timings`` in
+    milliseconds). Returns ``{"summary", "sources", "tools"}``: ``summary`` the version
+    (``draft`` for ``None``), the timings in seconds as the call log shows them and the token
+    usage, joined by `` · ``; ``sources`` ``(title, score)`` pairs (``score`` formatted, or
+    ``""``); ``tools`` ``(name, status)`` pairs. Keys a reply stored before they existed lack
+    are left out; nothing known gives empty values.
+    """
+    metadata = metadata if isinstance(metadata, dict) else {}
+    summary = []
+    if "version" in metadata:
+        version = metadata["version"]
+        summary.append(f"v{version}" if version is not None else "draft")
+    timings = metadata.get("timings") if isinstance(metadata.get("timings"), dict) else {}
+    if _is_number(timings.get("time_to_first_token_ms")):
+        summary.append(f"first token {_seconds(timings['time_to_first_token_ms'])}")
+    if _is_number(timings.get("latency_ms")):
+        summary.append(f"total {_seconds(timings['latency_ms'])}")
+    usage = metadata.get("usage") if isinstance(metadata.get("usage"), dict) else {}
+    prompt, completion, total = (
+        usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+    )
+    if _is_number(prompt) and _is_number(completion):
+        summary.append(
+            f"{prompt} prompt + {completion} completion"
+            + (f" = {total} tokens" if _is_number(total) else " tokens")
+        )
+    elif _is_number(total):
+        summary.append(f"{total} tokens")
+    sources = [
+        (
+            str(item.get("title") or item.get("source") or item.get("document_id") or "?"),
+            f"{item['score']:.2f}" if _is_number(item.get("score")) else "",
+        )
+        for item in metadata.get("sources") or []
+        if isinstance(item, dict)
+    ]
+    tools = []
+    for item in metadata.get("tools") or []:
+        if not isinstance(item, dict):
+            continue
+        status = "ok" if item.get("ok") else f"failed: {item.get('error') or '?'}"
+        if _is_number(item.get("duration_ms")):
+            status += f" ({item['duration_ms']:.0f} ms)"
+        tools.append((str(item.get("name") or "?"), status))
+    return {"summary": " · ".join(summary), "sources": sources, "tools": tools}
+
+
 class ChatMessageInline(admin.TabularInline):
-    """The transcript, in sequence order (read-only)."""
+    """The transcript, in sequence order (read-only); an assistant reply shows its turn."""
 
     model = ChatMessage
-    fields = ("sequence", "message_type", "text", "flags", "created_at")
+    fields = ("sequence", "message_type", "text", "flags", "turn", "created_at")
     readonly_fields = fields
     ordering = ("sequence",)
     extra = 0
@@ -128,6 +188,16 @@ class ChatMessageInline(admin.TabularInline):
         if metadata.get("interrupted"):
             return f"interrupted ({metadata.get('finish_reason', '?')})"
         return ""
+
+    @admin.display(description="Turn")
+    def turn(self, obj: ChatMessage) -> str:
+        """Version, timings, usage, sources (title and score) and tool calls of a reply."""
+        if obj.message_type != MessageType.ASSISTANT.value:
+            return ""
+        details = reply_details(obj.metadata)
+        if not any(details.values()):
+            return ""
+        return render_to_string("admin/advisors_app/reply_details.html", details)
 
 
 @admin.register(Conversation)

@@ -1,8 +1,11 @@
 /* The chat page: one websocket per chain (/ws/chat/<slug>/), replies streamed as Markdown.
  *
- * Frames are those of advisors_app/consumers.py. Model output is rendered by markdown-it with
- * raw HTML off and images off (a remote image in an answer could leak the conversation through
- * its URL); everything else the server sends is inserted as text. No build step: plain script.
+ * Frames are those of advisors_app/consumers.py (start, sources, tool_call, tool_result,
+ * delta, done | error). Model output is rendered by markdown-it with raw HTML off and images
+ * off (a remote image in an answer could leak the conversation through its URL); everything
+ * else the server sends is inserted as text. A reply's tool cards, sources and meta line are
+ * drawn by the same functions live and for a reopened conversation (whose stored metadata the
+ * page embeds as JSON, "chat-replies"), so both look alike. No build step: plain script.
  */
 (function () {
   "use strict";
@@ -162,6 +165,7 @@
     state.reply = {
       article: parts.article, body: parts.body, text: "", traceId: null, conversationId: null,
       sentAt: performance.now(), firstAt: null, frame: null, scheduled: false,
+      toolCards: {},
     };
   }
 
@@ -176,27 +180,52 @@
     });
   }
 
+  /* ---- what a reply shows besides its text: the same live and reopened ------------ */
+
   function seconds(ms) {
     return (ms / 1000).toFixed(2) + " s";
   }
 
-  function replyMeta(reply, done) {
-    var parts = [];
-    if (reply.firstAt !== null) parts.push("first token " + seconds(reply.firstAt - reply.sentAt));
-    parts.push("total " + seconds(performance.now() - reply.sentAt));
-    var usage = done && done.usage;
-    if (usage) {
-      parts.push(usage.prompt_tokens + " prompt + " + usage.completion_tokens + " completion tokens");
-    }
-    if (done && done.finish_reason) parts.push("finish " + done.finish_reason);
-    return el("p", "msg-meta", parts.join(" · "));
+  function isNumber(value) {
+    return typeof value === "number" && isFinite(value);
   }
 
+  /* "first token 0.12 s · total 0.80 s · 31 prompt + 9 completion tokens · finish STOP":
+   * details holds a reply's timings (milliseconds), usage and finish_reason, as the done frame
+   * and the stored reply's metadata carry them; missing parts are left out. */
+  function metaText(details) {
+    var parts = [];
+    var timings = details.timings || {};
+    if (isNumber(timings.time_to_first_token_ms)) {
+      parts.push("first token " + seconds(timings.time_to_first_token_ms));
+    }
+    if (isNumber(timings.latency_ms)) parts.push("total " + seconds(timings.latency_ms));
+    var usage = details.usage;
+    if (usage && isNumber(usage.prompt_tokens) && isNumber(usage.completion_tokens)) {
+      parts.push(usage.prompt_tokens + " prompt + " + usage.completion_tokens + " completion tokens");
+    } else if (usage && isNumber(usage.total_tokens)) {
+      parts.push(usage.total_tokens + " tokens");
+    }
+    if (details.finish_reason) parts.push("finish " + details.finish_reason);
+    return parts.join(" · ");
+  }
+
+  /* Timings measured in the page, for a reply whose final frame carried none (an error, a
+   * dropped connection). */
+  function measuredTimings(reply) {
+    return {
+      latency_ms: performance.now() - reply.sentAt,
+      time_to_first_token_ms: reply.firstAt !== null ? reply.firstAt - reply.sentAt : null,
+    };
+  }
+
+  /* Sources in the shape of the sources event, from response metadata: the fallback for a
+   * done frame without "sources" (citations, or the retrieval advisors' documents). */
   function sourcesOf(metadata) {
     if (!metadata) return [];
     if (Array.isArray(metadata.citations) && metadata.citations.length) {
       return metadata.citations.map(function (c) {
-        return { label: c.title || c.source || c.id || "document", source: c.source, score: c.score };
+        return { document_id: c.id, title: c.title, source: c.source, score: c.score };
       });
     }
     var documents = metadata.qa_retrieved_documents || metadata.rag_document_context || [];
@@ -204,7 +233,8 @@
     return documents.map(function (d) {
       var meta = d.metadata || {};
       return {
-        label: meta.title || meta.source || meta.file_name || d.id || "document",
+        document_id: d.id,
+        title: meta.title || meta.file_name,
         source: meta.source || meta.url,
         score: d.score,
         snippet: typeof d.text === "string" ? d.text.slice(0, 240) : "",
@@ -230,20 +260,121 @@
     var ol = el("ol");
     sources.forEach(function (source) {
       var li = el("li");
+      var label = String(source.title || source.source || source.document_id || "document");
       var href = source.source && safeHref(source.source);
-      var title = href ? el("a", "source-title", source.label) : el("span", "source-title", source.label);
+      var title = href ? el("a", "source-title", label) : el("span", "source-title", label);
       if (href) {
         title.href = href;
         title.rel = "noopener noreferrer nofollow";
         title.target = "_blank";
       }
       li.appendChild(title);
-      if (typeof source.score === "number") li.appendChild(el("span", "source-score", " " + source.score.toFixed(2)));
-      if (source.snippet) li.appendChild(el("p", "source-snippet", source.snippet));
+      if (isNumber(source.score)) li.appendChild(el("span", "source-score", " " + source.score.toFixed(2)));
+      if (source.snippet) li.appendChild(el("p", "source-snippet", String(source.snippet)));
       ol.appendChild(li);
     });
     box.appendChild(ol);
     return box;
+  }
+
+  function showSources(article, sources) {
+    var old = article.querySelector(".msg-sources");
+    if (!Array.isArray(sources) || !sources.length) return;
+    var box = renderSources(sources);
+    if (old) old.replaceWith(box);
+    else article.insertBefore(box, article.querySelector(".msg-footer"));
+  }
+
+  /* Notes and errors go right below the text, above the sources and the footer. */
+  function addBelowText(article, node) {
+    article.insertBefore(node, article.querySelector(".msg-sources, .msg-footer"));
+  }
+
+  function duration(ms) {
+    if (!isNumber(ms)) return "";
+    if (ms >= 1000) return seconds(ms);
+    return (ms < 10 ? ms.toFixed(1) : String(Math.round(ms))) + " ms";
+  }
+
+  function prettyArguments(text) {
+    if (typeof text !== "string") return JSON.stringify(text, null, 2);
+    try {
+      return JSON.stringify(JSON.parse(text), null, 2);
+    } catch (error) {
+      return text; // not JSON after all: shown as the model sent it
+    }
+  }
+
+  /* One tool call as a small card: its name, the arguments (collapsed), then how it ended. */
+  function toolCard(call) {
+    var card = el("div", "tool-card");
+    card.dataset.state = "running";
+    var head = el("p", "tool-head");
+    head.appendChild(el("span", "tool-kind", "Tool "));
+    head.appendChild(el("code", "tool-name", String(call.name || "?")));
+    head.appendChild(el("span", "tool-status", "running…"));
+    card.appendChild(head);
+    var args = el("details", "tool-args");
+    args.appendChild(el("summary", null, "Arguments"));
+    args.appendChild(el("pre", null, prettyArguments(call.arguments === undefined ? "" : call.arguments)));
+    card.appendChild(args);
+    return card;
+  }
+
+  /* A card's result: ok, or failed with the error the model got instead; how long it took. */
+  function showToolResult(card, result) {
+    var status = card.querySelector(".tool-status");
+    var old = card.querySelector(".tool-error");
+    if (old) old.remove();
+    var took = duration(result.duration_ms);
+    if (result.ok === true) {
+      card.dataset.state = "ok";
+      status.textContent = "ok" + (took ? " · " + took : "");
+    } else if (result.ok === false) {
+      card.dataset.state = "error";
+      status.textContent = "failed" + (took ? " · " + took : "");
+      if (result.error) card.appendChild(el("p", "tool-error", String(result.error)));
+    } else {
+      card.dataset.state = "unknown";
+      status.textContent = "no result";
+    }
+  }
+
+  function toolsBox(article) {
+    var box = article.querySelector(".msg-tools");
+    if (!box) {
+      box = el("div", "msg-tools");
+      article.insertBefore(box, article.querySelector(".msg-body"));
+    }
+    return box;
+  }
+
+  /* The card of tool call ``call`` in ``cards`` (id -> card), made now if there is none. */
+  function cardFor(article, cards, call) {
+    var key = String(call.id);
+    if (!Object.prototype.hasOwnProperty.call(cards, key)) {
+      cards[key] = toolCard(call);
+      toolsBox(article).appendChild(cards[key]);
+    }
+    return cards[key];
+  }
+
+  /* What the reply shows once it has ended, from a done frame or the stored metadata: every
+   * tool call with its result, the sources (unless shown already), the meta line and, for
+   * staff, the trace button. ``cards`` are the tool cards the live frames made ({} otherwise). */
+  function showReplyDetails(article, details, cards, traceId) {
+    (Array.isArray(details.tools) ? details.tools : []).forEach(function (tool) {
+      showToolResult(cardFor(article, cards, tool), tool);
+    });
+    Object.keys(cards).forEach(function (key) {
+      if (cards[key].dataset.state === "running") showToolResult(cards[key], {});
+    });
+    if (!article.querySelector(".msg-sources")) showSources(article, details.sources);
+    var footer = el("div", "msg-footer");
+    var meta = metaText(details);
+    if (meta) footer.appendChild(el("p", "msg-meta", meta));
+    if (config.traceUrl && traceId) footer.appendChild(traceButton(traceId));
+    if (footer.firstChild) article.appendChild(footer);
   }
 
   function finishReply(options) {
@@ -255,16 +386,21 @@
     if (reply.text) renderMarkdown(reply.body, reply.text);
     else reply.body.textContent = "";
     reply.article.removeAttribute("aria-busy");
-    if (options.note) reply.article.appendChild(el("p", "msg-note", options.note));
-    if (options.error) reply.article.appendChild(errorBox(options.error));
+    if (options.note) addBelowText(reply.article, el("p", "msg-note", options.note));
+    if (options.error) addBelowText(reply.article, errorBox(options.error));
+    var details = { timings: measuredTimings(reply) };
     if (done) {
-      var sources = sourcesOf(done.metadata);
-      if (sources.length) reply.article.appendChild(renderSources(sources));
+      details = {
+        tools: done.tools,
+        // Shown at the sources frame already, unless the server sent none: then these.
+        sources: Array.isArray(done.sources) && done.sources.length
+          ? done.sources : sourcesOf(done.metadata),
+        usage: done.usage,
+        finish_reason: done.finish_reason,
+        timings: done.timings && isNumber(done.timings.latency_ms) ? done.timings : details.timings,
+      };
     }
-    var footer = el("div", "msg-footer");
-    footer.appendChild(replyMeta(reply, done));
-    if (config.traceUrl && reply.traceId) footer.appendChild(traceButton(reply.traceId));
-    reply.article.appendChild(footer);
+    showReplyDetails(reply.article, details, reply.toolCards, reply.traceId);
     scrollToEnd();
     updateControls();
     if (document.activeElement === stopButton || document.activeElement === document.body) prompt.focus();
@@ -357,6 +493,20 @@
           history.replaceState(null, "", conversationUrl(frame.conversation_id));
           upsertConversation(frame.conversation_id, reply.question);
         }
+        break;
+      case "sources":
+        if (!reply) return;
+        showSources(reply.article, frame.sources);
+        scrollToEnd();
+        break;
+      case "tool_call":
+        if (!reply) return;
+        cardFor(reply.article, reply.toolCards, frame);
+        scrollToEnd();
+        break;
+      case "tool_result":
+        if (!reply) return;
+        showToolResult(cardFor(reply.article, reply.toolCards, frame), frame);
         break;
       case "delta":
         if (!reply) return;
@@ -522,14 +672,13 @@
   messages.querySelectorAll("[data-markdown]").forEach(function (node) {
     renderMarkdown(node, node.textContent);
   });
-  // Replies from the history link to their trace as live ones do (their id is stored with them).
-  if (config.traceUrl) {
-    messages.querySelectorAll("article[data-trace-id]").forEach(function (article) {
-      var footer = el("div", "msg-footer");
-      footer.appendChild(traceButton(article.dataset.traceId));
-      article.appendChild(footer);
-    });
-  }
+  // Replies from the history show their tool cards, sources, meta line and trace button as the
+  // live reply did: the metadata stored with each is embedded as JSON, never as markup.
+  var stored = JSON.parse($("chat-replies").textContent);
+  messages.querySelectorAll("article[data-reply-id]").forEach(function (article) {
+    var details = stored[article.dataset.replyId] || {};
+    showReplyDetails(article, details, {}, details.trace_id);
+  });
   scrollToEnd();
   updateControls();
   connect();
