@@ -12,10 +12,9 @@ collection is refused. The REST API scopes collections and documents with the sa
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -46,14 +45,23 @@ def current_user() -> Any:
     return _user.get()
 
 
-@contextlib.contextmanager
-def acting_for(user: Any) -> Iterator[None]:
-    """Make ``user`` the :func:`current_user` inside the ``with`` block (this context only)."""
-    token = _user.set(user)
-    try:
-        yield
-    finally:
-        _user.reset(token)
+class acting_for:
+    """Make ``user`` the :func:`current_user` inside the ``with`` block (this context only).
+
+    A class rather than a generator context manager: the turn service enters it around every
+    step of a streamed turn, so its cost counts per chunk.
+    """
+
+    __slots__ = ("_token", "_user")
+
+    def __init__(self, user: Any) -> None:
+        self._user = user
+
+    def __enter__(self) -> None:
+        self._token = _user.set(self._user)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _user.reset(self._token)
 
 
 @functools.lru_cache(maxsize=8)

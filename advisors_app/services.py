@@ -48,12 +48,11 @@ runs off the event loop (``sync_to_async``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -180,11 +179,9 @@ class _Turn:
     #: Where a stream's tool events go as they happen (``None``: a call, or no tool loop).
     tool_events: asyncio.Queue[Any] | None = None
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
+    def running(self) -> _Running:
         """Enter the turn's user and conversation scope (around each step of the turn)."""
-        with acting_for(self.user), _repository.scoped(self.scope):
-            yield
+        return _Running(self)
 
     def spec(self) -> ChatClientRequestSpec:
         spec = self.compiled.client.prompt(self.message).advisor_params(self.context)
@@ -314,6 +311,25 @@ def _target(chain: str, label: str | None, version: int | str | None) -> ChainTa
         raise TurnError(
             "version_not_found", str(exc), errors={field_name: [str(exc)]}, http_status=404
         ) from None
+
+
+class _Running:
+    """The ``with`` block of :meth:`_Turn.running` (a class, not a generator context manager:
+    a stream enters it for every chunk)."""
+
+    __slots__ = ("_scope", "_user")
+
+    def __init__(self, turn: _Turn) -> None:
+        self._user = acting_for(turn.user)
+        self._scope = _repository.scoped(turn.scope)
+
+    def __enter__(self) -> None:
+        self._user.__enter__()
+        self._scope.__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._scope.__exit__()
+        self._user.__exit__()
 
 
 @dataclass(frozen=True, slots=True)
@@ -768,20 +784,24 @@ def _sources(chunk: ChatClientResponse) -> list[dict[str, Any]]:
 _END = object()
 
 
-async def _with_tool_events(
+def _with_tool_events(
     turn: _Turn, chunks: AsyncIterator[ChatClientResponse]
 ) -> AsyncIterator[ChatClientResponse | TurnEvent]:
     """``chunks``, with the ``tool_call`` / ``tool_result`` events of the turn's tool rounds
     between them as they happen.
 
     A tool runs while the stream is between chunks, so for a chain with a tool loop the chunks
-    are read by a task of their own and both arrive through one queue; a chain without one
-    reads ``chunks`` directly (no queue, no task, nothing per chunk).
+    are read by a task of their own and both arrive through one queue; for a chain without one
+    this is ``chunks`` itself (no queue, no task, nothing per chunk).
     """
     if not turn.compiled.has_tool_loop:
-        async for chunk in chunks:
-            yield chunk
-        return
+        return chunks
+    return _merged_tool_events(turn, chunks)
+
+
+async def _merged_tool_events(
+    turn: _Turn, chunks: AsyncIterator[ChatClientResponse]
+) -> AsyncIterator[ChatClientResponse | TurnEvent]:
     queue: asyncio.Queue[Any] = asyncio.Queue()
     turn.tool_events = queue
 

@@ -228,19 +228,23 @@ class ChatResponseAccumulator:
 class ChatClientResponseAccumulator:
     """Builds one :class:`ChatClientResponse`: the aggregated response plus the merged context."""
 
-    __slots__ = ("_context", "_responses", "_seen_response")
+    __slots__ = ("_context", "_last_context", "_responses", "_seen_response")
 
     def __init__(self) -> None:
         self._responses = ChatResponseAccumulator()
         self._context: dict[str, Any] = {}
+        self._last_context: Any = None
         self._seen_response = False
 
     def add(self, chunk: ChatClientResponse) -> None:
         if chunk.chat_response is not None:
             self._seen_response = True
             self._responses.add(chunk.chat_response)
-        if chunk.context:
-            self._context.update(chunk.context)
+        context = chunk.context
+        # A stream's chunks mostly share one (read-only) context: merge each one once.
+        if context and context is not self._last_context:
+            self._context.update(context)
+            self._last_context = context
 
     def result(self) -> ChatClientResponse:
         return ChatClientResponse(

@@ -23,7 +23,6 @@ advisor invocation to it (:class:`~advisors_app.core.observation.AdvisorObserver
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -180,11 +179,6 @@ class OpenTelemetryObserver:
             span.end()
 
 
-_current_entry: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
-    "advisors_app_trace_entry", default=None
-)
-
-
 @dataclass(slots=True)
 class AdvisorTraceEntry:
     """One advisor invocation in a :class:`CallTrace`; times in seconds.
@@ -222,16 +216,18 @@ class CallTrace:
 
     def __init__(self, *, max_text: int | None = 2000, capture_payloads: bool = True) -> None:
         self.entries: list[AdvisorTraceEntry] = []
+        #: The entry whose downstream is running now: the parent of an entry opened meanwhile.
+        #: A turn's advisors run one at a time, so an attribute (no context variable, which
+        #: would cost more per streamed chunk) is enough.
+        self._current: int | None = None
         self._max_text = max_text
         self._capture = capture_payloads
         self._origin = time.perf_counter()
 
     def _open(self, advisor: Advisor, request: ChatClientRequest, mode: str) -> AdvisorTraceEntry:
-        current = _current_entry.get()
-        parent = current[1] if current is not None and current[0] == id(self) else None
         entry = AdvisorTraceEntry(
             index=len(self.entries),
-            parent=parent,
+            parent=self._current,
             name=advisor.name,
             order=advisor.order,
             mode=mode,
@@ -261,7 +257,7 @@ class CallTrace:
         self, advisor: Advisor, request: ChatClientRequest, proceed: CallProceed
     ) -> ChatClientResponse:
         entry = self._open(advisor, request, "call")
-        token = _current_entry.set((id(self), entry.index))
+        outer, self._current = self._current, entry.index
         try:
             response = await proceed(request)
         except asyncio.CancelledError:
@@ -271,7 +267,7 @@ class CallTrace:
             self._close(entry, None, self._failed(entry, exc))
             raise
         finally:
-            _current_entry.reset(token)
+            self._current = outer
         self._close(entry, response, "ok")
         return response
 
@@ -285,13 +281,13 @@ class CallTrace:
         try:
             async with closing_stream(proceed(request)) as chunks:
                 while True:
-                    token = _current_entry.set((id(self), entry.index))
+                    outer, self._current = self._current, entry.index
                     try:
                         chunk = await anext(chunks)
                     except StopAsyncIteration:
                         break
                     finally:
-                        _current_entry.reset(token)
+                        self._current = outer
                     if entry.first_chunk is None:
                         entry.first_chunk = time.perf_counter() - self._origin - entry.started
                     entry.chunks += 1

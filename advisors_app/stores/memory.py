@@ -31,9 +31,8 @@ transaction and its row lock cannot span ``await`` points in Django's async ORM.
 from __future__ import annotations
 
 import base64
-import contextlib
 import contextvars
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -134,6 +133,22 @@ class TurnScope:
 _scope: contextvars.ContextVar[TurnScope | None] = contextvars.ContextVar(
     "advisors_app_turn_scope", default=None
 )
+
+
+class _Scoped:
+    """``with`` block of :meth:`DjangoChatMemoryRepository.scoped` (a class: the turn service
+    enters it around every step of a streamed turn, so its cost counts per chunk)."""
+
+    __slots__ = ("_scope", "_token")
+
+    def __init__(self, scope: TurnScope) -> None:
+        self._scope = scope
+
+    def __enter__(self) -> None:
+        self._token = _scope.set(self._scope)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _scope.reset(self._token)
 
 
 def _scope_for(conversation_id: str) -> TurnScope | None:
@@ -339,14 +354,9 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         return scope
 
     @staticmethod
-    @contextlib.contextmanager
-    def scoped(scope: TurnScope) -> Iterator[None]:
+    def scoped(scope: TurnScope) -> _Scoped:
         """Make ``scope`` the current turn's inside the ``with`` block (this context only)."""
-        token = _scope.set(scope)
-        try:
-            yield
-        finally:
-            _scope.reset(token)
+        return _Scoped(scope)
 
     def write_turn(self, scope: TurnScope) -> list[ChatMessage]:
         """Write the appends held in ``scope`` (the rows inserted) and close it: later appends
