@@ -27,6 +27,7 @@ from django.db.models import QuerySet
 from advisors_app.core.attributes import TRACE_ID_METADATA
 from advisors_app.events import TurnError
 from advisors_app.models import Conversation
+from advisors_app.prepared import PreparedQuery
 from advisors_app.validation import FieldErrors
 
 __all__ = [
@@ -97,13 +98,10 @@ class StoredConversation:
     title: str
 
 
-def find_turn_conversation(user: Any, public_id: str) -> StoredConversation | None:
-    """The row of ``user``'s conversation ``public_id`` for a turn, or ``None`` if there is
-    none. Blocking, one query. Raises :class:`TurnError` (``invalid``, field
-    ``conversation_id``) if the key is held by another owner, which only rows written outside
-    this module can cause."""
-    row = (
-        Conversation.objects.filter(conversation_id=conversation_key(user, public_id))
+# Run on every later turn: compiled once (advisors_app.prepared).
+_TURN_CONVERSATION = PreparedQuery(
+    lambda key: (
+        Conversation.objects.filter(conversation_id=key)
         .values_list(
             "pk",
             "owner_id",
@@ -114,11 +112,21 @@ def find_turn_conversation(user: Any, public_id: str) -> StoredConversation | No
             "chain_version__chain_id",
             "title",
         )
-        .first()
-    )
-    if row is None:
+        .order_by()[:1]
+    ),  # the key is unique
+    key="\x00key",
+)
+
+
+def find_turn_conversation(user: Any, public_id: str) -> StoredConversation | None:
+    """The row of ``user``'s conversation ``public_id`` for a turn, or ``None`` if there is
+    none. Blocking, one query. Raises :class:`TurnError` (``invalid``, field
+    ``conversation_id``) if the key is held by another owner, which only rows written outside
+    this module can cause."""
+    rows = _TURN_CONVERSATION.rows(key=conversation_key(user, public_id))
+    if not rows:
         return None
-    found = StoredConversation(*row)
+    found = StoredConversation(*rows[0])
     if found.owner_id != user.pk:
         raise TurnError(
             "invalid", "The request is invalid.", errors={"conversation_id": ["Not found."]}

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core.signals import setting_changed
-from django.db.models import Subquery
+from django.db.models import QuerySet, Subquery
 
 from advisors_app.conf import app_settings
 from advisors_app.definition import (
@@ -42,6 +42,7 @@ from advisors_app.models import (
     ChainVersion,
     ChatModelConfig,
 )
+from advisors_app.prepared import PreparedQuery
 
 __all__ = [
     "CACHE_SIZE",
@@ -96,10 +97,40 @@ class ChainTarget:
         return self.version_id is None
 
 
-def _default_model_changed() -> Subquery:
-    """When the model-config row of the default alias last changed: read in the same query."""
-    rows = ChatModelConfig.objects.filter(slug=app_settings.DEFAULT_CHAT_MODEL)
-    return Subquery(rows.values("updated_at")[:1])
+def _versions(slug: str, default_alias: str) -> QuerySet[ChainVersion]:
+    """``slug``'s versions with what a turn reads of them, and when the model-config row of
+    the default alias last changed (read in the same query)."""
+    default_model = ChatModelConfig.objects.filter(slug=default_alias).order_by()
+    return ChainVersion.objects.filter(chain__slug=slug, chain__enabled=True).annotate(
+        default_model_changed=Subquery(default_model.values("updated_at")[:1])
+    )
+
+
+_FIELDS = ("id", "number", "snapshot_hash", "chain_id", "chain__version_policy")
+# Run on every turn: compiled once (see advisors_app.prepared). Placeholders are values no
+# chain, label or alias has.
+_BY_LABEL = PreparedQuery(
+    lambda slug, alias, label: (
+        _versions(slug, alias)
+        .filter(labels__name=label)
+        .values_list(*_FIELDS, "default_model_changed")
+        .order_by()[:1]
+    ),
+    slug="\x00slug",
+    alias="\x00alias",
+    label="\x00label",
+)
+_BY_NUMBER = PreparedQuery(
+    lambda slug, alias, number: (
+        _versions(slug, alias)
+        .filter(number=number)
+        .values_list(*_FIELDS, "default_model_changed")
+        .order_by()[:1]
+    ),
+    slug="\x00slug",
+    alias="\x00alias",
+    number=2_000_000_003,
+)
 
 
 def _default_chat_model() -> dict[str, Any] | None:
@@ -124,37 +155,26 @@ def resolve_target(
         if chain is None:
             raise ChainNotFound(slug)
         return ChainTarget(chain.pk, slug, None, None, "", DRAFT, chain.version_policy)
-    versions = ChainVersion.objects.filter(chain__slug=slug, chain__enabled=True)
+    alias = app_settings.DEFAULT_CHAT_MODEL
     if version is not None:
         asked, what = "", f"version {version}"
-        versions = versions.filter(number=version)
+        rows = _BY_NUMBER.rows(slug=slug, alias=alias, number=version)
     else:
         asked = label or PRODUCTION
         what = f"label {asked!r}"
-        versions = versions.filter(labels__name=asked)
-    row = (
-        versions.annotate(default_model_changed=_default_model_changed())
-        .values(
-            "id",
-            "number",
-            "snapshot_hash",
-            "chain_id",
-            "chain__version_policy",
-            "default_model_changed",
-        )
-        .first()
-    )
-    if row is None:
+        rows = _BY_LABEL.rows(slug=slug, alias=alias, label=asked)
+    if not rows:
         _raise_missing(slug, what)
+    version_id, number, snapshot_hash, chain_id, policy, default_model_changed = rows[0]
     return ChainTarget(
-        row["chain_id"],
+        chain_id,
         slug,
-        row["id"],
-        row["number"],
-        row["snapshot_hash"],
+        version_id,
+        number,
+        snapshot_hash,
         asked,
-        row["chain__version_policy"],
-        row["default_model_changed"],
+        policy,
+        default_model_changed,
     )
 
 

@@ -48,6 +48,7 @@ runs off the event loop (``sync_to_async``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random
 import time
@@ -113,6 +114,7 @@ from advisors_app.validation import FieldErrors, schema_errors
 __all__ = ["TurnStream", "call_turn", "stop_running_turns", "stream_turn"]
 
 _T = TypeVar("_T")
+logger = logging.getLogger(__name__)
 _telemetry = OpenTelemetryObserver()
 _repository = DjangoChatMemoryRepository()
 #: Tasks that finish a cancelled turn (log row, transcript); the loop keeps only weak refs.
@@ -178,6 +180,8 @@ class _Turn:
     tools: list[dict[str, Any]] = field(default_factory=list)
     #: Where a stream's tool events go as they happen (``None``: a call, or no tool loop).
     tool_events: asyncio.Queue[Any] | None = None
+    #: Whether the stream has sent its ``sources`` event.
+    sources_sent: bool = False
 
     def running(self) -> _Running:
         """Enter the turn's user and conversation scope (around each step of the turn)."""
@@ -203,11 +207,19 @@ class _TurnRecorder:
 
     def _record(self, advisor: Any, request: Any) -> None:
         if getattr(advisor, "is_model_advisor", False):
+            turn = self._turn
             prompt = request.prompt
-            self._turn.final_prompt = {
+            turn.final_prompt = {
                 "messages": [m.to_dict() for m in prompt.instructions],
                 "options": prompt.options.to_dict() if prompt.options is not None else None,
             }
+            if turn.tool_events is not None and not turn.sources_sent:
+                # Retrieval ran before the model's first round: its sources go out before
+                # that round's tool events.
+                sources = cited_sources(request.context)
+                if sources:
+                    turn.sources_sent = True
+                    turn.tool_events.put_nowait(SourcesEvent(sources))
 
     def observe_call(self, advisor: Any, request: Any, proceed: Any) -> Any:
         self._record(advisor, request)
@@ -278,20 +290,25 @@ def _pinned(target: ChainTarget, stored: StoredConversation | None) -> ChainTarg
 
 
 def _compiled(
-    chain: str, label: str | None, version: int | str | None, target: ChainTarget
+    chain: str, user: Any, data: TurnInput, target: ChainTarget, trace_id: str
 ) -> CompiledChain:
+    """The built chain; a chain that cannot be built is ``chain_misconfigured`` (500), which
+    says why only to staff: the configuration is theirs, not the caller's business. The
+    detail is logged with the trace id the caller is given."""
     try:
         return compiled_chain(target)
     except ChainConfigurationError as exc:
-        if version == DRAFT:
+        if data.version == DRAFT:  # only staff run drafts
             raise TurnError(
                 "invalid",
                 f"The draft of chain {chain!r} cannot run: {exc}",
                 errors={"version": [f"The draft cannot run: {exc}"]},
             ) from exc
+        logger.error("Chain %r cannot run (trace %s): %s", chain, trace_id, exc)
+        detail = f": {exc}" if user.is_staff else "; staff can find why by the trace id"
         raise TurnError(
             "chain_misconfigured",
-            f"Chain {chain!r} cannot run: {exc}",
+            f"Chain {chain!r} cannot run (trace {trace_id}){detail}",
             http_status=500,
         ) from exc
 
@@ -346,7 +363,7 @@ class _Opened:
     scope: TurnScope
 
 
-def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors) -> _Opened:
+def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id: str) -> _Opened:
     """Everything a turn reads before it runs, in one thread hop (blocking): the version
     (one query, none more when its chain is built already), the caller's conversation with
     the version it started on (one query), the rate, the conversation created when new, and
@@ -358,7 +375,7 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors) -> _Opene
         stored = find_turn_conversation(user, conversation_id)
         if label is None and version is None:
             target = _pinned(target, stored)
-    compiled = _compiled(chain, label, version, target)
+    compiled = _compiled(chain, user, data, target, trace_id)
     params = {} if data.params is None else data.params
     errors.update(_params_errors(compiled, params))
     if errors:
@@ -402,7 +419,9 @@ async def _prepare(
     if "label" in errors or "version" in errors:  # the version to check params against is unknown
         raise TurnError("invalid", "The request is invalid.", errors=errors)
     _check_target_permission(user, data.label, data.version)
-    opened = await sync_to_async(_open)(chain, user, data, errors)
+    # Known before the chain runs: whoever stores the reply writes it into its metadata.
+    trace_id = uuid.uuid4().hex
+    opened = await sync_to_async(_open)(chain, user, data, errors, trace_id)
     compiled, params = opened.compiled, opened.params
     context = {k: v for k, v in params.items() if k not in ("options", "system_params")}
     options = ChatOptions.from_dict(params["options"]) if params.get("options") else None
@@ -412,8 +431,7 @@ async def _prepare(
     context[CONVERSATION_ID] = opened.key
     # Scopes per-user state (the semantic cache) to the caller.
     context[OWNER] = f"user:{user.pk}"
-    # Known before the chain runs: whoever stores the reply writes it into its metadata.
-    trace_id = context[TRACE_ID] = uuid.uuid4().hex
+    context[TRACE_ID] = trace_id
     return _Turn(
         compiled,
         opened.target,
@@ -728,8 +746,8 @@ class TurnStream:
                         if text:
                             if first is None:
                                 first = time.perf_counter() - turn.started
-                                sources = _sources(item)
-                                if sources:
+                                if not turn.sources_sent and (sources := _sources(item)):
+                                    turn.sources_sent = True
                                     yield SourcesEvent(sources)
                             yield DeltaEvent(text)
             except (GeneratorExit, asyncio.CancelledError):
@@ -756,7 +774,8 @@ class TurnStream:
                 yield self.final_event
                 return
             aggregated = accumulator.result()
-            if first is None and (sources := _sources(aggregated)):
+            if not turn.sources_sent and (sources := _sources(aggregated)):
+                turn.sources_sent = True
                 yield SourcesEvent(sources)  # an answer without text still names its sources
             outcome = await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
             done = DoneEvent("complete", outcome)

@@ -22,7 +22,7 @@ from advisors_app.core.testing import tool_call_response
 from advisors_app.events import TurnError
 from advisors_app.ingestion import ingest_text
 from advisors_app.models import ChatMessage, Collection
-from advisors_app.runtime import clear_cache, load_chain
+from advisors_app.runtime import ChainConfigurationError, clear_cache, load_chain
 from advisors_app.services import call_turn, stream_turn
 from advisors_app.turn_input import TurnInput
 from tests.api.views.test_chat import parse_sse, read_stream
@@ -146,6 +146,28 @@ async def test_retrieval_sends_its_sources_before_the_first_delta(
     await sync_to_async(check_stored)(done["message_id"], done)
 
 
+async def test_sources_come_before_the_tool_rounds(alice: Any) -> None:
+    def rows() -> None:
+        collection = Collection.objects.create(slug="kb", name="KB")
+        ingest_text(collection, "policy.md", "Refunds take 5 days.")
+        make_chain(
+            "rag-tools",
+            model=scripted_model("rag-tools-model", responses=(), repeat=False),
+            advisors=(
+                ("question_answer", {"collection": "kb", "top_k": 3}),
+                ("tool_calling", {}),
+            ),
+            tools=["calculator"],
+        )
+        script("rag-tools", TOOL_ROUND, ["Five ", "days."])
+
+    await sync_to_async(rows)()
+    stream = await stream_turn("rag-tools", alice, "How long do refunds take?")
+    kinds = [event.type async for event in stream]
+    assert kinds[:3] == ["start", "sources", "tool_call"]
+    assert kinds.count("sources") == 1 and kinds[-1] == "done"
+
+
 def test_a_reopened_conversation_shows_sources_timings_and_usage_over_the_api(
     rag_chain: Any, alice: Any
 ) -> None:
@@ -233,3 +255,27 @@ def test_turn_input_reports_message_errors_under_the_name_the_caller_used() -> N
     body = TurnInput.from_data({"message": 5, "label": "Prod!", "version": 0})
     assert set(body.errors()) == {"message", "label", "version"}
     assert TurnInput.from_data({"message": "hi", "version": "draft"}).errors() == {}
+
+
+# -- a chain that cannot run ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("staff", [False, True])
+def test_a_misconfigured_chain_tells_only_staff_why(
+    tools_chain: Any, alice: Any, staff: bool, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    def broken(target: Any) -> Any:
+        raise ChainConfigurationError("advisor #2 (tool_calling): secret table missing")
+
+    monkeypatch.setattr("advisors_app.services.compiled_chain", broken)
+    alice.is_staff = staff
+    alice.save()
+    api = APIClient()
+    api.force_authenticate(alice)
+    response = api.post("/api/chains/tools/call/", {"message": "hi"}, format="json")
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["code"] == "chain_misconfigured"
+    assert ("secret table missing" in error["message"]) is staff
+    trace_id = error["message"].split("(trace ")[1].split(")")[0]
+    assert f"trace {trace_id}" in caplog.text and "secret table missing" in caplog.text

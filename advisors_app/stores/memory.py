@@ -55,6 +55,7 @@ from advisors_app.core.messages import (
     UserMessage,
 )
 from advisors_app.models import ChatMessage, Conversation
+from advisors_app.prepared import PreparedQuery
 
 __all__ = ["DjangoChatMemoryRepository", "TurnScope"]
 
@@ -132,6 +133,19 @@ class TurnScope:
 
 _scope: contextvars.ContextVar[TurnScope | None] = contextvars.ContextVar(
     "advisors_app_turn_scope", default=None
+)
+
+
+# A turn's window read (``open_turn``), compiled once (advisors_app.prepared).
+_WINDOW = PreparedQuery(
+    lambda conversation, low: (
+        ChatMessage.objects.filter(conversation_id=conversation)
+        .filter(Q(message_type=_SYSTEM) | Q(sequence__gt=low))
+        .order_by("sequence")
+        .values_list(*_FIELDS)
+    ),
+    conversation=2_000_000_001,
+    low=2_000_000_002,
 )
 
 
@@ -341,12 +355,7 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
             scope.system, scope.complete = [], True
             return scope
         low = last_sequence - TurnScope.PREFETCH
-        rows = (
-            ChatMessage.objects.filter(conversation_id=conversation_pk)
-            .filter(Q(message_type=_SYSTEM) | Q(sequence__gt=low))
-            .order_by("sequence")
-            .values_list(*_FIELDS)
-        )
+        rows = _WINDOW.rows(conversation=conversation_pk, low=low)
         messages = [_message(*row) for row in rows]
         scope.system = [m for m in messages if m.message_type is MessageType.SYSTEM]
         scope.tail = [m for m in messages if m.message_type is not MessageType.SYSTEM]
