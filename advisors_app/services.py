@@ -69,6 +69,7 @@ from advisors_app.conversations import (
     discard_if_empty,
     find_turn_conversation,
 )
+from advisors_app.core.advisors.safe_guard import SAFEGUARD_STAGE
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
 from advisors_app.core.attributes import CONVERSATION_ID, OWNER, TRACE_ID
 from advisors_app.core.client import ChatClientRequestSpec
@@ -506,12 +507,16 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def _persist(turn: _Turn, response: ChatClientResponse | None, reason: str | None) -> None:
-    """Hold the turn in its scope unless a memory advisor owns that (it held its own append).
+    """Hold the turn in its scope, unless the chain already did: a memory advisor decides
+    what of a turn its conversation keeps, and its append is in the scope (held, or written
+    should it have read past what the scope held). Otherwise the service keeps the user's
+    message and the reply — except a guard's refusal of the input, which is not a turn of
+    the conversation (a memory chain does not store it either).
 
     ``reason`` is ``None`` for a completed turn, else ``CANCELLED``/``ERROR``: the partial
     reply is flagged as the memory advisors flag it, and nothing is stored without text.
     """
-    if turn.compiled.has_memory:
+    if turn.scope.pending or turn.scope.written or _refused_input(response):
         return
     if reason is None:
         chat = response.chat_response if response is not None else None
@@ -523,6 +528,11 @@ def _persist(turn: _Turn, response: ChatClientResponse | None, reason: str | Non
     else:
         return
     turn.scope.pending.append(([UserMessage(turn.message), reply], False))
+
+
+def _refused_input(response: ChatClientResponse | None) -> bool:
+    chat = response.chat_response if response is not None else None
+    return chat is not None and chat.metadata.get(SAFEGUARD_STAGE) == "input"
 
 
 def _call_log(turn: _Turn, outcome: TurnOutcome, exc: BaseException | None) -> CallLog:
