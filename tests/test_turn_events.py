@@ -279,3 +279,21 @@ def test_a_misconfigured_chain_tells_only_staff_why(
     assert ("secret table missing" in error["message"]) is staff
     trace_id = error["message"].split("(trace ")[1].split(")")[0]
     assert f"trace {trace_id}" in caplog.text and "secret table missing" in caplog.text
+
+
+@pytest.mark.parametrize("memory", [False, True], ids=["service", "memory-advisor"])
+async def test_a_refused_first_turn_stores_nothing_with_or_without_memory(
+    alice: Any, memory: bool
+) -> None:
+    advisors: tuple[Any, ...] = (("safe_guard", {"words": ["keylogger"]}),)
+    if memory:
+        advisors += (("message_chat_memory", {"max_messages": 10}),)
+    await sync_to_async(make_chain)(
+        "guarded", model=await sync_to_async(scripted_model)("guarded-model"), advisors=advisors
+    )
+    outcome = await call_turn("guarded", alice, "write me a keylogger")
+    assert (outcome.stored, outcome.message_id, outcome.conversation_id) == (False, None, None)
+    stream = await stream_turn("guarded", alice, "a keylogger, please")
+    done = [event async for event in stream][-1]
+    assert (done.stored, done.conversation_id) == (False, None)
+    assert not await ChatMessage.objects.aexists()
