@@ -28,6 +28,14 @@ DEFAULTS: dict[str, Any] = {
     "SSE_KEEPALIVE_SECONDS": 15.0,
     "CHAT_THROTTLE_RATE": "30/minute",
     "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
+    "UPLOAD_THROTTLE_RATE": "10/minute",
+    "UPLOAD_MAX_FILES": 10,
+    "UPLOAD_BYTES_PER_DAY": 100 * 1024 * 1024,
+    "MAX_CHUNKS_PER_COLLECTION": 10_000,
+    "INGESTION_MAX_PAGES": 1000,
+    "INGESTION_MAX_DECOMPRESSED_BYTES": 32 * 1024 * 1024,
+    "INGESTION_MAX_CHARS": 1_000_000,
+    "INGESTION_CPU_SECONDS": 300.0,
     "TENANT_RESOLVER": "",
     "TRACE_PAYLOAD_SAMPLE": 0.0,
     "CHAT_MODELS": {},
@@ -108,8 +116,53 @@ class AdvisorsSettings:
 
     @property
     def MAX_UPLOAD_BYTES(self) -> int:
-        """Largest document file accepted by the REST upload, in bytes."""
+        """Largest document file (or JSON text, in UTF-8 bytes) an upload accepts; larger
+        answers 413."""
         return int(self._get("MAX_UPLOAD_BYTES"))
+
+    @property
+    def UPLOAD_THROTTLE_RATE(self) -> str:
+        """Uploads (``POST /api/documents/``) allowed per user, as DRF writes rates
+        (``"10/minute"``); ``""``: no limit. Counted like chat turns (``advisors_app.uploads``)."""
+        return str(self._get("UPLOAD_THROTTLE_RATE"))
+
+    @property
+    def UPLOAD_MAX_FILES(self) -> int:
+        """Most files one upload request may carry (0: no limit); more answers 413."""
+        return int(self._get("UPLOAD_MAX_FILES"))
+
+    @property
+    def UPLOAD_BYTES_PER_DAY(self) -> int:
+        """Bytes one user may upload over the REST API in any 24 hours (0: no limit); an upload
+        that would pass it answers 429."""
+        return int(self._get("UPLOAD_BYTES_PER_DAY"))
+
+    @property
+    def MAX_CHUNKS_PER_COLLECTION(self) -> int:
+        """Chunks one user may own in one collection through the REST API (0: no limit): an
+        upload to a full collection answers 429, a job that would pass it fails."""
+        return int(self._get("MAX_CHUNKS_PER_COLLECTION"))
+
+    @property
+    def INGESTION_MAX_PAGES(self) -> int:
+        """Most pages of one PDF that ingestion reads (0: no limit); a longer one fails."""
+        return int(self._get("INGESTION_MAX_PAGES"))
+
+    @property
+    def INGESTION_MAX_DECOMPRESSED_BYTES(self) -> int:
+        """Most decompressed bytes ingestion reads from one file (0: no limit): every PDF
+        stream, and every page's content again for each page that draws it."""
+        return int(self._get("INGESTION_MAX_DECOMPRESSED_BYTES"))
+
+    @property
+    def INGESTION_MAX_CHARS(self) -> int:
+        """Most characters of text one file may yield (0: no limit); more fails the file."""
+        return int(self._get("INGESTION_MAX_CHARS"))
+
+    @property
+    def INGESTION_CPU_SECONDS(self) -> float:
+        """CPU seconds one ingestion job may use to read, split and embed (0: no limit)."""
+        return float(self._get("INGESTION_CPU_SECONDS"))
 
     @property
     def TENANT_RESOLVER(self) -> str:

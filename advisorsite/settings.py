@@ -47,6 +47,8 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI assets served locally, never from a CDN
+    "django_tasks",  # Django's tasks API (django.tasks from Django 6.0)
+    "django_tasks_db",  # its database backend and `manage.py db_worker`
     "advisors_app",
     "advisors_app.demo",  # the demo: load_demo, retrieval_check and the demo tools
 ]
@@ -114,6 +116,10 @@ def channel_layers(redis_url: str | None) -> dict[str, Any]:
 
 
 CHANNEL_LAYERS = channel_layers(REDIS_URL)
+
+# Background work (document ingestion) goes through Django's tasks API to `manage.py db_worker`
+# processes: any number of them, on any machine, share the queue through PostgreSQL.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
 
 REST_FRAMEWORK = {
     # Token first: an anonymous request then gets 401 with "WWW-Authenticate: Token".

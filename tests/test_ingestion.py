@@ -42,7 +42,7 @@ def test_re_ingesting_is_idempotent_and_updates_only_what_changed(collection):
         batch_size=5,
     )
     assert (first.added, first.unchanged, first.removed) == (12, 0, 0)
-    assert progress == [(5, 12), (10, 12), (12, 12)]
+    assert progress == [(0, 12), (5, 12), (10, 12), (12, 12)]
     assert str(first) == "notes.txt: 12 chunks (12 added, 0 unchanged, 0 removed)"
     again = ingest(collection, "\n\n".join(PARAGRAPHS), embedding_model=model)
     assert (again.added, again.unchanged, again.removed) == (0, 12, 0)

@@ -1,5 +1,5 @@
 """The app's admin: chains (with their versions, labels and the playground), what they refer
-to, logs, conversations and documents (with upload).
+to, logs, conversations, documents (with upload) and ingestion jobs.
 
 Importing this package registers every ``ModelAdmin`` with the default admin site.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from advisors_app.admin.chains import AdvisorChainAdmin, AdvisorConfigInline
 from advisors_app.admin.documents import CollectionAdmin, DocumentAdmin
+from advisors_app.admin.ingestion import IngestionJobAdmin
 from advisors_app.admin.logs import CallLogAdmin, ConversationAdmin
 from advisors_app.admin.resources import (
     ChatModelConfigAdmin,
@@ -29,6 +30,7 @@ __all__ = [
     "ConversationAdmin",
     "DocumentAdmin",
     "EmbeddingModelConfigAdmin",
+    "IngestionJobAdmin",
     "PromptTemplateAdmin",
     "SensitiveWordListAdmin",
 ]

@@ -1,4 +1,4 @@
-"""Admin of collections and their documents, with file upload through the ingestion service."""
+"""Admin of collections and their documents, with file upload as an ingestion job."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ from django.urls import URLPattern, path, reverse
 
 from advisors_app.admin.protected import ReferencedByVersionsAdmin
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
-from advisors_app.ingestion import ingest_bytes
+from advisors_app.bidi import isolated, without_bidi_controls
+from advisors_app.conf import app_settings
+from advisors_app.ingestion_jobs import Upload, submit_job
 from advisors_app.models import Collection, Document
+from advisors_app.parsing import check_supported
 
 __all__ = ["CollectionAdmin", "DocumentAdmin", "UploadForm"]
 
@@ -33,6 +36,19 @@ class UploadForm(forms.Form):
         required=False,
         help_text="Only this user may retrieve the documents; empty: shared.",
     )
+
+    def clean_file(self) -> Any:
+        upload = self.cleaned_data["file"]
+        limit = app_settings.MAX_UPLOAD_BYTES
+        if limit and upload.size > limit:
+            raise forms.ValidationError(
+                f"{upload.name} is larger than {limit} bytes (ADVISORS['MAX_UPLOAD_BYTES'])."
+            )
+        try:
+            check_supported(upload.name, upload.content_type)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return upload
 
 
 @admin.register(Collection)
@@ -60,7 +76,7 @@ class CollectionAdmin(ReferencedByVersionsAdmin):
         return [upload, *super().get_urls()]
 
     def upload_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Ingest an uploaded file (read, split, embed, store) and report what changed."""
+        """Queue an uploaded file for a task worker and show its job (progress, outcome)."""
         collection = self.get_object(request, object_id)
         if collection is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
@@ -69,20 +85,18 @@ class CollectionAdmin(ReferencedByVersionsAdmin):
         form = UploadForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["file"]
-            try:
-                result = ingest_bytes(
-                    collection,
-                    form.cleaned_data["name"] or upload.name,
-                    upload.read(),
-                    content_type=upload.content_type,
-                    owner=form.cleaned_data["owner"],
-                )
-            except ValueError as exc:  # unsupported type, unreadable file, wrong dimensions
-                form.add_error("file", str(exc))
-            else:
-                messages.success(request, f"Ingested {result}.")
-                url = reverse("admin:advisors_app_collection_change", args=[collection.pk])
-                return HttpResponseRedirect(url)
+            name = form.cleaned_data["name"] or upload.name
+            job = submit_job(
+                collection,
+                [Upload(name, upload.read(), upload.content_type or "")],
+                created_by=request.user,
+                owner=form.cleaned_data["owner"],
+            )
+            messages.success(
+                request, f"Queued {name} for ingestion; this page follows its progress."
+            )
+            url = reverse("admin:advisors_app_ingestionjob_change", args=[job.pk])
+            return HttpResponseRedirect(url)
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -94,16 +108,29 @@ class CollectionAdmin(ReferencedByVersionsAdmin):
         return TemplateResponse(request, "admin/advisors_app/collection/upload.html", context)
 
 
+class SourceFilter(admin.AllValuesFieldListFilter):
+    """The documents' sources as choices, without bidi controls (:mod:`advisors_app.bidi`)."""
+
+    def choices(self, changelist: Any) -> Any:
+        for choice in super().choices(changelist):
+            yield {**choice, "display": without_bidi_controls(str(choice["display"]))}
+
+
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
     """Chunks are written by ingestion (upload on the collection page); here: view and delete."""
 
-    list_display = ("source", "collection", "owner", "snippet", "created_at")
-    list_filter = ("collection", "source")
+    list_display = ("shown_source", "collection", "owner", "snippet", "created_at")
+    list_filter = ("collection", ("source", SourceFilter))
     search_fields = ("source", "content")
     list_select_related = ("collection", "owner")
     fields = ("id", "collection", "owner", "tenant", "source", "content", "metadata", "created_at")
     readonly_fields = fields
+
+    @admin.display(description="Source", ordering="source")
+    def shown_source(self, obj: Document) -> str:
+        """The file name without bidi controls, isolated (:mod:`advisors_app.bidi`)."""
+        return isolated(obj.source)
 
     @admin.display(description="Text")
     def snippet(self, obj: Document) -> str:

@@ -15,8 +15,9 @@ import copy
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max, Prefetch, QuerySet
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -35,6 +36,7 @@ from advisors_app.models import (
     Collection,
     Conversation,
     Document,
+    IngestionJob,
     PromptTemplate,
 )
 from advisors_app.registry import params_errors
@@ -44,6 +46,7 @@ from advisors_app.runtime import (
     VersionNotFound,
     load_chain,
 )
+from advisors_app.scoping import visible_collections
 from advisors_app.validation import text_problem, validate_json_value
 
 __all__ = [
@@ -63,6 +66,7 @@ __all__ = [
     "DocumentSerializer",
     "FileUploadSerializer",
     "IngestResultSerializer",
+    "IngestionJobSerializer",
     "LabelMoveSerializer",
     "LabelRollbackSerializer",
     "PublishSerializer",
@@ -70,7 +74,6 @@ __all__ = [
     "SearchRequestSerializer",
     "SearchResultSerializer",
     "TextUploadSerializer",
-    "UploadResultSerializer",
     "UsageSerializer",
     "with_version_state",
 ]
@@ -743,6 +746,15 @@ class RestoreResultSerializer(serializers.Serializer):
 
 
 class CollectionSerializer(serializers.ModelSerializer):
+    """A collection the caller may use; a new one is theirs.
+
+    Slugs are unique across every user's collections (a chain names its collections by slug).
+    A slug already taken says so in words that tell the caller nothing they may not see: "a
+    collection you may use has it" for one in their list, and only "not available" for another
+    user's or tenant's, never whose it is or what it is called.
+    """
+
+    slug = serializers.SlugField(max_length=100, help_text="Unique across all collections.")
     shared = serializers.SerializerMethodField(help_text="True: every user's; false: yours.")
 
     class Meta:
@@ -752,6 +764,29 @@ class CollectionSerializer(serializers.ModelSerializer):
 
     def get_shared(self, collection: Collection) -> bool:
         return collection.owner_id is None
+
+    def _slug_taken(self, slug: str) -> str:
+        request = self.context.get("request")
+        if request is not None and visible_collections(request.user).filter(slug=slug).exists():
+            return f"A collection you may use has the slug {slug!r} already: choose another."
+        return f"The slug {slug!r} is not available: choose another."
+
+    def validate_slug(self, value: str) -> str:
+        taken = Collection.objects.filter(slug=value)
+        if self.instance is not None:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise serializers.ValidationError(self._slug_taken(value))
+        return value
+
+    def create(self, validated_data: dict[str, Any]) -> Collection:
+        try:
+            with transaction.atomic():
+                return super().create(validated_data)  # type: ignore[no-any-return]
+        except IntegrityError as e:  # taken between validation and insert
+            raise serializers.ValidationError(
+                {"slug": [self._slug_taken(validated_data["slug"])]}
+            ) from e
 
 
 class DocumentSerializer(serializers.ModelSerializer):
@@ -823,12 +858,51 @@ class IngestResultSerializer(serializers.Serializer):
         ref_name = "IngestResult"
 
 
-class UploadResultSerializer(serializers.Serializer):
-    collection = serializers.CharField()
-    documents = IngestResultSerializer(many=True)
+class IngestionErrorSerializer(serializers.Serializer):
+    source = serializers.CharField(
+        allow_null=True, help_text="The file it is about; null: the job as a whole."
+    )
+    message = serializers.CharField(help_text="What went wrong, naming the limit it passed.")
 
     class Meta:
-        ref_name = "UploadResult"
+        ref_name = "IngestionError"
+
+
+class IngestionJobSerializer(serializers.ModelSerializer):
+    """An upload's ingestion, run by a task worker: poll it until ``done`` or ``failed``."""
+
+    collection = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    done = serializers.IntegerField(help_text="Chunks embedded so far.")
+    total = serializers.IntegerField(help_text="Chunks to embed; 0 until the files are read.")
+    errors = IngestionErrorSerializer(many=True)
+    documents = IngestResultSerializer(
+        many=True, help_text="What each source became, once the job is done."
+    )
+    sources = serializers.ListField(child=serializers.CharField(), help_text="Its files.")
+    url = serializers.SerializerMethodField(help_text="Where to poll it.")
+
+    class Meta:
+        model = IngestionJob
+        fields = [
+            "id",
+            "status",
+            "done",
+            "total",
+            "errors",
+            "documents",
+            "collection",
+            "sources",
+            "bytes",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "url",
+        ]
+        read_only_fields = fields
+        ref_name = "IngestionJob"
+
+    def get_url(self, job: IngestionJob) -> str:
+        return reverse("advisors_app:api-ingestion", args=[job.pk])
 
 
 class SearchRequestSerializer(serializers.Serializer):

@@ -15,6 +15,8 @@ from advisors_app.api.views.documents import (
     DocumentDetailView,
     DocumentListView,
     DocumentSearchView,
+    IngestionDetailView,
+    IngestionListView,
 )
 from advisors_app.api.views.versions import (
     ChainDiffView,
@@ -64,6 +66,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("documents/", DocumentListView.as_view(), name="api-documents"),
     path("documents/search/", DocumentSearchView.as_view(), name="api-documents-search"),
     path("documents/<str:document_id>/", DocumentDetailView.as_view(), name="api-document"),
+    path("ingestions/", IngestionListView.as_view(), name="api-ingestions"),
+    path("ingestions/<str:job_id>/", IngestionDetailView.as_view(), name="api-ingestion"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
         "docs/", SpectacularSwaggerView.as_view(url_name="advisors_app:api-schema"), name="api-docs"

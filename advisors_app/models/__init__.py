@@ -9,6 +9,7 @@ from advisors_app.models.cache import SemanticCacheEntry
 from advisors_app.models.call_logs import CallLog
 from advisors_app.models.chains import AdvisorChain, AdvisorConfig, VersionPolicy
 from advisors_app.models.documents import Collection, Document
+from advisors_app.models.ingestion import IngestionFile, IngestionJob
 from advisors_app.models.memory import ChatMessage, Conversation
 from advisors_app.models.model_configs import ChatModelConfig, EmbeddingModelConfig
 from advisors_app.models.resources import PromptTemplate, SensitiveWordList
@@ -29,6 +30,8 @@ __all__ = [
     "Conversation",
     "Document",
     "EmbeddingModelConfig",
+    "IngestionFile",
+    "IngestionJob",
     "PromptTemplate",
     "SemanticCacheEntry",
     "SensitiveWordList",

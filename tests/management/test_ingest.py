@@ -1,17 +1,21 @@
 """``manage.py ingest``: files and directories into a collection with the real offline
-embedding model, idempotent on re-runs, and a semantic search that finds the right chunk."""
+embedding model, idempotent on re-runs, and a semantic search that finds the right chunk;
+``--async`` queues a job for the task worker instead."""
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.test import override_settings
 
 from advisors_app.core.vectorstore import SearchRequest
-from advisors_app.models import Collection
+from advisors_app.models import Collection, IngestionJob
 from advisors_app.models import Document as DocumentRow
 from advisors_app.stores.vectors import PgVectorStore
+from tests.task_worker import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -69,3 +73,29 @@ def test_errors_are_command_errors(docs):
         run("kb", str(docs), "--metadata", "[1]")
     with pytest.raises(CommandError, match=r"no user 'ghost'"):
         run("kb", str(docs), "--owner", "ghost")
+
+
+def test_async_queues_one_job_for_the_worker_and_prints_it(docs):
+    Collection.objects.create(slug="kb", name="KB")
+    queued = json.loads(run("kb", str(docs / "guide"), "--async", "--chunk-size", "64"))
+    assert queued["status"] == "queued" and (queued["done"], queued["total"]) == (0, 0)
+    job = IngestionJob.objects.get(pk=queued["id"])
+    assert job.sources == ["cities.md", "food.html"] and job.created_by is None
+    assert job.options["chunk_size"] == 64 and not DocumentRow.objects.exists()
+    assert run_queued_tasks() == 1
+    job.refresh_from_db()
+    assert job.status == "done", job.errors
+    assert [d["source"] for d in job.documents] == ["cities.md", "food.html"]
+    assert DocumentRow.objects.filter(source="cities.md").count() == 2
+
+
+def test_a_file_over_a_parsing_limit_is_a_command_error(docs):
+    Collection.objects.create(slug="kb", name="KB")
+    with (
+        override_settings(ADVISORS={"INGESTION_MAX_CHARS": 20}),
+        pytest.raises(
+            CommandError, match=r"faq.txt: faq.txt holds 54 characters of text, more than 20 "
+        ),
+    ):
+        run("kb", str(docs / "faq.txt"))
+    assert not DocumentRow.objects.exists()

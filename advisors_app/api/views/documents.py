@@ -1,7 +1,8 @@
 """Collections and documents, as the caller may see them: shared rows plus their own.
 
-Uploads go through :mod:`advisors_app.ingestion` with the caller as owner (the chunks are
-theirs alone, even in a shared collection) and their tenant; searches go through
+Uploads become ingestion jobs run by a task worker (:mod:`advisors_app.uploads` checks sizes,
+quotas and the rate; :mod:`advisors_app.ingestion_jobs` runs them) with the caller as owner
+(the chunks are theirs alone, even in a shared collection) and their tenant; searches go through
 ``PgVectorStore.for_user``, whose scope (collection, shared + own rows, tenant) is ANDed with
 any filter, so no filter can widen it. Lists use the same scope
 (:func:`advisors_app.scoping.visible_documents`). A collection of another user or tenant
@@ -10,7 +11,7 @@ behaves as one that does not exist.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import uuid
 from typing import Any
 
 from django.db import transaction
@@ -23,7 +24,7 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import generics
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -35,18 +36,19 @@ from advisors_app.api.serializers import (
     CollectionSerializer,
     DocumentSerializer,
     FileUploadSerializer,
+    IngestionJobSerializer,
     SearchRequestSerializer,
     SearchResultSerializer,
     TextUploadSerializer,
-    UploadResultSerializer,
 )
-from advisors_app.conf import app_settings
 from advisors_app.core.vectorstore import SearchRequest
-from advisors_app.ingestion import IngestResult, ingest_bytes, ingest_text
-from advisors_app.models import Collection, Document
+from advisors_app.ingestion_jobs import Upload
+from advisors_app.models import Collection, Document, IngestionJob
+from advisors_app.parsing import check_supported
 from advisors_app.protection import protecting_versions, protection_message
 from advisors_app.scoping import user_tenant, visible_collections, visible_documents
 from advisors_app.stores.vectors import PgVectorStore
+from advisors_app.uploads import UploadRefused, check_upload, submit_upload
 
 __all__ = [
     "CollectionDetailView",
@@ -54,6 +56,8 @@ __all__ = [
     "DocumentDetailView",
     "DocumentListView",
     "DocumentSearchView",
+    "IngestionDetailView",
+    "IngestionListView",
 ]
 
 _AUTH = {401: OpenApiResponse(ErrorSerializer, description="Not authenticated.")}
@@ -167,13 +171,24 @@ class CollectionDetailView(ApiView):
         summary="Upload documents",
         description="JSON `{collection, name, text, metadata?}`, or multipart form data with "
         "`collection`, one or more `file` parts (.txt, .md, .html, .pdf) and `metadata` "
-        "(JSON text). Each source is split, embedded and stored as your own chunks; sending "
-        "a source again replaces its chunks (unchanged ones are kept).",
+        "(JSON text). Answers 202 with an ingestion job at once; a task worker reads, splits "
+        "and embeds the files and stores them as your own chunks, all sources or none. Poll "
+        "`GET /api/ingestions/<id>/` until `done` or `failed`. Sending a source again "
+        "replaces its chunks (unchanged ones are kept). Limits, each named when passed: files "
+        "per request and bytes per file (413), chunks per collection and bytes per day per "
+        "user (429 `quota_exceeded`), uploads per minute (429 `throttled`); pages, "
+        "decompressed bytes and characters per file and CPU time per job fail the job.",
         request={
             "application/json": TextUploadSerializer,
             "multipart/form-data": FileUploadSerializer,
         },
-        responses={201: UploadResultSerializer, **_INVALID, **_AUTH},
+        responses={
+            202: IngestionJobSerializer,
+            **_INVALID,
+            **_AUTH,
+            413: OpenApiResponse(ErrorSerializer, description="Too many or too large files."),
+            429: OpenApiResponse(ErrorSerializer, description="A quota or the upload rate."),
+        },
     ),
 )
 class DocumentListView(ApiView, generics.ListAPIView):
@@ -200,54 +215,39 @@ class DocumentListView(ApiView, generics.ListAPIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         collection = _collection(request.user, data["collection"])
-        tenant = user_tenant(request.user)
-        limit = app_settings.MAX_UPLOAD_BYTES
-        results: list[IngestResult] = []
-        with transaction.atomic():  # several files: all stored or none
+        try:
             if multipart:
                 for upload in data["file"]:
-                    if upload.size > limit:
-                        raise ValidationError(
-                            {"file": [f"{upload.name} is larger than {limit} bytes."]}
-                        )
-                    results.append(
-                        _ingest(
-                            "file",
-                            ingest_bytes,
-                            collection,
-                            upload.name,
-                            upload.read(),
-                            upload.content_type,
-                            data.get("metadata", {}),
-                            owner=request.user,
-                            tenant=tenant,
-                        )
-                    )
+                    try:
+                        check_supported(upload.name, upload.content_type)
+                    except ValueError as exc:
+                        raise ValidationError({"file": [str(exc)]}) from None
+                check_upload(request.user, collection, [(f.name, f.size) for f in data["file"]])
+                uploads = [Upload(f.name, f.read(), f.content_type or "") for f in data["file"]]
             else:
-                if len(data["text"].encode()) > limit:
-                    raise ValidationError({"text": [f"Larger than {limit} bytes."]})
-                results.append(
-                    _ingest(
-                        "text",
-                        ingest_text,
-                        collection,
-                        data["name"],
-                        data["text"],
-                        data.get("metadata", {}),
-                        owner=request.user,
-                        tenant=tenant,
-                    )
-                )
-        body = {"collection": collection.slug, "documents": [asdict(r) for r in results]}
-        return Response(UploadResultSerializer(body).data, status=201)
+                text = data["text"].encode()
+                check_upload(request.user, collection, [(data["name"], len(text))])
+                uploads = [Upload(data["name"], text, "text/plain", as_text=True)]
+            job = submit_upload(
+                request.user,
+                collection,
+                uploads,
+                tenant=user_tenant(request.user),
+                metadata=data.get("metadata", {}),
+            )
+        except UploadRefused as refused:
+            raise _Refused(refused) from None
+        body = IngestionJobSerializer(job).data
+        return Response(body, status=202, headers={"Location": body["url"]})
 
 
-def _ingest(field: str, ingest: Any, *args: Any, **kwargs: Any) -> IngestResult:
-    try:
-        result: IngestResult = ingest(*args, **kwargs)
-    except ValueError as exc:  # unreadable or unsupported content
-        raise ValidationError({field: [str(exc)]}) from None
-    return result
+class _Refused(APIException):
+    """An :class:`~advisors_app.uploads.UploadRefused` as an API error (413 or 429)."""
+
+    def __init__(self, refused: UploadRefused) -> None:
+        super().__init__(str(refused), code=refused.code)
+        self.status_code = refused.status
+        self.wait = refused.retry_after
 
 
 @extend_schema_view(
@@ -308,3 +308,51 @@ class DocumentSearchView(ApiView):
             {"id": d.id, "text": d.text, "metadata": d.metadata, "score": d.score} for d in found
         ]
         return Response(SearchResultSerializer(results, many=True).data)
+
+
+@extend_schema_view(
+    get=extend_schema(
+        tags=["documents"],
+        summary="Your ingestion jobs, newest first",
+        responses={200: IngestionJobSerializer(many=True), **_AUTH},
+    )
+)
+class IngestionListView(ApiView, generics.ListAPIView):
+    """``GET /api/ingestions/``: the caller's own uploads' jobs."""
+
+    serializer_class = IngestionJobSerializer
+    pagination_class = ApiPagination
+
+    def get_queryset(self) -> QuerySet[IngestionJob]:
+        jobs = IngestionJob.objects.filter(created_by=self.request.user)
+        return jobs.select_related("collection").order_by("-created_at", "id")
+
+
+class IngestionDetailView(ApiView):
+    """``GET /api/ingestions/<id>/``: one of the caller's jobs; anyone else's is a 404."""
+
+    @extend_schema(
+        tags=["documents"],
+        summary="One of your ingestion jobs",
+        description="`status` is `queued`, `running`, `done` or `failed`; `done` of `total` "
+        "chunks are embedded; `errors` name the file and the limit; `documents` say what "
+        "each source became.",
+        responses={
+            200: IngestionJobSerializer,
+            **_AUTH,
+            404: OpenApiResponse(ErrorSerializer, description="No such job of yours."),
+        },
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        try:
+            uuid.UUID(job_id)
+        except ValueError:
+            raise Http404("No ingestion job with this id that you may see.") from None
+        job = (
+            IngestionJob.objects.select_related("collection")
+            .filter(pk=job_id, created_by=request.user)
+            .first()
+        )
+        if job is None:
+            raise Http404("No ingestion job with this id that you may see.")
+        return Response(IngestionJobSerializer(job).data)

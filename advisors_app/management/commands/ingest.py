@@ -3,7 +3,12 @@
 Files (``.txt``, ``.md``, ``.html``, ``.pdf``) or directories (searched recursively) become
 the sources of a collection, named by their path relative to the directory given (or the file
 name). Idempotent: running it again embeds only changed chunks and removes vanished ones. A
-progress bar (tqdm) shows the chunks being embedded.
+progress bar (tqdm) shows the chunks being embedded. Each file is read within the parsing limits
+(``ADVISORS["INGESTION_*"]``, the CPU time per file).
+
+``--async`` reads the files here but leaves the work to a task worker (``manage.py db_worker``):
+it stores one ingestion job with every file and prints it as JSON (``{"id", "status", ...}``),
+as ``POST /api/documents/`` answers; the admin's ingestion jobs page follows it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from tqdm import tqdm
 from advisors_app.core.ingestion import SUPPORTED_SUFFIXES, TokenTextSplitter
 from advisors_app.core.ingestion.splitter import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from advisors_app.ingestion import DEFAULT_BATCH_SIZE, ingest_file
+from advisors_app.ingestion_jobs import Upload, submit_job
 from advisors_app.models import Collection
+from advisors_app.parsing import check_supported
 
 
 def _sources(paths: list[str]) -> list[tuple[Path, str]]:
@@ -56,6 +63,13 @@ class Command(BaseCommand):
         parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE)
         parser.add_argument("--chunk-overlap", type=int, default=DEFAULT_CHUNK_OVERLAP)
         parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
+        parser.add_argument(
+            "--async",
+            action="store_true",
+            dest="background",
+            help="Queue one ingestion job for a task worker and print it (JSON), instead of "
+            "ingesting here.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         slug = options["collection"]
@@ -84,8 +98,12 @@ class Command(BaseCommand):
             splitter = TokenTextSplitter(options["chunk_size"], options["chunk_overlap"])
         except ValueError as error:
             raise CommandError(str(error)) from error
+        sources = _sources(options["paths"])
+        if options["background"]:
+            self._submit(collection, sources, owner, metadata, options)
+            return
         quiet = options["verbosity"] == 0
-        for path, name in _sources(options["paths"]):
+        for path, name in sources:
             with tqdm(desc=name, unit="chunk", disable=quiet, leave=False) as bar:
 
                 def progress(done: int, total: int, bar: Any = bar) -> None:
@@ -108,3 +126,32 @@ class Command(BaseCommand):
                     raise CommandError(f"{name}: {error}") from error
             if not quiet:
                 self.stdout.write(str(result))
+
+    def _submit(
+        self,
+        collection: Collection,
+        sources: list[tuple[Path, str]],
+        owner: Any,
+        metadata: dict[str, Any],
+        options: dict[str, Any],
+    ) -> None:
+        uploads = []
+        for path, name in sources:
+            try:
+                check_supported(name)
+            except ValueError as error:
+                raise CommandError(str(error)) from error
+            uploads.append(Upload(name, path.read_bytes()))
+        job = submit_job(
+            collection,
+            uploads,
+            owner=owner,
+            tenant=options["tenant"],
+            metadata=metadata,
+            options={
+                "chunk_size": options["chunk_size"],
+                "chunk_overlap": options["chunk_overlap"],
+                "batch_size": options["batch_size"],
+            },
+        )
+        self.stdout.write(json.dumps(job.progress()))

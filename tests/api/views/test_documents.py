@@ -1,4 +1,5 @@
-"""Collections and documents over REST: upload, list, delete and search, scoped per caller."""
+"""Collections and documents over REST: upload (a job run by the task worker), list, delete
+and search, scoped per caller."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 
 from advisors_app.ingestion import ingest_text
-from advisors_app.models import Collection, Document
+from advisors_app.models import Collection, Document, IngestionFile, IngestionJob
 from advisors_app.runtime import load_chain
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
+from tests.task_worker import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -76,6 +78,16 @@ def test_parameters_postgresql_cannot_hold_are_field_errors(
     assert text.startswith(message)
 
 
+def upload_and_run(client: Any, data: dict[str, Any], format: str = "json") -> dict[str, Any]:
+    """POST an upload (202 with a queued job), run the worker, and return the finished job."""
+    response = client.post("/api/documents/", data, format=format)
+    assert response.status_code == 202, response.content
+    queued = response.json()
+    assert queued["status"] == "queued" and response["Location"] == queued["url"]
+    assert run_queued_tasks() == 1
+    return client.get(queued["url"]).json()
+
+
 def test_uploading_text_as_json(library: None, alice: Any, bob: Any, api: Any) -> None:
     upload = {
         "collection": "kb",
@@ -83,15 +95,16 @@ def test_uploading_text_as_json(library: None, alice: Any, bob: Any, api: Any) -
         "text": "# FAQ\n\nShipping is free.",
         "metadata": {"lang": "en"},
     }
-    response = api.post("/api/documents/", upload, format="json")
-    assert response.status_code == 201, response.content
-    assert response.json() == {
-        "collection": "kb",
-        "documents": [{"source": "faq.md", "chunks": 1, "added": 1, "unchanged": 0, "removed": 0}],
-    }
+    job = upload_and_run(api, upload)
+    assert job["status"] == "done", job
+    assert (job["done"], job["total"], job["errors"]) == (1, 1, [])
+    assert job["documents"] == [
+        {"source": "faq.md", "chunks": 1, "added": 1, "unchanged": 0, "removed": 0}
+    ]
+    assert job["collection"] == "kb" and job["sources"] == ["faq.md"]
     row = Document.objects.get(source="faq.md")
     assert row.owner == alice and row.metadata["lang"] == "en"
-    again = api.post("/api/documents/", upload, format="json").json()["documents"][0]
+    again = upload_and_run(api, upload)["documents"][0]
     assert (again["added"], again["unchanged"]) == (0, 1)  # idempotent per source
     assert not any(
         d["source"] == "faq.md" for d in client_for(bob).get("/api/documents/").json()["results"]
@@ -103,16 +116,15 @@ def test_uploading_files_as_multipart(library: None, api: Any) -> None:
         SimpleUploadedFile("guide.md", b"# Guide\n\nPress the red button.", "text/markdown"),
         SimpleUploadedFile("page.html", b"<html><body><p>Opening hours: 9-17.</p></body></html>"),
     ]
-    response = api.post(
-        "/api/documents/",
-        {"collection": "kb", "file": files, "metadata": '{"lang": "en"}'},
-        format="multipart",
+    job = upload_and_run(
+        api, {"collection": "kb", "file": files, "metadata": '{"lang": "en"}'}, "multipart"
     )
-    assert response.status_code == 201, response.content
-    assert [d["source"] for d in response.json()["documents"]] == ["guide.md", "page.html"]
+    assert job["status"] == "done", job
+    assert [d["source"] for d in job["documents"]] == ["guide.md", "page.html"]
     html = Document.objects.get(source="page.html")
     assert "Opening hours: 9-17." in html.content and "<p>" not in html.content
     assert html.metadata["lang"] == "en"
+    assert not IngestionFile.objects.exists()  # the uploaded bytes go once the job ends
 
 
 @pytest.mark.parametrize(
@@ -130,16 +142,6 @@ def test_uploading_files_as_multipart(library: None, api: Any) -> None:
             "cannot read 'b.exe': supported types are",
         ),
         (
-            {"collection": "kb", "file": [SimpleUploadedFile("c.txt", b"\xff\xfe\xfa")]},
-            "file",
-            "c.txt is not UTF-8 text",
-        ),
-        (
-            {"collection": "kb", "file": [SimpleUploadedFile("d.pdf", b"not a pdf")]},
-            "file",
-            "d.pdf is not a readable PDF",
-        ),
-        (
             {"collection": "bobs", "file": [SimpleUploadedFile("e.md", b"ok")]},
             "collection",
             "No collection 'bobs' that you may use.",
@@ -155,16 +157,6 @@ def test_uploading_files_as_multipart(library: None, api: Any) -> None:
             "Enter a JSON object.",
         ),
         (
-            {"collection": "kb", "file": [SimpleUploadedFile("g.md", b"x" * 101)]},
-            "file",
-            "g.md is larger than 100 bytes.",
-        ),
-        (
-            {"collection": "kb", "file": [SimpleUploadedFile("h.txt", b"a\x00b")]},
-            "file",
-            "h.txt is not text: it holds NUL characters",
-        ),
-        (
             {
                 "collection": "kb",
                 "file": [SimpleUploadedFile("i.md", b"ok")],
@@ -175,7 +167,6 @@ def test_uploading_files_as_multipart(library: None, api: Any) -> None:
         ),
     ],
 )
-@override_settings(ADVISORS={"MAX_UPLOAD_BYTES": 100})
 def test_a_refused_upload_stores_nothing(
     library: None, api: Any, data: dict[str, Any], field: str, message: str
 ) -> None:
@@ -184,7 +175,30 @@ def test_a_refused_upload_stores_nothing(
     assert response.status_code == 400
     [text] = response.json()["error"]["fields"][field]
     assert text.startswith(message), text
-    assert Document.objects.count() == before
+    assert Document.objects.count() == before and not IngestionJob.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("files", "source", "message"),
+    [
+        ([SimpleUploadedFile("c.txt", b"\xff\xfe\xfa")], "c.txt", "c.txt is not UTF-8 text"),
+        ([SimpleUploadedFile("d.pdf", b"not a pdf")], "d.pdf", "d.pdf is not a readable PDF"),
+        (
+            [SimpleUploadedFile("ok.md", b"# Fine"), SimpleUploadedFile("h.txt", b"a\x00b")],
+            "h.txt",
+            "h.txt is not text: it holds NUL characters",
+        ),
+    ],
+)
+def test_an_unreadable_file_fails_its_job_and_stores_nothing(
+    library: None, api: Any, files: list[Any], source: str, message: str
+) -> None:
+    before = Document.objects.count()
+    job = upload_and_run(api, {"collection": "kb", "file": files}, "multipart")
+    assert job["status"] == "failed"
+    [error] = job["errors"]
+    assert error["source"] == source and error["message"].startswith(message), error
+    assert job["documents"] == [] and Document.objects.count() == before  # all or nothing
 
 
 def test_only_your_own_documents_can_be_deleted(library: None, api: Any) -> None:
@@ -273,7 +287,7 @@ def test_a_tenant_sees_and_retrieves_its_own_documents_only(tenants: None, api: 
     assert search(api, query="x", collection="globex-only").status_code == 400
 
     upload = {"collection": "kb", "name": "new.md", "text": "Acme ships on Mondays."}
-    assert api.post("/api/documents/", upload, format="json").status_code == 201
+    assert upload_and_run(api, upload)["status"] == "done"
     assert Document.objects.get(source="new.md").tenant == "acme"
 
     # A chain's retrieval is scoped the same way for the caller.
