@@ -1,4 +1,5 @@
-"""Django app configuration: registers the system checks when the app registry is ready."""
+"""Django app configuration: registers the system checks when the app registry is ready, and
+redacts secrets from every log record of the process (:mod:`advisors_app.redaction`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ class AdvisorsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from advisors_app import advisor_types, protection
+        from advisors_app import advisor_types, protection, redaction
         from advisors_app.checks import (
             check_chains,
             check_databases,
@@ -32,3 +33,5 @@ class AdvisorsAppConfig(AppConfig):
         advisor_types.register_builtins()
         register_reference_kinds()
         protection.connect()
+        redaction.connect()
+        redaction.install_log_redaction()

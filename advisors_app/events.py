@@ -34,7 +34,7 @@ error        ``code``, ``message``, ``provider_status`` (the model provider's HT
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from advisors_app.core.exceptions import (
@@ -48,6 +48,7 @@ from advisors_app.core.exceptions import (
     ProviderUnavailableError,
     RateLimitedError,
 )
+from advisors_app.redaction import redact, redact_data
 
 __all__ = [
     "DeltaEvent",
@@ -338,17 +339,21 @@ def error_event(
 ) -> ErrorEvent:
     """The ``error`` event for an exception a turn raised (the same for calls and streams).
 
-    Provider errors keep their message and HTTP status (bug case B32); a failed output
-    validation says so; anything else is ``internal_error`` with a message that reveals
-    nothing but the trace id (the call log holds the details).
+    Provider errors keep their message and HTTP status (bug case B32), with every secret
+    value and credential-shaped token replaced (:func:`advisors_app.redaction.redact`: a
+    provider that answers ``401 Incorrect API key provided: <key>`` must not hand the key to
+    the user); a failed output validation says so; anything else is ``internal_error`` with a
+    message that reveals nothing but the trace id (the call log holds the details). Refusals
+    (:class:`TurnError`) are redacted too.
     """
     if isinstance(exc, TurnError):
-        return exc.to_event()
+        event = exc.to_event()
+        return replace(event, message=redact(event.message), errors=redact_data(event.errors))
     if isinstance(exc, ProviderError):
         code = next(c for cls, c in _PROVIDER_CODES if isinstance(exc, cls))
         return ErrorEvent(
             code,
-            exc.message,
+            redact(exc.message),
             provider_status=exc.status,
             retry_after=getattr(exc, "retry_after", None),
             conversation_id=conversation_id,

@@ -1,4 +1,8 @@
-"""Admin of call logs (read-only, filterable, with the per-advisor trace) and conversations."""
+"""Admin of call logs (read-only, filterable, with the per-advisor trace) and conversations.
+
+A call log's error message and trace are shown redacted (:mod:`advisors_app.redaction`), so
+rows stored before secrets were redacted on the way in do not show a key either.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from advisors_app.admin.traces import trace_rows
 from advisors_app.conversations import public_conversation_id
 from advisors_app.core.messages import MessageType
 from advisors_app.models import CallLog, ChatMessage, Conversation
+from advisors_app.redaction import redact, redact_data
 
 __all__ = ["CallLogAdmin", "ConversationAdmin", "reply_details"]
 
@@ -64,7 +69,7 @@ class CallLogAdmin(ReadOnlyAdmin):
         "usage_json",
         "finish_reason",
         "error_type",
-        "error_message",
+        "error_text",
         "provider_status",
         "trace_table",
     )
@@ -102,11 +107,16 @@ class CallLogAdmin(ReadOnlyAdmin):
     def usage_json(self, obj: CallLog) -> str:
         return format_html("<pre>{}</pre>", pretty_json(obj.usage))
 
+    @admin.display(description="Error message")
+    def error_text(self, obj: CallLog) -> str:
+        return redact(obj.error_message)
+
     @admin.display(description="Trace")
     def trace_table(self, obj: CallLog) -> str:
+        trace = redact_data(obj.trace)
         return render_to_string(
             "admin/advisors_app/trace_table.html",
-            {"rows": trace_rows(obj.trace), "raw": pretty_json(obj.trace)},
+            {"rows": trace_rows(trace), "raw": pretty_json(trace)},
         )
 
 

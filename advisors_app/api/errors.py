@@ -19,7 +19,8 @@ Every error body is::
   ``provider_unreachable``, ``provider_unavailable``, ``provider_malformed_response``,
   ``provider_authentication``, ``provider_bad_request``, ``provider_error``), ``output_invalid``
   and ``internal_error``.
-- ``message``: one sentence for people.
+- ``message``: one sentence for people. Secret values and credential-shaped tokens in it (and
+  in ``fields``) are replaced by ``[REDACTED]`` (:func:`advisors_app.redaction.redact`).
 - ``fields``: dotted field path → messages (``"advisors.1.params.top_k"``); ``{}`` when the error
   is not about a field. DRF's ``non_field_errors`` keeps its name.
 - ``provider_status``: the model provider's HTTP status for provider errors, else ``null``.
@@ -49,6 +50,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from advisors_app.events import ErrorEvent, TurnError, error_event
+from advisors_app.redaction import redact
 from advisors_app.validation import printable
 
 __all__ = [
@@ -98,13 +100,15 @@ def error_body(
     trace_id: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of an error answer (see the module docstring). Field paths and messages
-    quoting refused input are made encodable (:func:`~advisors_app.validation.printable`)."""
+    quoting refused input are made encodable (:func:`~advisors_app.validation.printable`), and
+    every secret in them is redacted (:func:`~advisors_app.redaction.redact`): whatever a
+    provider's or a validator's message quotes, no key leaves the server."""
     return {
         "error": {
             "code": code,
-            "message": printable(message),
+            "message": redact(printable(message)),
             "fields": {
-                printable(field): [printable(m) for m in messages]
+                redact(printable(field)): [redact(printable(m)) for m in messages]
                 for field, messages in (fields or {}).items()
             },
             "provider_status": provider_status,

@@ -5,7 +5,9 @@ variable that holds the API key; the key itself is never stored (nor shown: the 
 says whether the variable is set). :meth:`ModelConfig.to_config` is the mapping the provider
 registry (``advisors_app.core.providers.registry``) builds a model from: the fields that apply
 to the provider, plus ``settings`` — the provider's other keys (scripted: ``responses``,
-``repeat``; openai: ``include_usage``, ``headers``, ``tool_call_emulation``; ...).
+``repeat``; openai: ``include_usage``, ``headers``, ``tool_call_emulation``; ...). Headers may
+not carry credentials (``Authorization``, ``X-Api-Key``, a token-shaped value, ...):
+:meth:`ModelConfig.clean` refuses them, as the key itself is only ever named.
 """
 
 from __future__ import annotations
@@ -97,9 +99,15 @@ class ModelConfig(models.Model):
 
     def clean(self) -> None:
         from advisors_app.core.providers.registry import validate_model_config
+        from advisors_app.redaction import secret_header_problems
 
         if not isinstance(self.settings, dict):
             raise ValidationError({"settings": "Enter a JSON object."})
+        # Keys are only ever named (api_key_env); a header would store one in the database,
+        # in every published snapshot and in the admin's pages.
+        problems = secret_header_problems(self.settings.get("headers"))
+        if problems:
+            raise ValidationError({"settings": problems})
         try:
             validate_model_config(self.to_config(), self.kind, self.slug)
         except ValueError as exc:
