@@ -44,16 +44,26 @@ def bob(django_user_model: Any) -> Any:
     return django_user_model.objects.create_user("bob", password="pw")
 
 
+#: The models a chain page edits: the chain and its advisors (an inline).
+CHAIN_MODELS = ("advisorchain", "advisorconfig")
+
+
 @pytest.fixture
 def staff(django_user_model: Any) -> Any:
-    """Staff who may add, change and delete chains (as in the admin), and nothing else."""
+    """Staff who may add, change and delete chains with their advisors, versions and labels
+    (what the admin's chain pages ask for), and nothing else: not publish nor move labels."""
     from django.contrib.auth.models import Permission
 
     user = django_user_model.objects.create_user("staff", password="pw", is_staff=True)
     user.user_permissions.add(
         *Permission.objects.filter(
             content_type__app_label="advisors_app",
-            codename__in=["add_advisorchain", "change_advisorchain", "delete_advisorchain"],
+            codename__in=[
+                *(f"{a}_{m}" for a in ("add", "change", "delete") for m in CHAIN_MODELS),
+                "delete_chainversion",
+                "delete_chainlabel",
+                "delete_chainlabelevent",
+            ],
         )
     )
     return user

@@ -30,6 +30,9 @@ RELEASE_PERMISSIONS = (
     "change_chainlabel",
     "promote_production",
     "change_advisorchain",
+    "add_advisorconfig",
+    "change_advisorconfig",
+    "delete_advisorconfig",
 )
 
 
