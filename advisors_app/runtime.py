@@ -97,40 +97,34 @@ class ChainTarget:
         return self.version_id is None
 
 
-def _versions(slug: str, default_alias: str) -> QuerySet[ChainVersion]:
-    """``slug``'s versions with what a turn reads of them, and when the model-config row of
-    the default alias last changed (read in the same query)."""
-    default_model = ChatModelConfig.objects.filter(slug=default_alias).order_by()
-    return ChainVersion.objects.filter(chain__slug=slug, chain__enabled=True).annotate(
-        default_model_changed=Subquery(default_model.values("updated_at")[:1])
-    )
+def _version_query(lookup: str, placeholder: Any) -> PreparedQuery:
+    """The version of an enabled chain whose ``lookup`` (a label's name, a number) matches,
+    with what a turn reads of it, and when the model-config row of the default alias last
+    changed (read in the same query). Run on every turn, so compiled once (see
+    :mod:`advisors_app.prepared`); the placeholders are values no chain, label or alias has.
+    """
+
+    def build(slug: str, alias: str, value: Any) -> QuerySet[ChainVersion]:
+        default_model = ChatModelConfig.objects.filter(slug=alias).order_by()
+        return (
+            ChainVersion.objects.filter(chain__slug=slug, chain__enabled=True, **{lookup: value})
+            .annotate(default_model_changed=Subquery(default_model.values("updated_at")[:1]))
+            .values_list(
+                "id",
+                "number",
+                "snapshot_hash",
+                "chain_id",
+                "chain__version_policy",
+                "default_model_changed",
+            )
+            .order_by()[:1]
+        )
+
+    return PreparedQuery(build, slug="\x00slug", alias="\x00alias", value=placeholder)
 
 
-_FIELDS = ("id", "number", "snapshot_hash", "chain_id", "chain__version_policy")
-# Run on every turn: compiled once (see advisors_app.prepared). Placeholders are values no
-# chain, label or alias has.
-_BY_LABEL = PreparedQuery(
-    lambda slug, alias, label: (
-        _versions(slug, alias)
-        .filter(labels__name=label)
-        .values_list(*_FIELDS, "default_model_changed")
-        .order_by()[:1]
-    ),
-    slug="\x00slug",
-    alias="\x00alias",
-    label="\x00label",
-)
-_BY_NUMBER = PreparedQuery(
-    lambda slug, alias, number: (
-        _versions(slug, alias)
-        .filter(number=number)
-        .values_list(*_FIELDS, "default_model_changed")
-        .order_by()[:1]
-    ),
-    slug="\x00slug",
-    alias="\x00alias",
-    number=2_000_000_003,
-)
+_BY_LABEL = _version_query("labels__name", "\x00label")
+_BY_NUMBER = _version_query("number", 2_000_000_003)
 
 
 def _default_chat_model() -> dict[str, Any] | None:
@@ -158,11 +152,11 @@ def resolve_target(
     alias = app_settings.DEFAULT_CHAT_MODEL
     if version is not None:
         asked, what = "", f"version {version}"
-        rows = _BY_NUMBER.rows(slug=slug, alias=alias, number=version)
+        rows = _BY_NUMBER.rows(slug=slug, alias=alias, value=version)
     else:
         asked = label or PRODUCTION
         what = f"label {asked!r}"
-        rows = _BY_LABEL.rows(slug=slug, alias=alias, label=asked)
+        rows = _BY_LABEL.rows(slug=slug, alias=alias, value=asked)
     if not rows:
         _raise_missing(slug, what)
     version_id, number, snapshot_hash, chain_id, policy, default_model_changed = rows[0]
