@@ -95,6 +95,7 @@ from advisors_app.events import (
     error_event,
 )
 from advisors_app.models import PRODUCTION, CallLog, VersionPolicy
+from advisors_app.redaction import redact, redact_data
 from advisors_app.runtime import (
     DRAFT,
     ChainConfigurationError,
@@ -242,6 +243,7 @@ class _TurnRecorder:
         self, call: ToolCall, ok: bool, error: str | None, duration: float
     ) -> None:
         duration_ms = round(duration * 1000, 3)
+        error = redact(error) if error else error  # a tool's error text may quote a secret
         self._calls.pop(id(call), {}).update(ok=ok, error=error, duration_ms=duration_ms)
         if self._turn.tool_events is not None:
             event = ToolResultEvent(call.id, call.name, ok, error, duration_ms)
@@ -554,9 +556,10 @@ def _call_log(turn: _Turn, outcome: TurnOutcome, exc: BaseException | None) -> C
         usage=outcome.usage or {},
         finish_reason=outcome.finish_reason or "",
         error_type=type(exc).__name__ if exc is not None else "",
-        error_message=str(exc)[:2000] if exc is not None else "",
+        # Redacted before it is cut, so a key is never left half-cut (advisors_app.redaction).
+        error_message=redact(str(exc))[:2000] if exc is not None else "",
         provider_status=exc.status if isinstance(exc, ProviderError) else None,
-        trace=outcome.trace,
+        trace=redact_data(outcome.trace),
     )
 
 

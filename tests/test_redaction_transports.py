@@ -148,11 +148,6 @@ def test_the_admin_call_log_pages_show_no_key(
     assert key not in page.content.decode()
 
 
-# NEEDS THE LEAD'S services.py CHANGE (issue 18): ``_call_log`` must store
-# ``redact(str(exc))[:2000]`` and ``redact_data(outcome.trace)``. Remove the xfail with it.
-@pytest.mark.xfail(
-    strict=True, reason="services._call_log does not redact error_message and trace yet"
-)
 def test_the_stored_call_log_has_no_key(
     chain: str, server: ScriptedOpenAiServer, key: str, alice: Any, admin_client: Client
 ) -> None:
