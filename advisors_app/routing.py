@@ -1,8 +1,9 @@
 """Websocket routes of the app, for a project's Channels ``URLRouter``.
 
 A project's ``asgi.py`` wraps them as
-``AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))``:
-the origin check keeps pages of other sites out, the auth stack reads the session cookie.
+``CsrfOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))``: the origin check
+(:mod:`advisors_app.origins`: scheme, host and port, as Django's CSRF protection checks them)
+keeps pages of other sites and other ports out, the auth stack reads the session cookie.
 """
 
 from __future__ import annotations

@@ -12,17 +12,17 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from advisors_app.origins import CsrfOriginValidator  # noqa: E402
 from advisors_app.routing import websocket_urlpatterns  # noqa: E402
 from advisors_app.server_shutdown import stop_turns_before_daphne_exits  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        # Origin checked as Django's CSRF checks it: scheme, host and port (not Channels'
+        # AllowedHostsOriginValidator, which lets any port of an allowed host in).
+        "websocket": CsrfOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
 # Ctrl-C mid-turn stores the turns as interrupted instead of losing them.

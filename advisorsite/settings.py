@@ -4,8 +4,15 @@ Everything secret or deployment-specific comes from the environment:
 
 - ``DATABASE_URL``: any database URL; unset means an embedded PostgreSQL (``embedded_db``).
 - ``REDIS_URL``: enables the Redis channel layer (several processes/hosts); unset means in-memory.
-- ``DJANGO_SECRET_KEY``: unset means a key generated once into ``var/secret_key``.
+- ``DJANGO_SECRET_KEY``: unset means a key generated once into ``var/secret_key`` (DEBUG only).
 - ``DJANGO_DEBUG`` (default ``true``), ``DJANGO_ALLOWED_HOSTS`` (comma-separated).
+- ``DJANGO_DEBUG=0`` is production (README "Deployment"): ``DJANGO_SECRET_KEY`` is then required,
+  cookies are HTTPS-only, HTTP is redirected to HTTPS, HSTS is sent, and WhiteNoise serves the
+  output of ``collectstatic`` (``DJANGO_STATIC_ROOT``, default ``var/static``). Behind a
+  TLS-terminating proxy: ``DJANGO_SECURE_PROXY_SSL_HEADER`` (e.g. ``X-Forwarded-Proto``),
+  ``DJANGO_CSRF_TRUSTED_ORIGINS`` (comma-separated), ``DJANGO_SECURE_SSL_REDIRECT``,
+  ``DJANGO_SECURE_HSTS_SECONDS`` (default 3600), ``DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS`` and
+  ``DJANGO_SECURE_HSTS_PRELOAD`` (default off).
 - ``ADVISORS_CHAT_MODEL``: a model of an OpenAI-compatible API (hosted or self-hosted) for
   every chain without a model of its own, instead of the embedded SmolLM2;
   ``ADVISORS_CHAT_BASE_URL`` its endpoint (default: OpenAI's), ``ADVISORS_CHAT_API_KEY_ENV``
@@ -17,9 +24,11 @@ Everything secret or deployment-specific comes from the environment:
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
 from advisors_app.secret_files import read_or_create_secret
@@ -28,11 +37,49 @@ from advisorsite.embedded_db import database_config
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_or_create_secret(
-    VAR_DIR / "secret_key", get_random_secret_key
-)
-DEBUG = os.environ.get("DJANGO_DEBUG", "true").lower() in {"1", "true", "yes", "on"}
+
+def _flag(name: str, default: bool) -> bool:
+    """An on/off environment variable (``1``/``true``/``yes``/``on`` is on); unset: ``default``."""
+    value = os.environ.get(name, "").strip().lower()
+    return default if not value else value in {"1", "true", "yes", "on"}
+
+
+DEBUG = _flag("DJANGO_DEBUG", True)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY and not DEBUG:
+    # A key made up on one machine would differ between servers and end every session when
+    # var/ is lost: production gets its key from where its other secrets come from.
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off: a long random value, e.g. "
+        "from `python -c 'from django.core.management.utils import get_random_secret_key as k; "
+        "print(k())'`, the same on every server process."
+    )
+if not SECRET_KEY:
+    SECRET_KEY = read_or_create_secret(VAR_DIR / "secret_key", get_random_secret_key)
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
+# Other origins whose pages may POST and open the chat websocket (advisors_app.origins), e.g. a
+# proxy's public https:// address when it does not send DJANGO_SECURE_PROXY_SSL_HEADER.
+CSRF_TRUSTED_ORIGINS = [
+    origin for origin in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
+]
+if os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER"):
+    # Only behind a proxy that always sets (or strips) this header: clients could claim HTTPS.
+    _proxy_header = os.environ["DJANGO_SECURE_PROXY_SSL_HEADER"].upper().replace("-", "_")
+    SECURE_PROXY_SSL_HEADER = (f"HTTP_{_proxy_header}", "https")
+if not DEBUG:
+    # Production is HTTPS only: cookies never travel over plain HTTP, HTTP is redirected (unless
+    # the proxy does it), and browsers are told (HSTS) to use HTTPS for the next hour by default.
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = _flag("DJANGO_SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "3600"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+    SECURE_HSTS_PRELOAD = _flag("DJANGO_SECURE_HSTS_PRELOAD", False)
+    # HSTS for every subdomain, and the browsers' preload list, bind the whole domain, not just
+    # this site: off unless asked for, and `check --deploy` is told that was decided.
+    SILENCED_SYSTEM_CHECKS = [
+        *([] if SECURE_HSTS_INCLUDE_SUBDOMAINS else ["security.W005"]),
+        *([] if SECURE_HSTS_PRELOAD else ["security.W021"]),
+    ]
 
 INSTALLED_APPS = [
     "daphne",  # first: its runserver serves ASGI, websockets included
@@ -42,6 +89,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",  # login lockout after repeated failures (AXES_* below)
     "channels",
     "rest_framework",
     "rest_framework.authtoken",
@@ -61,7 +109,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the lockout page
 ]
+if not DEBUG:
+    # Static files from collectstatic's output, served by the ASGI processes themselves.
+    MIDDLEWARE.insert(1, "advisorsite.static_files.AsyncWhiteNoiseMiddleware")
 
 ROOT_URLCONF = "advisorsite.urls"
 
@@ -163,13 +215,38 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# Login throttling (django-axes), on the site's login page and the admin's: after
+# AXES_FAILURE_LIMIT failed logins of one username from one IP address, that pair is refused
+# (429, registration/lockout.html) for AXES_COOLOFF_TIME; a successful login resets the count.
+# Attempts are rows in the database, so every server process counts them together. Behind a
+# proxy, run daphne with --proxy-headers so the address is the client's, not the proxy's.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out pair before any check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or VAR_DIR / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Production: collectstatic writes hashed, compressed copies that WhiteNoise serves with
+    # far-future cache headers. DEBUG: the app directories' files as they are.
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The site's own login page (any user; the admin's accepts staff only); the chat after it.
 LOGIN_URL = "login"

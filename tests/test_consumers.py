@@ -21,6 +21,7 @@ from tests.helpers import without_outcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+HOST = (b"host", b"127.0.0.1:8000")
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 
 
@@ -71,7 +72,7 @@ def session_cookie(user: Any) -> tuple[bytes, bytes]:
 
 
 async def open_socket(user: Any | None, slug: str = "support", origin: Any = ORIGIN) -> Any:
-    headers = [origin] if origin else []
+    headers = [HOST, origin] if origin else [HOST]
     if user is not None:
         headers.append(await session_cookie(user))
     communicator = WebsocketCommunicator(application, f"/ws/chat/{slug}/", headers=headers)
@@ -132,12 +133,19 @@ async def test_anonymous_users_get_an_error_frame_and_close_code_4401(chain: Any
 
 
 @pytest.mark.parametrize(
-    "origin", [(b"origin", b"http://evil.example"), (b"origin", b"null"), None]
+    "origin",
+    [
+        (b"origin", b"http://evil.example"),
+        (b"origin", b"null"),
+        (b"origin", b"http://127.0.0.1:9999"),  # another port of an allowed host
+        (b"origin", b"https://127.0.0.1:8000"),  # another scheme
+        None,
+    ],
 )
 async def test_a_page_from_another_origin_cannot_connect(
     alice: Any, chain: Any, origin: Any
 ) -> None:
-    headers = [await session_cookie(alice)] + ([origin] if origin else [])
+    headers = [HOST, await session_cookie(alice)] + ([origin] if origin else [])
     communicator = WebsocketCommunicator(application, "/ws/chat/support/", headers=headers)
     connected, _ = await communicator.connect()
     assert not connected

@@ -18,6 +18,7 @@ from django.utils.html import format_html
 from advisors_app.admin.chains import chain_link
 from advisors_app.admin.forms import pretty_json
 from advisors_app.admin.traces import trace_rows
+from advisors_app.bidi import isolated
 from advisors_app.conversations import public_conversation_id
 from advisors_app.core.messages import MessageType
 from advisors_app.models import CallLog, ChatMessage, Conversation
@@ -213,7 +214,7 @@ class ChatMessageInline(admin.TabularInline):
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdmin):
     inlines = [ChatMessageInline]
-    list_display = ("public_id", "title", "owner", "message_total", "updated_at")
+    list_display = ("public_id", "shown_title", "owner", "message_total", "updated_at")
     list_filter = ("updated_at",)
     search_fields = ("conversation_id", "title", "owner__username")
     list_select_related = ("owner",)
@@ -234,6 +235,11 @@ class ConversationAdmin(ReadOnlyAdmin):
     @admin.display(description="Conversation", ordering="conversation_id")
     def public_id(self, obj: Conversation) -> str:
         return public_conversation_id(obj.conversation_id)
+
+    @admin.display(description="Title", ordering="title")
+    def shown_title(self, obj: Conversation) -> str:
+        """The title without bidi controls, isolated (:mod:`advisors_app.bidi`)."""
+        return isolated(obj.title)
 
     @admin.display(description="Messages", ordering="message_total")
     def message_total(self, obj: Conversation) -> int:

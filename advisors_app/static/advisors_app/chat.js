@@ -260,9 +260,10 @@
     var ol = el("ol");
     sources.forEach(function (source) {
       var li = el("li");
-      var label = String(source.title || source.source || source.document_id || "document");
+      var label = plainName(source.title || source.source || source.document_id || "document");
       var href = source.source && safeHref(source.source);
       var title = href ? el("a", "source-title", label) : el("span", "source-title", label);
+      title.dir = "auto";
       if (href) {
         title.href = href;
         title.rel = "noopener noreferrer nofollow";
@@ -438,6 +439,16 @@
     return config.chatUrl + "c/" + encodeURIComponent(id) + "/";
   }
 
+  /* Names people chose (conversation titles, document names) lose their bidi control
+   * characters, which would reorder them ("invoice\u202Efdp.exe" read as "invoiceexe.pdf") and
+   * the text after them; the element showing one gets dir="auto", which isolates it
+   * (advisors_app/bidi.py does the same on the server). */
+  var BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+
+  function plainName(text) {
+    return String(text).replace(BIDI_CONTROLS, "");
+  }
+
   function upsertConversation(id, title) {
     var empty = $("no-conversations");
     if (empty) empty.remove();
@@ -446,13 +457,14 @@
       link = el("a");
       link.href = conversationUrl(id);
       link.dataset.id = id;
+      link.dir = "auto";
       var li = el("li");
       li.appendChild(link);
       list.insertBefore(li, list.firstChild);
     } else {
       list.insertBefore(link.parentNode, list.firstChild);
     }
-    if (title) link.textContent = title;
+    if (title && plainName(title)) link.textContent = plainName(title);
     else if (!link.textContent) link.textContent = "Untitled";
     if (id === state.conversationId) {
       list.querySelectorAll("a[aria-current]").forEach(function (a) { a.removeAttribute("aria-current"); });
