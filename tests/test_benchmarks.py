@@ -1,4 +1,5 @@
-"""Smoke tests of ``benchmarks/``: the chain and turn benchmarks at tiny sizes, and the summary.
+"""Smoke tests of ``benchmarks/``: the chain, turn and ingestion benchmarks at tiny sizes, and the
+summary.
 
 None needs the peers of ``requirements-bench.txt`` (CI does not install them): without
 LangChain the chain benchmark measures our side only and says so; the turn benchmark runs
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks import chain_overhead, run_all, turn_pipeline
+from benchmarks import chain_overhead, ingestion_load, run_all, turn_pipeline
 from tests.helpers import database_url_for_subprocess
 
 
@@ -140,3 +141,22 @@ def test_readme_table_is_replaced_between_the_markers(tmp_path: Path) -> None:
     other.write_text("no markers\n")
     assert not run_all.update_readme(block, other)
     assert other.read_text() == "no markers\n"
+
+
+def test_ingestion_load_runs_at_tiny_sizes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "ingestion.json"
+    tiny = ["--kb", "20", "--seconds", "1", "--idle", "5", "--nice", "10"]
+    # The suite's PostgreSQL server; the benchmark works in a database of its own there.
+    server = database_url_for_subprocess("postgres")
+    results = ingestion_load.main([*tiny, "--database-url", server, "--json", str(out)])
+
+    [phase] = results["phases"]
+    assert phase["niceness"] == 10 and phase["job_total"] > 0
+    assert phase["latency"]["requests"] > 0 and results["idle"]["requests"] == 10
+    written = json.loads(out.read_text())
+    assert written["benchmark"] == "ingestion_load"
+    assert "database_url" not in written["parameters"]
+    assert "during the ingestion, worker at nice 10" in capsys.readouterr().out
+    [row] = [r for r in run_all.rows({"ingestion_load": written}) if r["what"].startswith("8 ")]
+    assert row["what"].startswith("8 small REST request during a 20 KB ingestion (worker at nice")
+    assert row["met"] in ("met", "**missed**")
