@@ -1,11 +1,14 @@
 """Ingestion into a collection: read, split, embed in batches, store; idempotent per source.
 
-The one service every transport calls (the ``ingest`` management command, REST upload, the
-admin): :func:`ingest_text`, :func:`ingest_bytes`, :func:`ingest_file`. Re-ingesting a source
-(by its name) embeds only chunks whose text is new, keeps the unchanged ones, and removes the
-chunks of the previous version that are gone, so running it twice changes nothing. Functions
-are synchronous (ORM and embedding on the calling thread); call them through
-``asgiref.sync.sync_to_async`` from async code.
+The one service every transport uses: :func:`ingest_text`, :func:`ingest_bytes`,
+:func:`ingest_file` here for callers that wait (the synchronous ``ingest`` command, code), and
+:mod:`advisors_app.ingestion_jobs` for uploads, which a task worker runs through
+:func:`ingest_sources`. Re-ingesting a source (by its name) embeds only chunks whose text is
+new, keeps the unchanged ones, and removes the chunks of the previous version that are gone, so
+running it twice changes nothing. Files are read within the limits of
+:mod:`advisors_app.parsing`; embedding happens before anything is written, and all the sources
+of one call are then stored in one transaction. Functions are synchronous (ORM and embedding on
+the calling thread); call them through ``asgiref.sync.sync_to_async`` from async code.
 """
 
 from __future__ import annotations
