@@ -1,7 +1,8 @@
 """The chat websocket: one connection streams turns of one chain, token by token.
 
 Route: ``/ws/chat/<slug>/`` (:mod:`advisors_app.routing`), behind the site's
-``AllowedHostsOriginValidator`` (a page from another origin cannot open it) and
+``CsrfOriginValidator`` (:mod:`advisors_app.origins`: a page from another origin — scheme,
+host and port — cannot open it) and
 ``AuthMiddlewareStack`` (the user comes from the Django session cookie).
 
 Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):

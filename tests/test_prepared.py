@@ -32,10 +32,12 @@ def test_rows_match_the_orm_for_any_values_and_json_is_decoded() -> None:
             metadata={"n": sequence},
         )
     prepared = PreparedQuery(
-        lambda conversation, low: ChatMessage.objects.filter(conversation_id=conversation)
-        .filter(Q(message_type="system") | Q(sequence__gt=low))
-        .order_by("sequence")
-        .values_list("sequence", "text", "metadata"),
+        lambda conversation, low: (
+            ChatMessage.objects.filter(conversation_id=conversation)
+            .filter(Q(message_type="system") | Q(sequence__gt=low))
+            .order_by("sequence")
+            .values_list("sequence", "text", "metadata")
+        ),
         conversation=2_000_000_001,
         low=2_000_000_002,
     )
