@@ -23,6 +23,7 @@ from advisors_app.runtime import clear_cache
 from advisors_app.services import call_turn
 from tests.admin.forms import chain_form
 from tests.factories import make_chain
+from tests.task_worker import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -68,6 +69,7 @@ def build_in_the_admin(admin: Client) -> AdvisorChain:
         f"/admin/advisors_app/collection/{collection.pk}/upload/",
         {"file": SimpleUploadedFile("policy.txt", POLICY, "text/plain")},
     )
+    assert run_queued_tasks() == 1  # the upload's ingestion job, as a task worker runs it
     rows = [
         {"advisor_type": "message_chat_memory", "params": {"max_messages": 10}},
         {"advisor_type": "question_answer", "params": {"collection": "kb"}},
