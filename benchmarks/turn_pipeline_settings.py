@@ -18,3 +18,8 @@ ALLOWED_HOSTS = ["127.0.0.1"]
 ADVISORS = {**ADVISORS, "CHAT_THROTTLE_RATE": ""}
 # Creating the benchmark's users is not what is measured.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The servers are plain HTTP on loopback: production's HTTPS redirect and secure-only cookies
+# (advisorsite.settings with DJANGO_DEBUG off) would turn every request into a redirect.
+SECURE_SSL_REDIRECT = False
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = False
+SECURE_HSTS_SECONDS = 0
