@@ -106,7 +106,7 @@ def _frame(content: Any) -> tuple[str, TurnInput | None]:
         raise TurnError("invalid", "The frame is invalid.", errors=errors)
     if kind == "cancel":
         return kind, None
-    return kind, TurnInput.from_data(content, envelope=("type",))
+    return kind, TurnInput.from_data(content, envelope=("type",), alias=True)
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):

@@ -346,6 +346,10 @@ def error_event(
     message that reveals nothing but the trace id (the call log holds the details). Refusals
     (:class:`TurnError`) are redacted too.
     """
+    outcome = getattr(exc, "turn_outcome", None)  # set by call_turn on a failed turn
+    if isinstance(outcome, TurnOutcome):
+        conversation_id = conversation_id or outcome.conversation_id
+        trace_id = trace_id or outcome.trace_id
     if isinstance(exc, TurnError):
         event = exc.to_event()
         return replace(event, message=redact(event.message), errors=redact_data(event.errors))

@@ -482,6 +482,9 @@ def _outcome(
         usage = chat.metadata.usage.to_dict() if chat.metadata.usage is not None else None
         finish = chat.result.metadata.finish_reason if chat.result is not None else None
         metadata = to_jsonable(dict(chat.metadata.extra))
+    if finish is None and status != CallLog.Status.OK:
+        # As the stored reply says (the memory advisors' flag): "cancelled" or "error".
+        finish = CANCELLED if status == CallLog.Status.CANCELLED else ERROR
     latency = time.perf_counter() - turn.started
     return TurnOutcome(
         status=status,
@@ -660,8 +663,10 @@ async def call_turn(
     admin playground shows them), whatever ``ADVISORS["TRACE_PAYLOAD_SAMPLE"]`` says.
 
     Raises :class:`~advisors_app.events.TurnError` for refused input (nothing stored), and
-    whatever the chain raised, unchanged, when it failed (``error_event(exc)`` gives the
-    payload transports send); the call log is written in every case but refused input.
+    whatever the chain raised, unchanged, when it failed, with the turn's outcome as its
+    ``turn_outcome`` attribute (``error_event(exc)`` gives the payload transports send, with
+    the conversation — ``None`` when the failed turn started it — and the trace id); the call
+    log is written in every case but refused input.
     """
     data = _turn_input(message, conversation_id, params, label, version)
     turn = await _prepare(chain, user, data, CallLog.Mode.CALL, trace_payloads)
@@ -674,7 +679,10 @@ async def call_turn(
         await _shielded(_finish(turn, CallLog.Status.CANCELLED, None))
         raise
     except Exception as exc:
-        await _shielded(_finish(turn, CallLog.Status.ERROR, None, exc))
+        # The transports answer with the turn's conversation and trace id, as streams do.
+        exc.turn_outcome = await _shielded(  # type: ignore[attr-defined]
+            _finish(turn, CallLog.Status.ERROR, None, exc)
+        )
         raise
     finally:
         _running_turn_ended()

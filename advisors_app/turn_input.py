@@ -13,7 +13,7 @@ runs, then counts the user's rate.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from advisors_app.conf import app_settings
@@ -48,44 +48,53 @@ class TurnInput:
     label: Any = None
     version: Any = None
     message_field: str = "message"
+    #: Errors of the body or frame as a whole (unknown fields, no message), found by
+    #: :meth:`from_data`; reported with the rest by :meth:`errors`.
+    refused: FieldErrors = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_data(cls, data: Any, *, envelope: Collection[str] = ()) -> TurnInput:
+    def from_data(
+        cls, data: Any, *, envelope: Collection[str] = (), alias: bool = False
+    ) -> TurnInput:
         """The turn in a decoded JSON body or frame; ``envelope`` names fields the transport
-        reads itself (the websocket's ``type``). Raises :class:`TurnError` (``invalid``) for
-        anything but an object, unknown fields, and a missing message."""
+        reads itself (the websocket's ``type``), ``alias`` whether ``text`` may stand for
+        ``message`` (the websocket's frames). Raises :class:`TurnError` (``invalid``) for
+        anything but an object; unknown fields and a missing message are reported by
+        :meth:`errors`, together with every other field's."""
         if not isinstance(data, Mapping):
             raise _invalid({"non_field_errors": ["Send a JSON object."]})
-        known = (*TURN_FIELDS, MESSAGE_ALIAS)
-        errors: FieldErrors = {
+        known = (*TURN_FIELDS, MESSAGE_ALIAS) if alias else TURN_FIELDS
+        refused: FieldErrors = {
             str(name): [f"Unknown field. Known fields: {', '.join(TURN_FIELDS)}."]
             for name in data
             if name not in known and name not in envelope
         }
-        field = MESSAGE_ALIAS if MESSAGE_ALIAS in data and "message" not in data else "message"
-        if "message" in data and MESSAGE_ALIAS in data:
-            errors["message"] = [
-                f"Send the message as message or as {MESSAGE_ALIAS} (its alias), not both."
-            ]
-        elif field not in data:
-            errors["message"] = ["This field is required."]
-        if errors:
-            raise _invalid(errors)
+        field_name = "message"
+        if alias and MESSAGE_ALIAS in data:
+            if "message" in data:
+                refused["message"] = [
+                    f"Send the message as message or as {MESSAGE_ALIAS} (its alias), not both."
+                ]
+            else:
+                field_name = MESSAGE_ALIAS
+        if field_name not in data:
+            refused["message"] = ["This field is required."]
         return cls(
-            data[field],
+            data.get(field_name),
             data.get("conversation_id"),
             data.get("params"),
             data.get("label"),
             data.get("version"),
-            message_field=field,
+            message_field=field_name,
+            refused=refused,
         )
 
     def errors(self) -> FieldErrors:
-        """Field errors of the shapes: the message (a non-blank string within
-        ``ADVISORS["MAX_MESSAGE_CHARS"]``), the conversation id, the label and version
-        (``{}``: well-formed; the chain may still refuse the params)."""
-        errors: FieldErrors = {}
-        problem = _message_problem(self.message)
+        """Field errors: those :meth:`from_data` found, and of the shapes: the message (a
+        non-blank string within ``ADVISORS["MAX_MESSAGE_CHARS"]``), the conversation id, the
+        label and version (``{}``: well-formed; the chain may still refuse the params)."""
+        errors: FieldErrors = {name: list(messages) for name, messages in self.refused.items()}
+        problem = None if "message" in errors else _message_problem(self.message)
         if problem:
             errors[self.message_field] = [problem]
         errors.update(conversation_id_errors(self.conversation_id))

@@ -17,11 +17,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from rest_framework.test import APIClient
 
-from advisors_app.core import ScriptedChatModel
+from advisors_app.core import RateLimitedError, ScriptedChatModel
 from advisors_app.core.testing import tool_call_response
 from advisors_app.events import TurnError
 from advisors_app.ingestion import ingest_text
-from advisors_app.models import ChatMessage, Collection
+from advisors_app.models import CallLog, ChatMessage, Collection
 from advisors_app.runtime import ChainConfigurationError, clear_cache, load_chain
 from advisors_app.services import call_turn, stream_turn
 from advisors_app.turn_input import TurnInput
@@ -224,37 +224,76 @@ async def test_the_websocket_sends_the_tool_round_in_order(tools_chain: Any, ali
 # -- one input type -------------------------------------------------------------------------------
 
 
+def test_turn_input_refuses_what_is_not_an_object() -> None:
+    with pytest.raises(TurnError) as refused:
+        TurnInput.from_data([])
+    assert refused.value.errors == {"non_field_errors": ["Send a JSON object."]}
+
+
+KNOWN = "Unknown field. Known fields: message, conversation_id, params, label, version."
+
+
 @pytest.mark.parametrize(
-    ("data", "errors"),
+    ("data", "alias", "errors"),
     [
-        ([], {"non_field_errors": ["Send a JSON object."]}),
-        ({}, {"message": ["This field is required."]}),
+        ({}, False, {"message": ["This field is required."]}),
+        (
+            {"conversation_id": 5, "colour": 1},
+            False,
+            {
+                "message": ["This field is required."],
+                "colour": [KNOWN],
+                "conversation_id": ["Not a valid string."],
+            },
+        ),
+        ({"text": "hi"}, False, {"text": [KNOWN], "message": ["This field is required."]}),
         (
             {"message": "a", "text": "a"},
+            True,
             {"message": ["Send the message as message or as text (its alias), not both."]},
         ),
         (
-            {"message": "a", "colour": 1},
+            {"text": " ", "version": 0},
+            True,
             {
-                "colour": [
-                    "Unknown field. Known fields: message, conversation_id, params, label, version."
-                ]
+                "text": ["This field may not be blank."],
+                "version": ['Enter a version number (1, 2, ...) or "draft".'],
             },
         ),
     ],
 )
-def test_turn_input_refuses_what_is_not_a_turn(data: Any, errors: dict[str, Any]) -> None:
-    with pytest.raises(TurnError) as refused:
-        TurnInput.from_data(data)
-    assert (refused.value.code, refused.value.errors) == ("invalid", errors)
-
-
-def test_turn_input_reports_message_errors_under_the_name_the_caller_used() -> None:
-    frame = TurnInput.from_data({"type": "message", "text": " "}, envelope=("type",))
-    assert frame.errors() == {"text": ["This field may not be blank."]}
-    body = TurnInput.from_data({"message": 5, "label": "Prod!", "version": 0})
-    assert set(body.errors()) == {"message", "label", "version"}
+def test_turn_input_reports_every_field_error_at_once(
+    data: dict[str, Any], alias: bool, errors: dict[str, Any]
+) -> None:
+    found = TurnInput.from_data(data, alias=alias).errors()
+    assert {k: v for k, v in found.items() if k != "conversation_id"} == {
+        k: v for k, v in errors.items() if k != "conversation_id"
+    }
+    assert ("conversation_id" in found) == ("conversation_id" in errors)
     assert TurnInput.from_data({"message": "hi", "version": "draft"}).errors() == {}
+
+
+def test_rest_reports_every_error_at_once_and_takes_no_alias(tools_chain: Any, alice: Any) -> None:
+    api = APIClient()
+    api.force_authenticate(alice)
+    for url in ("/api/chains/tools/call/", "/api/chains/tools/stream/"):
+        body = {"text": "hi", "conversation_id": 5, "params": {"colour": 1}}
+        error = api.post(url, body, format="json").json()["error"]
+        assert set(error["fields"]) == {"text", "message", "conversation_id", "params.colour"}
+    assert not ChatMessage.objects.exists()
+
+
+def test_a_failed_rest_call_names_its_conversation_and_trace(tools_chain: Any, alice: Any) -> None:
+    script("tools", "first answer", RateLimitedError("slow down", status=429))
+    api = APIClient()
+    api.force_authenticate(alice)
+    first = api.post("/api/chains/tools/call/", {"message": "hi"}, format="json").json()
+    body = {"message": "again", "conversation_id": first["conversation_id"]}
+    failed = api.post("/api/chains/tools/call/", body, format="json")
+    assert failed.status_code == 429
+    error = failed.json()["error"]
+    assert error["conversation_id"] == first["conversation_id"]
+    assert error["trace_id"] == CallLog.objects.get(status="error").trace_id
 
 
 # -- a chain that cannot run ----------------------------------------------------------------------
@@ -297,3 +336,16 @@ async def test_a_refused_first_turn_stores_nothing_with_or_without_memory(
     done = [event async for event in stream][-1]
     assert (done.stored, done.conversation_id) == (False, None)
     assert not await ChatMessage.objects.aexists()
+
+
+async def test_a_stopped_reply_says_what_the_stored_one_says(tools_chain: Any, alice: Any) -> None:
+    await sync_to_async(script)("tools", ["one ", "two ", "three"])
+    stream = await stream_turn("tools", alice, "count")
+    async for event in stream:
+        if event.type == "delta":
+            break
+    await stream.aclose()
+    done = stream.final_event
+    assert done is not None and done.to_dict()["finish_reason"] == "cancelled"
+    reply = await ChatMessage.objects.aget(pk=done.message_id)
+    assert (reply.metadata["interrupted"], reply.metadata["finish_reason"]) == (True, "cancelled")
