@@ -844,10 +844,20 @@ async def _merged_tool_events(
 ) -> AsyncIterator[ChatClientResponse | TurnEvent]:
     queue: asyncio.Queue[Any] = asyncio.Queue()
     turn.tool_events = queue
+    # The reader takes the next chunk only when the consumer asks for the next item, as
+    # iterating ``chunks`` directly would: a consumer that stops after a chunk leaves the
+    # model (and a memory advisor) exactly there, never a chunk further.
+    wanted = asyncio.Event()
 
     async def pump() -> None:
         try:
-            async for chunk in chunks:
+            while True:
+                await wanted.wait()
+                wanted.clear()
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
                 queue.put_nowait(chunk)
         finally:
             queue.put_nowait(_END)
@@ -855,8 +865,14 @@ async def _merged_tool_events(
     # Created in this step's context (the turn's user and scope), which the task keeps.
     task = asyncio.ensure_future(pump())
     try:
-        while (item := await queue.get()) is not _END:
+        wanted.set()
+        while True:
+            item = await queue.get()
+            if item is _END:
+                break
             yield item
+            if isinstance(item, ChatClientResponse):  # the consumer asks for the next one
+                wanted.set()
         await task  # raises what the stream raised
     finally:
         if not task.done():

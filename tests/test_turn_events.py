@@ -348,4 +348,5 @@ async def test_a_stopped_reply_says_what_the_stored_one_says(tools_chain: Any, a
     done = stream.final_event
     assert done is not None and done.to_dict()["finish_reason"] == "cancelled"
     reply = await ChatMessage.objects.aget(pk=done.message_id)
+    assert reply.text == done.to_dict()["content"] == "one "
     assert (reply.metadata["interrupted"], reply.metadata["finish_reason"]) == (True, "cancelled")
