@@ -85,6 +85,8 @@ EMPTY_PARAMS_SCHEMA: dict[str, Any] = {
 }
 
 _KEY = re.compile(r"^[a-z][a-z0-9_]{0,99}$")
+#: Keyword of a request param's schema naming the boolean row param that enables it.
+_ENABLED_BY = "x-enabled-by"
 
 
 @dataclass(frozen=True)
@@ -158,9 +160,11 @@ class AdvisorType:
     ``roles`` (a subset of :data:`ROLES`, as plain strings) drive the chain lint.
     ``request_params`` are JSON Schema properties of the per-request params this type reads
     from the advisor context (for example a filter expression); callers may send only params
-    some advisor of the chain declares. ``after_side_effects`` marks an ``after`` that writes
-    somewhere (audit, cache, memory): such a type must be ``stream_safe`` (its ``after`` runs
-    once per stream, at completion).
+    some advisor of the chain declares. A request param whose schema has
+    ``"x-enabled-by": "<param>"`` is accepted only from chains whose row sets that boolean
+    param true (its default applies when absent): see :meth:`request_params_for`.
+    ``after_side_effects`` marks an ``after`` that writes somewhere (audit, cache, memory): such
+    a type must be ``stream_safe`` (its ``after`` runs once per stream, at completion).
     """
 
     key: str
@@ -196,6 +200,7 @@ class AdvisorType:
         if self.params_schema.get("type") != "object":
             raise ValueError(f"advisor type {self.key!r}: params_schema must describe an object")
         check_schema({"type": "object", "properties": dict(self.request_params)})
+        self._check_enabled_by()
 
     def _derive_metadata(self) -> None:
         """Fill the metadata fields not given from ``advisor_class`` (or the base defaults)."""
@@ -219,6 +224,40 @@ class AdvisorType:
                     f"{sorted(missing)} from {cls.__name__}.ROLES (ChatClient assembly reads "
                     "the class's roles, so the lint must see them too); add them or omit roles"
                 )
+
+    def _check_enabled_by(self) -> None:
+        properties = self.params_schema.get("properties", {})
+        for name, schema in self.request_params.items():
+            flag = schema.get(_ENABLED_BY) if isinstance(schema, Mapping) else None
+            if flag is None:
+                continue
+            if not (
+                isinstance(properties.get(flag), Mapping)
+                and properties[flag].get("type") == "boolean"
+            ):
+                raise ValueError(
+                    f"advisor type {self.key!r}: request param {name!r} is enabled by "
+                    f"{flag!r}, which must be a boolean property of params_schema"
+                )
+
+    def request_params_for(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The request params a row with ``params`` accepts (JSON Schema properties).
+
+        ``request_params``, less those marked ``"x-enabled-by": flag`` whose ``flag`` param is
+        not true for this row (schema defaults filled in); the marker itself is left out of
+        what is returned. For example ``question_answer`` offers ``qa_filter_expression`` only
+        when the row sets ``allow_request_filter``.
+        """
+        filled = with_defaults(self, params)
+        accepted: dict[str, Any] = {}
+        for name, schema in self.request_params.items():
+            flag = schema.get(_ENABLED_BY) if isinstance(schema, Mapping) else None
+            if flag is not None:
+                if filled.get(flag) is not True:
+                    continue
+                schema = {k: v for k, v in schema.items() if k != _ENABLED_BY}
+            accepted[name] = schema
+        return accepted
 
     def build(
         self, params: Mapping[str, Any], order: int, chain_slug: str, services: BuildServices

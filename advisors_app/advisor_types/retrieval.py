@@ -2,6 +2,13 @@
 
 Each searches a collection through a user-scoped store (``advisors_app.scoping``): a turn sees
 the collection's shared documents and its user's own, never another user's.
+
+The two RAG types treat their ``filter_expression`` as a boundary (issue 18): a caller's filter
+(``qa_filter_expression`` / ``vector_store_filter_expression``) is accepted only when the row
+sets ``allow_request_filter`` (default false, since chains are served to non-staff users; the
+chain's params schema then does not offer the param and a request sending it is refused), and
+it is always ANDed with the row's filter. Their documents go into the prompt through the
+formatter ``document_format`` names (default ``xml``: one escaped ``<document>`` element each).
 """
 
 from __future__ import annotations
@@ -9,9 +16,16 @@ from __future__ import annotations
 from typing import Any
 
 from advisors_app.core import rag
+from advisors_app.core.advisors.question_answer import FILTER_EXPRESSION as QA_FILTER
 from advisors_app.core.advisors.question_answer import QuestionAnswerAdvisor
 from advisors_app.core.advisors.vector_store_chat_memory import VectorStoreChatMemoryAdvisor
 from advisors_app.core.rag.advisor import RetrievalAugmentationAdvisor
+from advisors_app.core.rag.augmentation import (
+    DEFAULT_DOCUMENT_FORMAT,
+    DOCUMENT_FORMATTERS,
+    document_formatter,
+)
+from advisors_app.core.rag.retrieval import FILTER_EXPRESSION as RAG_FILTER
 from advisors_app.registry import AdvisorSpec, AdvisorType
 from advisors_app.validation import FILTER_EXPRESSION_FORMAT
 
@@ -39,7 +53,12 @@ def _question_answer(spec: AdvisorSpec) -> Any:
         filter_expression=params.get("filter_expression") or None,
     )
     return QuestionAnswerAdvisor(
-        _store(spec), search, _template(spec, "prompt_template"), order=spec.order
+        _store(spec),
+        search,
+        _template(spec, "prompt_template"),
+        order=spec.order,
+        document_formatter=document_formatter(params["document_format"]),
+        allow_request_filter=params["allow_request_filter"],
     )
 
 
@@ -65,6 +84,7 @@ def _retrieval_augmentation(spec: AdvisorSpec) -> Any:
             similarity_threshold=params["similarity_threshold"],
             top_k=params["top_k"],
             filter_expression=params.get("filter_expression") or None,
+            allow_request_filter=params["allow_request_filter"],
         ),
         query_transformers=transformers,
         query_expander=expander,
@@ -72,6 +92,7 @@ def _retrieval_augmentation(spec: AdvisorSpec) -> Any:
             prompt_template=_template(spec, "prompt_template"),
             empty_context_prompt_template=_template(spec, "empty_context_prompt_template"),
             allow_empty_context=params["allow_empty_context"],
+            document_formatter=document_formatter(params["document_format"]),
         ),
         order=spec.order,
     )
@@ -111,9 +132,39 @@ _SEARCH = {
     "filter_expression": {
         "type": "string",
         "format": FILTER_EXPRESSION_FORMAT,
-        "description": "Metadata filter, e.g. source == 'faq.md' && year >= 2024.",
+        "description": "Metadata filter, e.g. source == 'faq.md' && year >= 2024. A boundary: "
+        "a caller's filter is ANDed with it.",
+    },
+    "allow_request_filter": {
+        "type": "boolean",
+        "default": False,
+        "description": "Let callers narrow the search with a filter of their own (a request "
+        "param), always ANDed with filter_expression. Off: the param is refused.",
+    },
+    "document_format": {
+        "type": "string",
+        "enum": list(DOCUMENT_FORMATTERS),
+        "default": DEFAULT_DOCUMENT_FORMAT,
+        "description": "How documents are written into the prompt: xml (one escaped "
+        '<document> element each), xml_with_source (with source="file name"), plain (raw '
+        "texts joined by newlines, as Spring AI: only for documents you trust like the "
+        "template, since a document can then write instructions into the prompt).",
     },
 }
+
+
+def _request_filter(name: str) -> dict[str, Any]:
+    return {
+        name: {
+            "type": "string",
+            "format": FILTER_EXPRESSION_FORMAT,
+            "description": "A filter for this request's search, ANDed with the chain's "
+            "filter_expression (it can narrow the search, never widen it).",
+            "x-enabled-by": "allow_request_filter",
+        }
+    }
+
+
 _CHAT_MODEL = {"type": "string", "x-reference": "chat_model"}
 
 TYPES: BuiltinTypes = (
@@ -137,13 +188,7 @@ TYPES: BuiltinTypes = (
                 },
                 required=("collection",),
             ),
-            request_params={
-                "qa_filter_expression": {
-                    "type": "string",
-                    "format": FILTER_EXPRESSION_FORMAT,
-                    "description": "A filter for this request's search.",
-                }
-            },
+            request_params=_request_filter(QA_FILTER),
         ),
     ),
     (
@@ -190,13 +235,7 @@ TYPES: BuiltinTypes = (
                 },
                 required=("collection",),
             ),
-            request_params={
-                "vector_store_filter_expression": {
-                    "type": "string",
-                    "format": FILTER_EXPRESSION_FORMAT,
-                    "description": "A filter for this request's search.",
-                }
-            },
+            request_params=_request_filter(RAG_FILTER),
         ),
     ),
     (

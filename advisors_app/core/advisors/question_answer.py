@@ -5,17 +5,18 @@ Spring AI ``org.springframework.ai.chat.client.advisor.vectorstore.QuestionAnswe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..advisor import AdvisorRole, BaseAdvisor
 from ..mappings import merged
 from ..rag.augmentation import xml_document_formatter
+from ..rag.retrieval import narrowed
 from ..rag.turns import augmented_marker, current_question, recall, reentered, remember, turn_key
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
 from ..templates import PromptTemplate
-from ..vectorstore import Document, SearchRequest, VectorStore, resolve_filter
+from ..vectorstore import Document, Filter, SearchRequest, VectorStore, resolve_filter
 
 __all__ = [
     "DEFAULT_ORDER",
@@ -27,7 +28,8 @@ __all__ = [
 
 #: Context and response-metadata key of the retrieved documents (a list of ``Document``).
 RETRIEVED_DOCUMENTS = "qa_retrieved_documents"
-#: Context key of a per-request filter: an expression object or Spring filter text.
+#: Context key of a per-request filter: an expression object or Spring filter text, ANDed with
+#: the configured filter.
 FILTER_EXPRESSION = "qa_filter_expression"
 
 DEFAULT_PROMPT_TEMPLATE = """\
@@ -53,18 +55,25 @@ class QuestionAnswerAdvisor(BaseAdvisor):
     replaces that message with ``prompt_template`` (Spring's template, verbatim) rendered with
     ``query`` (the user's text) and ``question_answer_context`` (the documents). The documents
     go to ``context["qa_retrieved_documents"]`` and ``after`` adds them to the response
-    metadata under the same key, in calls and streams. A per-request filter in
-    ``context["qa_filter_expression"]`` (expression object or filter text) **replaces** the
-    default filter; blank text keeps it (bug case B19); invalid text raises ``ValueError``
-    naming ``qa_filter_expression`` and the position.
+    metadata under the same key, in calls and streams.
+
+    A per-request filter in ``context["qa_filter_expression"]`` (expression object or filter
+    text) is **ANDed** with ``search_request.filter_expression``
+    (:func:`~advisors_app.core.rag.narrowed`): the configured filter is a boundary a caller can
+    narrow and never widen. Blank text keeps the configured filter alone (bug case B19);
+    invalid text raises ``ValueError`` naming ``qa_filter_expression`` and the position. With
+    ``allow_request_filter=False`` the context value is ignored (the Django advisor type
+    refuses it at validation instead, and defaults to refusing).
 
     Empty-context rule (bug case B21): with no documents the template is still applied, with
     an empty context block; it tells the model to say it cannot answer (Spring's behaviour).
 
-    Divergences, each a fix: the documents are formatted by ``document_formatter``, by default
-    one XML-escaped ``<document>`` element per document, so retrieved text cannot close the
-    context block or pose as instructions (Spring joins raw texts, defect 5.6.46; pass
-    ``document_formatter=join_document_texts`` for Spring's output); a custom template must
+    Divergences, each a fix: a per-request filter narrows the configured one instead of
+    **replacing** it (Spring replaces, which B19 kept; a caller could then lift a chain's
+    tenant filter, issue 18); the documents are formatted by ``document_formatter``, by
+    default one XML-escaped ``<document>`` element per document, so retrieved text cannot close
+    the context block or pose as instructions (Spring joins raw texts, defect 5.6.46;
+    pass ``document_formatter=join_document_texts`` for Spring's output); a custom template must
     have real ``{query}`` and ``{question_answer_context}`` placeholders (defect 5.6.38);
     rendering is single-pass, so braces in documents or user text stay text; filter objects are
     used as given, never turned into text (B19); ``top_k=0`` is refused (5.6.46); a prompt
@@ -74,6 +83,7 @@ class QuestionAnswerAdvisor(BaseAdvisor):
 
     __slots__ = (
         "_order",
+        "allow_request_filter",
         "document_formatter",
         "prompt_template",
         "search_request",
@@ -91,6 +101,7 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         order: int = DEFAULT_ORDER,
         *,
         document_formatter: Callable[[Sequence[Document]], str] | None = None,
+        allow_request_filter: bool = True,
     ) -> None:
         if vector_store is None:
             raise ValueError("vectorStore cannot be null")
@@ -109,7 +120,16 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         self.search_request = search_request
         self.prompt_template = PromptTemplate(text, required=("query", "question_answer_context"))
         self.document_formatter = document_formatter or xml_document_formatter
+        self.allow_request_filter = bool(allow_request_filter)
         self._order = order
+
+    def request_filter(self, context: Mapping[str, Any]) -> Filter | None:
+        """The search's filter for a request: the configured one ANDed with
+        ``context["qa_filter_expression"]`` (when allowed and not blank)."""
+        requested = None
+        if self.allow_request_filter:
+            requested = resolve_filter(context.get(FILTER_EXPRESSION), FILTER_EXPRESSION)
+        return narrowed(self.search_request.filter_expression, requested)
 
     async def before(  # type: ignore[override]
         self, request: ChatClientRequest, chain: Any
@@ -118,10 +138,9 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         index, text, augmented = current_question(self, prompt)
         if index < 0 or not text.strip():
             return request
-        override = resolve_filter(request.context.get(FILTER_EXPRESSION), FILTER_EXPRESSION)
-        search = self.search_request.mutate(query=text)
-        if override is not None:
-            search = search.mutate(filter_expression=override)
+        search = self.search_request.mutate(
+            query=text, filter_expression=self.request_filter(request.context)
+        )
         key = turn_key(self, prompt, text, search)
         cached = recall(key) if augmented or reentered(prompt) else None
         if cached is None:

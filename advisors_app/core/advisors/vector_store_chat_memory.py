@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
-from xml.sax.saxutils import escape
 
 from ..advisor import (
     DEFAULT_CHAT_MEMORY_PRECEDENCE_ORDER,
@@ -21,6 +20,7 @@ from ..attributes import CONVERSATION_ID
 from ..chain import CallAdvisorChain, StreamAdvisorChain
 from ..memory.ids import check_conversation_id
 from ..messages import Message
+from ..rag.augmentation import xml_element
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..streams import closing_stream
 from ..templates import PromptTemplate
@@ -54,8 +54,6 @@ LONG_TERM_MEMORY:
 ---------------------
 """
 
-_XML_ENTITIES = {'"': "&quot;", "'": "&apos;"}
-
 
 def conversation_id_of(context: Mapping[str, Any]) -> str:
     """The request's conversation id, checked as every memory component checks it (5.3.22)."""
@@ -74,12 +72,16 @@ def _json_safe(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def memory_entry(document: Document) -> str:
-    """``<memory-entry type="user">escaped text</memory-entry>`` (``& < > " '`` escaped)."""
+    """``<memory-entry type="user">escaped text</memory-entry>``.
+
+    Spring AI 2.0's form, written with the escaping rule of retrieved documents
+    (:func:`~advisors_app.core.rag.xml_element`: ``& < >`` in the text, quotes too in the
+    attribute), so a remembered message cannot close its entry or the ``LONG_TERM_MEMORY``
+    block. Divergence: Spring also escapes quotes in the text, which cannot end anything there
+    and which small models copy into their answers as ``&quot;``.
+    """
     kind = str(document.metadata.get(MESSAGE_TYPE_METADATA) or "UNKNOWN").lower()
-    return (
-        f'<memory-entry type="{escape(kind, _XML_ENTITIES)}">'
-        f"{escape(document.text, _XML_ENTITIES)}</memory-entry>"
-    )
+    return xml_element("memory-entry", document.text, {"type": kind})
 
 
 class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
@@ -89,12 +91,12 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
     ``top_k`` documents (default 20; ``context["chat_memory_vector_store_top_k"]`` overrides it
     per request) whose metadata ``conversationId`` is the request's conversation id
     (``context["chat_memory_conversation_id"]``, required). Each is rendered as
-    ``<memory-entry type="user|assistant">…</memory-entry>`` with XML escaping, joined by
-    newlines, and ``system_prompt_template`` (Spring's, verbatim; needs ``{instructions}`` and
-    ``{long_term_memory}``) rendered with the first system message's text replaces that
-    message (or is inserted first). After the call: the user message and the first
-    generation's answer are stored as documents with metadata ``conversationId`` and
-    ``messageType`` (``"USER"`` / ``"ASSISTANT"``).
+    ``<memory-entry type="user|assistant">…</memory-entry>`` with XML escaping
+    (:func:`memory_entry`), joined by newlines, and ``system_prompt_template`` (Spring's,
+    verbatim; needs ``{instructions}`` and ``{long_term_memory}``) rendered with the first
+    system message's text replaces that message (or is inserted first). After the call: the
+    user message and the first generation's answer are stored as documents with metadata
+    ``conversationId`` and ``messageType`` (``"USER"`` / ``"ASSISTANT"``).
 
     Divergences, each a fix: memory is written **once, at the end of the turn**, user and
     assistant together; a failed, cancelled or abandoned call or stream stores nothing (Spring
@@ -102,8 +104,9 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
     stored (Spring stores an empty user document, 5.3.14); only the first generation is
     stored (5.3.17); the top-k override is validated and a bad value raises ``ValueError``
     naming the key (Spring: ``NumberFormatException``, 5.6.47); a blank conversation id is
-    refused (5.3.22). Raises ``ValueError`` with Spring's messages: "vectorStore cannot be
-    null", "topK must be greater than 0", "conversationId cannot be null".
+    refused (5.3.22); quotes in a remembered text are not escaped (:func:`memory_entry`).
+    Raises ``ValueError`` with Spring's messages: "vectorStore cannot be null", "topK must be
+    greater than 0", "conversationId cannot be null".
     """
 
     __slots__ = ("_order", "system_prompt_template", "top_k", "vector_store")

@@ -6,15 +6,26 @@ from __future__ import annotations
 
 from .advisor import DOCUMENT_CONTEXT, RetrievalAugmentationAdvisor
 from .augmentation import (
+    DEFAULT_DOCUMENT_FORMAT,
+    DOCUMENT_FORMATTERS,
     ContextualQueryAugmenter,
+    DocumentFormatter,
     QueryAugmenter,
+    document_formatter,
     join_document_texts,
     xml_document_formatter,
+    xml_element,
+    xml_source_document_formatter,
 )
 from .expansion import MultiQueryExpander, QueryExpander
 from .join import ConcatenationDocumentJoiner, DocumentJoiner
 from .query import Query
-from .retrieval import FILTER_EXPRESSION, DocumentRetriever, VectorStoreDocumentRetriever
+from .retrieval import (
+    FILTER_EXPRESSION,
+    DocumentRetriever,
+    VectorStoreDocumentRetriever,
+    narrowed,
+)
 from .transformers import (
     CompressionQueryTransformer,
     QueryTransformer,
@@ -23,11 +34,14 @@ from .transformers import (
 )
 
 __all__ = [
+    "DEFAULT_DOCUMENT_FORMAT",
     "DOCUMENT_CONTEXT",
+    "DOCUMENT_FORMATTERS",
     "FILTER_EXPRESSION",
     "CompressionQueryTransformer",
     "ConcatenationDocumentJoiner",
     "ContextualQueryAugmenter",
+    "DocumentFormatter",
     "DocumentJoiner",
     "DocumentRetriever",
     "MultiQueryExpander",
@@ -39,6 +53,10 @@ __all__ = [
     "RewriteQueryTransformer",
     "TranslationQueryTransformer",
     "VectorStoreDocumentRetriever",
+    "document_formatter",
     "join_document_texts",
+    "narrowed",
     "xml_document_formatter",
+    "xml_element",
+    "xml_source_document_formatter",
 ]

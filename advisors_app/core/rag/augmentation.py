@@ -1,11 +1,15 @@
 """Query augmentation: put the retrieved documents into the user's query.
 
-Spring AI ``ContextualQueryAugmenter``.
+Spring AI ``ContextualQueryAugmenter``, and the document formatters every advisor that puts
+retrieved or remembered text into a prompt shares (:data:`DOCUMENT_FORMATTERS`): by default each
+document is one XML element whose text is escaped, so a document cannot close the block it sits
+in, open another, or imitate the template's own delimiters from outside its element (issue 18).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from xml.sax.saxutils import escape
 
 from ..templates import PromptTemplate
@@ -13,10 +17,16 @@ from ..vectorstore import Document
 from .query import Query
 
 __all__ = [
+    "DEFAULT_DOCUMENT_FORMAT",
+    "DOCUMENT_FORMATTERS",
     "ContextualQueryAugmenter",
+    "DocumentFormatter",
     "QueryAugmenter",
+    "document_formatter",
     "join_document_texts",
     "xml_document_formatter",
+    "xml_element",
+    "xml_source_document_formatter",
 ]
 
 DEFAULT_PROMPT_TEMPLATE = """\
@@ -43,22 +53,78 @@ The user query is outside your knowledge base.
 Politely inform the user that you can't answer it.
 """
 
+#: ``formatter(documents) -> text``: how documents are written into a prompt.
 DocumentFormatter = Callable[[Sequence[Document]], str]
 
-_XML_ENTITIES = {'"': "&quot;", "'": "&apos;"}
+_QUOTES = {'"': "&quot;", "'": "&apos;"}
+
+
+def xml_element(tag: str, text: str, attributes: Mapping[str, str] | None = None) -> str:
+    """``<tag a="v">text</tag>``: ``& < >`` escaped in ``text``, ``& < > " '`` in each value.
+
+    The one escaping rule of the prompts built here (retrieved documents, long-term memory
+    entries): whatever a document or a remembered message holds, it stays text *inside* its
+    element. Quotes are left alone in element text, where they cannot end anything: escaped,
+    they come back in a small model's answers (SmolLM2-135M wrote ``The &quot;with&quot;
+    statement`` for 3 of 3 demo questions). ``tag`` and the attribute names are the caller's
+    constants and are not escaped.
+    """
+    attrs = "".join(
+        f' {name}="{escape(str(value), _QUOTES)}"' for name, value in (attributes or {}).items()
+    )
+    return f"<{tag}{attrs}>{escape(text)}</{tag}>"
 
 
 def join_document_texts(documents: Sequence[Document]) -> str:
-    """The documents' texts joined with ``"\\n"`` (Spring AI's default formatter)."""
+    """The documents' texts joined with ``"\\n"``, raw (Spring AI's default formatter).
+
+    Only for documents as trusted as the prompt template itself: a document can close the
+    context block and write instructions after it.
+    """
     return "\n".join(d.text for d in documents)
 
 
 def xml_document_formatter(documents: Sequence[Document]) -> str:
-    """One ``<document>…</document>`` line per document, XML-escaped (``& < > " '``).
+    """One ``<document>…</document>`` element per document, XML-escaped (``& < >``), joined
+    by ``"\\n"``.
 
-    Retrieved text can then not close the block it sits in nor imitate its delimiters.
+    Whatever a document holds (``</context>``, ``</document>``, a ``-----`` line, "ignore all
+    previous instructions") stays text inside its own element: it cannot close the element or
+    the block around it. The default of every retrieval advisor here (``"xml"`` in
+    :data:`DOCUMENT_FORMATTERS`).
     """
-    return "\n".join(f"<document>{escape(d.text, _XML_ENTITIES)}</document>" for d in documents)
+    return "\n".join(xml_element("document", d.text) for d in documents)
+
+
+def xml_source_document_formatter(documents: Sequence[Document]) -> str:
+    """As :func:`xml_document_formatter`, with ``source="…"`` (escaped) when the document's
+    metadata has a ``source`` (an ingested file's name) or else a ``title``."""
+    lines = []
+    for d in documents:
+        source = d.metadata.get("source") or d.metadata.get("title")
+        lines.append(xml_element("document", d.text, {"source": source} if source else None))
+    return "\n".join(lines)
+
+
+#: The document formatters by name, as the advisor types' ``document_format`` param offers them.
+DOCUMENT_FORMATTERS: Mapping[str, DocumentFormatter] = MappingProxyType(
+    {
+        "xml": xml_document_formatter,
+        "xml_with_source": xml_source_document_formatter,
+        "plain": join_document_texts,
+    }
+)
+#: The default name in :data:`DOCUMENT_FORMATTERS`.
+DEFAULT_DOCUMENT_FORMAT = "xml"
+
+
+def document_formatter(name: str) -> DocumentFormatter:
+    """The formatter :data:`DOCUMENT_FORMATTERS` names; ``ValueError`` listing the names."""
+    try:
+        return DOCUMENT_FORMATTERS[name]
+    except (KeyError, TypeError):
+        known = ", ".join(DOCUMENT_FORMATTERS)
+        raise ValueError(f"unknown document format {name!r}; known: {known}") from None
 
 
 class QueryAugmenter:
@@ -81,14 +147,19 @@ class ContextualQueryAugmenter(QueryAugmenter):
     """Renders the query and the documents into a context prompt (``ContextualQueryAugmenter``).
 
     With documents: ``prompt_template`` (needs ``{query}`` and ``{context}``; default Spring's
-    template, verbatim) rendered with the query text and ``document_formatter(documents)``
-    (default: texts joined with ``"\\n"``, as Spring; :func:`xml_document_formatter` escapes
-    and delimits them). With no documents: ``allow_empty_context=False`` (default) gives the
+    template, verbatim) rendered with the query text and ``document_formatter(documents)``.
+    With no documents: ``allow_empty_context=False`` (default) gives the
     ``empty_context_prompt_template`` text (default: the user is told politely the question is
     outside the knowledge base; a custom one may use ``{query}``); ``allow_empty_context=True``
     returns the query unchanged (bug case B21). Rendering is single-pass: braces in documents
-    or user text stay text. Divergence: the augmented query keeps the original history and
-    context (Spring drops them, defect 5.6.43).
+    or user text stay text.
+
+    Divergences, each a fix: the default ``document_formatter`` is
+    :func:`xml_document_formatter` (one escaped ``<document>`` element per document, issue 18):
+    Spring joins the raw texts with ``"\\n"``, so a document holding ``</context>`` or a
+    ``-----`` line closes the context block and writes instructions after it; pass
+    ``document_formatter=join_document_texts`` for Spring's exact text. The augmented query
+    keeps the original history and context (Spring drops them, defect 5.6.43).
     """
 
     __slots__ = (
@@ -112,7 +183,7 @@ class ContextualQueryAugmenter(QueryAugmenter):
             empty_context_prompt_template, DEFAULT_EMPTY_CONTEXT_PROMPT_TEMPLATE
         )
         self.allow_empty_context = bool(allow_empty_context)
-        self.document_formatter = document_formatter or join_document_texts
+        self.document_formatter = document_formatter or xml_document_formatter
 
     def augment(self, query: Query, documents: Sequence[Document]) -> Query:
         if query is None:

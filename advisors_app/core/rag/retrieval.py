@@ -1,4 +1,8 @@
-"""Document retrieval for a query (``DocumentRetriever``, ``VectorStoreDocumentRetriever``)."""
+"""Document retrieval for a query (``DocumentRetriever``, ``VectorStoreDocumentRetriever``).
+
+Also :func:`narrowed`, the rule both retrieval advisors apply to a caller's filter: the
+configured filter is a boundary, and a request's filter is ANDed with it (issue 18).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,31 @@ from collections.abc import Callable
 from typing import Any
 
 from ..exceptions import AdvisorStateError
-from ..vectorstore import Document, Filter, SearchRequest, VectorStore, resolve_filter
+from ..vectorstore import And, Document, Filter, SearchRequest, VectorStore, resolve_filter
 from .query import Query
 
-__all__ = ["FILTER_EXPRESSION", "DocumentRetriever", "VectorStoreDocumentRetriever"]
+__all__ = ["FILTER_EXPRESSION", "DocumentRetriever", "VectorStoreDocumentRetriever", "narrowed"]
 
 #: Query-context key of a per-request filter (an expression object or filter text).
 FILTER_EXPRESSION = "vector_store_filter_expression"
 
 FilterSource = Filter | str | Callable[[], Filter | str | None] | None
+
+
+def narrowed(boundary: Filter | None, requested: Filter | None) -> Filter | None:
+    """The filter a search runs with: ``boundary`` (the configured filter) AND ``requested``
+    (a caller's), or whichever of the two is set; ``None`` when neither is.
+
+    A caller's filter can narrow what the configured filter lets through, never widen it:
+    ``narrowed(parse("tenant == 'a'"), parse("tenant == 'a' || tenant == 'b'"))`` matches
+    tenant ``a`` only. Divergence from Spring AI, whose per-request filter *replaces* the
+    configured one, so any caller could lift a tenant filter (issue 18).
+    """
+    if requested is None:
+        return boundary
+    if boundary is None:
+        return requested
+    return And(boundary, requested)
 
 
 class DocumentRetriever:
@@ -33,14 +53,26 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
     everything), no filter. ``filter_expression`` is an expression object, filter text, or a
     callable returning either, called on every retrieval (Spring's supplier; a
     ``contextvars`` lookup works there, a thread-local may not). A per-request filter in
-    ``query.context["vector_store_filter_expression"]`` (object or non-blank text) **replaces**
-    the default; blank text falls back to it (bug case B19). Raises ``AdvisorStateError``
-    ("vectorStore cannot be null") and ``ValueError`` with Spring's messages ("topK must be
-    greater than 0", "similarityThreshold must be equal to or greater than 0.0"), or naming
-    the parameter of an invalid filter text.
+    ``query.context["vector_store_filter_expression"]`` (object or non-blank text) is
+    **ANDed** with ``filter_expression`` (:func:`narrowed`): it narrows the search, never
+    widens it. Blank text, or ``allow_request_filter=False``, leaves the configured filter
+    alone (a refused filter is ignored here; the Django layer refuses it at validation).
+    Raises ``AdvisorStateError`` ("vectorStore cannot be null") and ``ValueError`` with
+    Spring's messages ("topK must be greater than 0", "similarityThreshold must be equal to or
+    greater than 0.0"), or naming the parameter of an invalid filter text.
+
+    Divergence (issue 18): Spring's per-request filter *replaces* the configured one (and bug
+    case B19 asked for that), so a caller's ``tenant == 'a' || tenant == 'b'`` lifted a
+    chain's ``tenant == 'a'``; here the configured filter is a boundary.
     """
 
-    __slots__ = ("filter_expression", "similarity_threshold", "top_k", "vector_store")
+    __slots__ = (
+        "allow_request_filter",
+        "filter_expression",
+        "similarity_threshold",
+        "top_k",
+        "vector_store",
+    )
 
     def __init__(
         self,
@@ -48,6 +80,8 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
         similarity_threshold: float = 0.0,
         top_k: int = 4,
         filter_expression: FilterSource = None,
+        *,
+        allow_request_filter: bool = True,
     ) -> None:
         if vector_store is None:
             raise AdvisorStateError("vectorStore cannot be null")
@@ -61,6 +95,7 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
         self.similarity_threshold = float(similarity_threshold)
         self.top_k = top_k
         self.filter_expression = filter_expression
+        self.allow_request_filter = bool(allow_request_filter)
 
     def _default_filter(self) -> Filter | None:
         source: Any = self.filter_expression
@@ -69,9 +104,11 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
         return resolve_filter(source, "filter_expression")
 
     def request_filter(self, query: Query) -> Filter | None:
-        """The filter for ``query``: the per-request one if given, else the default."""
-        override = resolve_filter(query.context.get(FILTER_EXPRESSION), FILTER_EXPRESSION)
-        return override if override is not None else self._default_filter()
+        """The filter for ``query``: the configured one ANDed with the request's, if allowed."""
+        requested = None
+        if self.allow_request_filter:
+            requested = resolve_filter(query.context.get(FILTER_EXPRESSION), FILTER_EXPRESSION)
+        return narrowed(self._default_filter(), requested)
 
     async def retrieve(self, query: Query) -> list[Document]:
         if query is None:

@@ -154,7 +154,7 @@ def rag_chain(alice: Any) -> Any:
     return make_chain(
         "rag",
         model=scripted_model("rag-model", responses=("ok",)),
-        advisors=(("question_answer", {"collection": "kb"}),),
+        advisors=(("question_answer", {"collection": "kb", "allow_request_filter": True}),),
     )
 
 

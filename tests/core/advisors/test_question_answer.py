@@ -1,5 +1,6 @@
-"""QuestionAnswerAdvisor: exact prompt text, documents in context and metadata, filters (B19),
-empty context (B21), retrieval once per turn inside a tool loop; call and stream."""
+"""QuestionAnswerAdvisor: exact prompt text, documents in context and metadata, filters (B19;
+a caller's filter ANDed with the configured one, issue 18), empty context (B21), retrieval once
+per turn inside a tool loop; call and stream."""
 
 from __future__ import annotations
 
@@ -164,22 +165,63 @@ def tenant_store():
 @pytest.mark.parametrize(
     ("per_call", "expected"),
     [
-        (And(Eq("tenant", "t1"), Gte("year", 2020)), ["t1-2021"]),
-        ("tenant == 't1' && year >= 2020", ["t1-2021"]),
-        ("", ["drama"]),
-        (None, ["drama"]),
+        (And(Eq("tenant", "t1"), Gte("year", 2020)), {"t1-2021"}),
+        ("tenant == 't1' && year >= 2020", {"t1-2021"}),
+        ("", {"t1-2021", "t1-2019", "t2-2022"}),
+        (None, {"t1-2021", "t1-2019", "t2-2022"}),
     ],
 )
-async def test_b19_per_call_filter_object_or_text_replaces_the_default(
+async def test_b19_per_call_filter_object_or_text_narrows_the_configured_one(
     tenant_store, per_call, expected
 ):
     advisor = QuestionAnswerAdvisor(
-        tenant_store, SearchRequest(top_k=10, filter_expression="genre == 'drama'")
+        tenant_store, SearchRequest(top_k=10, filter_expression="genre == 'x'")
     )
     model = ScriptedChatModel(["ok"])
     context = {} if per_call is None else {FILTER_EXPRESSION: per_call}
     response = await chain_of(model, advisor).next_call(request("report", **context))
-    assert [d.id for d in response.context[RETRIEVED_DOCUMENTS]] == expected
+    assert {d.id for d in response.context[RETRIEVED_DOCUMENTS]} == expected
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+@pytest.mark.parametrize(
+    ("configured", "per_call", "expected"),
+    [
+        # Issue 18: the caller's "t1 or t2" cannot widen the configured "t1".
+        ("tenant == 't1'", "tenant == 't1' || tenant == 't2'", {"t1-2021", "t1-2019"}),
+        ("tenant == 't1'", Eq("tenant", "t2"), set()),
+        # B19's scenario: Spring replaced "drama" by the per-call filter; ANDed, nothing is both.
+        ("genre == 'drama'", "tenant == 't1' && year >= 2020", set()),
+        (None, "tenant == 't2'", {"t2-2022"}),
+    ],
+)
+async def test_a_callers_filter_is_anded_with_the_configured_one(
+    tenant_store, mode, configured, per_call, expected
+):
+    advisor = QuestionAnswerAdvisor(
+        tenant_store, SearchRequest(top_k=10, filter_expression=configured)
+    )
+    model = ScriptedChatModel(["ok"])
+    chain = chain_of(model, advisor)
+    asked = request("report", **{FILTER_EXPRESSION: per_call})
+    if mode == "call":
+        documents = (await chain.next_call(asked)).context[RETRIEVED_DOCUMENTS]
+    else:
+        accumulator = ChatClientResponseAccumulator()
+        for chunk in await drain(chain.next_stream(asked)):
+            accumulator.add(chunk)
+        documents = accumulator.result().context[RETRIEVED_DOCUMENTS]
+    assert {d.id for d in documents} == expected
+
+
+async def test_allow_request_filter_false_ignores_the_callers_filter(tenant_store):
+    search = SearchRequest(top_k=10, filter_expression="tenant == 't1'")
+    advisor = QuestionAnswerAdvisor(tenant_store, search, allow_request_filter=False)
+    assert advisor.request_filter({FILTER_EXPRESSION: "year >= 2020"}) == Eq("tenant", "t1")
+    model = ScriptedChatModel(["ok"])
+    asked = request("report", **{FILTER_EXPRESSION: "year >= 2020 || tenant == 't2'"})
+    response = await chain_of(model, advisor).next_call(asked)
+    assert {d.id for d in response.context[RETRIEVED_DOCUMENTS]} == {"t1-2021", "t1-2019"}
 
 
 @pytest.mark.parametrize("mode", ["call", "stream"])

@@ -82,7 +82,8 @@ async def test_augments_the_prompt_and_reports_documents(store, mode):
     assert sent.instructions[0] == SystemMessage("sys")
     assert sent.user_message.text.startswith(
         "Context information is below.\n\n---------------------\n"
-        "The population of Oslo is about 700,000 inhabitants.\n---------------------\n"
+        "<document>The population of Oslo is about 700,000 inhabitants.</document>\n"
+        "---------------------\n"
     )
     assert sent.user_message.text.endswith(
         "Query: How large is the population of Oslo?\n\nAnswer:\n"

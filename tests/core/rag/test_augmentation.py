@@ -1,10 +1,16 @@
-"""ContextualQueryAugmenter: Spring's templates verbatim, empty context both ways (B21)."""
+"""ContextualQueryAugmenter: Spring's templates verbatim, empty context both ways (B21), escaped
+documents by default (issue 18)."""
 
 from __future__ import annotations
 
 import pytest
 
-from advisors_app.core.rag import ContextualQueryAugmenter, Query, xml_document_formatter
+from advisors_app.core.rag import (
+    ContextualQueryAugmenter,
+    Query,
+    join_document_texts,
+    xml_document_formatter,
+)
 from advisors_app.core.vectorstore import Document
 
 EMPTY = (
@@ -13,9 +19,10 @@ EMPTY = (
 )
 
 
-def test_renders_springs_default_template_exactly():
+def test_renders_springs_default_template_exactly_with_springs_formatter():
     query = Query("Who? {context}", context={"k": 1})
-    result = ContextualQueryAugmenter().augment(query, [Document("A {query}"), Document("B")])
+    augmenter = ContextualQueryAugmenter(document_formatter=join_document_texts)
+    result = augmenter.augment(query, [Document("A {query}"), Document("B")])
     assert result.text == (
         "Context information is below.\n\n---------------------\nA {query}\nB\n"
         "---------------------\n\n"

@@ -1,5 +1,5 @@
 """VectorStoreDocumentRetriever: defaults, validation, filters from objects, text, suppliers
-and the query context (B19)."""
+and the query context (B19), a context filter ANDed with the configured one (issue 18)."""
 
 from __future__ import annotations
 
@@ -42,15 +42,43 @@ async def test_defaults_follow_spring(store):
     [
         (And(Eq("tenant", "t1"), Gte("year", 2020)), {"t1-2021"}),
         ("tenant == 't1' && year >= 2020", {"t1-2021"}),
-        ("", {"drama"}),
-        (None, {"drama"}),
+        ("", {"t1-2021", "t1-2019", "t2-2022"}),
+        (None, {"t1-2021", "t1-2019", "t2-2022"}),
     ],
 )
-async def test_b19_context_filter_replaces_the_default(store, per_call, expected):
-    retriever = VectorStoreDocumentRetriever(store, top_k=10, filter_expression="genre == 'drama'")
+async def test_b19_context_filter_narrows_the_default(store, per_call, expected):
+    retriever = VectorStoreDocumentRetriever(store, top_k=10, filter_expression="genre == 'x'")
     context = {} if per_call is None else {FILTER_EXPRESSION: per_call}
     found = await retriever.retrieve(Query("report", context=context))
     assert {d.id for d in found} == expected
+
+
+@pytest.mark.parametrize(
+    ("configured", "per_call", "expected"),
+    [
+        # Issue 18: the caller's "t1 or t2" cannot widen the configured "t1".
+        ("tenant == 't1'", "tenant == 't1' || tenant == 't2'", {"t1-2021", "t1-2019"}),
+        # B19's scenario: Spring replaced "drama" by the per-call filter; ANDed, nothing is both.
+        ("genre == 'drama'", "tenant == 't1' && year >= 2020", set()),
+        (lambda: Eq("tenant", TENANT.get()), "tenant == 't2'", set()),
+        (None, "tenant == 't2'", {"t2-2022"}),
+    ],
+)
+async def test_a_context_filter_is_anded_with_the_configured_one(
+    store, configured, per_call, expected
+):
+    retriever = VectorStoreDocumentRetriever(store, top_k=10, filter_expression=configured)
+    found = await retriever.retrieve(Query("report", context={FILTER_EXPRESSION: per_call}))
+    assert {d.id for d in found} == expected
+
+
+async def test_allow_request_filter_false_ignores_the_context_filter(store):
+    retriever = VectorStoreDocumentRetriever(
+        store, top_k=10, filter_expression="tenant == 't1'", allow_request_filter=False
+    )
+    query = Query("report", context={FILTER_EXPRESSION: "tenant == 't2' || year > 0"})
+    assert retriever.request_filter(query) == Eq("tenant", "t1")
+    assert {d.id for d in await retriever.retrieve(query)} == {"t1-2021", "t1-2019"}
 
 
 async def test_b19_invalid_context_filter_names_the_parameter(store):
