@@ -9,7 +9,12 @@ the job row after every batch, then store every source at once
 (:func:`advisors_app.ingestion.ingest_sources`). A file that cannot be read, a limit passed
 or a quota exceeded fails the job with a message naming the file and the setting, and stores
 nothing; the job's files are deleted when it ends either way.
-"""
+
+The task is :data:`ingest_job` (``django.tasks`` from Django 6.0, the ``django-tasks``
+backport on 5.2), on the ``default`` queue of the ``default`` backend: a project configures
+``TASKS`` (the example site: ``django_tasks_db.DatabaseBackend``) and runs workers. Without
+``TASKS`` the backport's default backend runs each task at once, in the process that queues it
+(then an upload is ingested inside its request)."""
 
 from __future__ import annotations
 
@@ -27,7 +32,12 @@ from advisors_app.ingestion import DEFAULT_BATCH_SIZE, IngestResult, ingest_sour
 from advisors_app.models import Collection, IngestionFile, IngestionJob
 from advisors_app.parsing import CpuBudget, LimitExceeded, Limits, read_upload
 
-__all__ = ["Upload", "run_job", "submit_job"]
+try:
+    from django.tasks import task  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # Django 5.2: the django-tasks backport
+    from django_tasks import task
+
+__all__ = ["Upload", "ingest_job", "run_job", "submit_job"]
 
 logger = logging.getLogger("advisors_app.ingestion")
 
@@ -64,8 +74,6 @@ def submit_job(
     Nothing is stored unless the task is enqueued too: a worker never finds a job without
     its task or a task without its job.
     """
-    from advisors_app.tasks import ingest_job
-
     limits = limits or Limits.from_settings()
     user = created_by if getattr(created_by, "is_authenticated", False) else None
     with transaction.atomic():
@@ -200,6 +208,12 @@ def run_job(job_id: str) -> dict[str, Any]:
             _fail(job, budget, [{"source": None, "message": "The ingestion stopped unexpectedly."}])
         raise
     return {"status": Status.DONE.value, "documents": [_result(r) for r in results]}
+
+
+@task()
+def ingest_job(job_id: str) -> dict[str, Any]:
+    """The task: run the ingestion job ``job_id`` (:func:`run_job`) in a worker."""
+    return run_job(job_id)
 
 
 def _result(result: IngestResult) -> dict[str, Any]:
