@@ -153,7 +153,9 @@ class CompiledChain:
         return any(isinstance(a, ToolCallingAdvisor) for a in self.advisors)
 
 
-def _params_schema(types: list[AdvisorType], template: CorePromptTemplate | None) -> dict[str, Any]:
+def _params_schema(
+    types: list[tuple[AdvisorType, Mapping[str, Any]]], template: CorePromptTemplate | None
+) -> dict[str, Any]:
     options = {k: v for k, v in CHAT_OPTIONS_SCHEMA["properties"].items() if k in REQUEST_OPTIONS}
     properties: dict[str, Any] = {
         "options": {"type": "object", "properties": options, "additionalProperties": False}
@@ -165,8 +167,9 @@ def _params_schema(types: list[AdvisorType], template: CorePromptTemplate | None
             "required": list(template.placeholders),
             "additionalProperties": False,
         }
-    for advisor_type in types:
-        properties.update(advisor_type.request_params)
+    for advisor_type, params in types:
+        # Only what this row enables (a caller's filter needs the row's allow_request_filter).
+        properties.update(advisor_type.request_params_for(params))
     schema: dict[str, Any] = {
         "type": "object",
         "properties": properties,
@@ -179,9 +182,9 @@ def _params_schema(types: list[AdvisorType], template: CorePromptTemplate | None
 
 def _advisors(
     snapshot: Mapping[str, Any], services: BuildServices
-) -> tuple[list[Advisor], list[AdvisorType]]:
+) -> tuple[list[Advisor], list[tuple[AdvisorType, Mapping[str, Any]]]]:
     advisors: list[Advisor] = []
-    types: list[AdvisorType] = []
+    types: list[tuple[AdvisorType, Mapping[str, Any]]] = []
     for index, row in enumerate(snapshot["advisors"]):
         if not row["enabled"]:
             continue
@@ -197,7 +200,7 @@ def _advisors(
             # Whatever a factory raises (a project's own included), the chain cannot be built:
             # say which advisor and why, rather than fail a request as an unexplained error.
             raise ChainConfigurationError(f"{where}: {type(exc).__name__}: {exc}") from exc
-        types.append(advisor_type)
+        types.append((advisor_type, row["params"]))
     return advisors, types
 
 
