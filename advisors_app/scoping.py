@@ -1,20 +1,20 @@
 """Who a turn runs for, so that cached chains still retrieve only what that user may see.
 
 Built chains are cached and shared by every user, so their retrieval advisors cannot hold a
-per-user store. They hold a :class:`UserScopedVectorStore` instead: each operation asks
-:func:`current_user` (a context variable the turn service sets around every step of a turn)
-and works on ``PgVectorStore.for_user(collection, user, tenant=user_tenant(user))`` — the
-collection's shared rows plus that user's own, of the user's tenant when
-``ADVISORS["TENANT_RESOLVER"]`` names one; rows the user adds belong to them. Without a user
-(code that runs a chain directly) it is the anonymous view: shared rows only, and a private
-collection is refused. The REST API scopes collections and documents with the same functions.
+per-user store. They hold a :class:`UserScopedVectorStore` instead: the advisors search and add
+through ``store.for_context(request.context)``, the view of the user the request context names
+(``PRINCIPAL``, which the turn service puts there and nothing else carries), which works on
+``PgVectorStore.for_user(collection, user, tenant=user_tenant(user))`` — the collection's shared
+rows plus that user's own, of the user's tenant when ``ADVISORS["TENANT_RESOLVER"]`` names
+one; rows the user adds belong to them. Without a user (code that runs a chain directly) it is
+the anonymous view: shared rows only, and a private collection is refused. The REST API scopes
+collections and documents with the same functions.
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -22,6 +22,7 @@ from django.db.models import Q, QuerySet
 from django.utils.module_loading import import_string
 
 from advisors_app.conf import app_settings
+from advisors_app.core.attributes import PRINCIPAL
 from advisors_app.core.model import EmbeddingModel
 from advisors_app.core.vectorstore import Document, Filter, SearchRequest, VectorStore
 from advisors_app.models import Collection
@@ -30,38 +31,10 @@ from advisors_app.stores.vectors import PgVectorStore
 
 __all__ = [
     "UserScopedVectorStore",
-    "acting_for",
-    "current_user",
     "user_tenant",
     "visible_collections",
     "visible_documents",
 ]
-
-_user: contextvars.ContextVar[Any] = contextvars.ContextVar("advisors_app_user", default=None)
-
-
-def current_user() -> Any:
-    """The user the current turn runs for, or ``None`` outside a turn."""
-    return _user.get()
-
-
-class acting_for:
-    """Make ``user`` the :func:`current_user` inside the ``with`` block (this context only).
-
-    A class rather than a generator context manager: the turn service enters it around every
-    step of a streamed turn, so its cost counts per chunk.
-    """
-
-    __slots__ = ("_token", "_user")
-
-    def __init__(self, user: Any) -> None:
-        self._user = user
-
-    def __enter__(self) -> None:
-        self._token = _user.set(self._user)
-
-    def __exit__(self, *exc_info: object) -> None:
-        _user.reset(self._token)
 
 
 @functools.lru_cache(maxsize=8)
@@ -102,7 +75,8 @@ def visible_documents(user: Any) -> QuerySet[DocumentRow]:
 
 
 class UserScopedVectorStore(VectorStore):
-    """A collection's documents as the current turn's user may use them (see module docstring).
+    """A collection's documents as ``user`` may use them (see module docstring); ``None``: the
+    anonymous view. :meth:`for_context` gives the view of a request's ``PRINCIPAL``.
 
     Holds the collection's slug only: a published chain version names its collections by slug,
     and the row (owner, tenant) is read when a turn uses the store, so building the chain
@@ -111,11 +85,17 @@ class UserScopedVectorStore(VectorStore):
     ``LookupError`` when it no longer exists.
     """
 
-    __slots__ = ("_collection", "_embedding_model")
+    __slots__ = ("_collection", "_embedding_model", "_user")
 
-    def __init__(self, collection: str, embedding_model: EmbeddingModel) -> None:
+    def __init__(self, collection: str, embedding_model: EmbeddingModel, user: Any = None) -> None:
         self._collection = collection
         self._embedding_model = embedding_model
+        self._user = user
+
+    def for_context(self, context: Mapping[str, Any]) -> UserScopedVectorStore:
+        return UserScopedVectorStore(
+            self._collection, self._embedding_model, context.get(PRINCIPAL)
+        )
 
     @property
     def name(self) -> str:
@@ -133,7 +113,7 @@ class UserScopedVectorStore(VectorStore):
         return PgVectorStore.for_user(row, user, self._embedding_model, tenant=tenant)
 
     async def _store(self) -> PgVectorStore:
-        return await sync_to_async(self._view)(current_user())
+        return await sync_to_async(self._view)(self._user)
 
     async def aadd(self, documents: Sequence[Document]) -> None:
         await (await self._store()).aadd(documents)

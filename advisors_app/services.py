@@ -71,7 +71,7 @@ from advisors_app.conversations import (
 )
 from advisors_app.core.advisors.safe_guard import SAFEGUARD_STAGE
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
-from advisors_app.core.attributes import CONVERSATION_ID, OWNER, TRACE_ID
+from advisors_app.core.attributes import CONVERSATION_ID, OWNER, PRINCIPAL, TRACE_ID
 from advisors_app.core.client import ChatClientRequestSpec
 from advisors_app.core.exceptions import ProviderError
 from advisors_app.core.memory import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED
@@ -106,7 +106,6 @@ from advisors_app.runtime import (
     compiled_chain,
     resolve_target,
 )
-from advisors_app.scoping import acting_for
 from advisors_app.sources import cited_sources
 from advisors_app.stores.memory import DjangoChatMemoryRepository, TurnScope
 from advisors_app.throttling import chat_turn_wait
@@ -185,9 +184,10 @@ class _Turn:
     #: Whether the stream has sent its ``sources`` event.
     sources_sent: bool = False
 
-    def running(self) -> _Running:
-        """Enter the turn's user and conversation scope (around each step of the turn)."""
-        return _Running(self)
+    def running(self) -> Any:
+        """Enter the turn's conversation scope (around each step of the turn); the user it
+        runs for travels in the request context (``PRINCIPAL``) only."""
+        return _repository.scoped(self.scope)
 
     def spec(self) -> ChatClientRequestSpec:
         spec = self.compiled.client.prompt(self.message).advisor_params(self.context)
@@ -333,25 +333,6 @@ def _target(chain: str, label: str | None, version: int | str | None) -> ChainTa
         ) from None
 
 
-class _Running:
-    """The ``with`` block of :meth:`_Turn.running` (a class, not a generator context manager:
-    a stream enters it for every chunk)."""
-
-    __slots__ = ("_scope", "_user")
-
-    def __init__(self, turn: _Turn) -> None:
-        self._user = acting_for(turn.user)
-        self._scope = _repository.scoped(turn.scope)
-
-    def __enter__(self) -> None:
-        self._user.__enter__()
-        self._scope.__enter__()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._scope.__exit__()
-        self._user.__exit__()
-
-
 @dataclass(frozen=True, slots=True)
 class _Opened:
     """What :func:`_open` read: the version to run, the conversation and its window."""
@@ -432,7 +413,9 @@ async def _prepare(
     if compiled.system_template is not None:
         system = compiled.system_template.render(params["system_params"])
     context[CONVERSATION_ID] = opened.key
-    # Scopes per-user state (the semantic cache) to the caller.
+    # Who the turn is for, for the stores (retrieval scoped to the caller's documents) ...
+    context[PRINCIPAL] = user
+    # ... and as a key of per-user state (the semantic cache).
     context[OWNER] = f"user:{user.pk}"
     context[TRACE_ID] = trace_id
     return _Turn(

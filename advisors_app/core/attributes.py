@@ -8,6 +8,7 @@ __all__ = [
     "CONVERSATION_ID",
     "OUTPUT_FORMAT",
     "OWNER",
+    "PRINCIPAL",
     "STRUCTURED_OUTPUT_NATIVE",
     "STRUCTURED_OUTPUT_SCHEMA",
     "TOOL_CALLING_AUTO_REGISTER",
@@ -35,6 +36,11 @@ CHAT_MODEL_OVERRIDE = "chat_client.chat_model_override"
 
 #: Who a request acts for (a user or tenant id, as a string): caches and stores scope data by it.
 OWNER = "advisors.owner"
+
+#: Who a request acts for, as the application's stores understand it (in advisors_app: the
+#: Django user; :data:`OWNER` is its string form). A store that keeps data per principal reads
+#: it through ``VectorStore.for_context`` — the request context is its only carrier.
+PRINCIPAL = "advisors.principal"
 
 #: The id of the turn's trace (a call log's ``trace_id``), put in the context before the chain
 #: runs: whoever stores the turn's reply (a memory advisor, or the caller) writes it into that

@@ -144,7 +144,8 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         key = turn_key(self, prompt, text, search)
         cached = recall(key) if augmented or reentered(prompt) else None
         if cached is None:
-            documents = await self.vector_store.asimilarity_search(search)
+            store = self.vector_store.for_context(request.context)
+            documents = await store.asimilarity_search(search)
             augmented_text = self.prompt_template.render(
                 query=text, question_answer_context=self.document_formatter(documents)
             )

@@ -148,14 +148,17 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
             raise ValueError(f"{TOP_K} must be a positive integer, got {value!r}")
         return top_k
 
-    async def _prepare(self, request: ChatClientRequest) -> tuple[ChatClientRequest, str, Message]:
+    async def _prepare(
+        self, request: ChatClientRequest
+    ) -> tuple[ChatClientRequest, str, Message, VectorStore]:
         conversation_id = conversation_id_of(request.context)
+        store = self.vector_store.for_context(request.context)
         top_k = self.top_k_for(request.context)
         prompt = request.prompt
         user_message = prompt.user_message
         documents: list[Document] = []
         if user_message.text.strip():
-            documents = await self.vector_store.asimilarity_search(
+            documents = await store.asimilarity_search(
                 SearchRequest(
                     query=user_message.text,
                     top_k=top_k,
@@ -167,10 +170,14 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
             long_term_memory="\n".join(memory_entry(d) for d in documents),
         )
         prepared = request.mutate(prompt=prompt.augment_system_message(system_text))
-        return prepared, conversation_id, user_message
+        return prepared, conversation_id, user_message, store
 
     async def _store(
-        self, conversation_id: str, user_message: Message, response: ChatClientResponse
+        self,
+        store: VectorStore,
+        conversation_id: str,
+        user_message: Message,
+        response: ChatClientResponse,
     ) -> None:
         turn: list[tuple[Message, str]] = [(user_message, "USER")]
         chat_response = response.chat_response
@@ -189,23 +196,23 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
             if message.text.strip()
         ]
         if documents:
-            await self.vector_store.aadd(documents)
+            await store.aadd(documents)
 
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain
     ) -> ChatClientResponse:
-        prepared, conversation_id, user_message = await self._prepare(request)
+        prepared, conversation_id, user_message, store = await self._prepare(request)
         response = await chain.next_call(prepared)
-        await self._store(conversation_id, user_message, response)
+        await self._store(store, conversation_id, user_message, response)
         return response
 
     async def advise_stream(
         self, request: ChatClientRequest, chain: StreamAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
-        prepared, conversation_id, user_message = await self._prepare(request)
+        prepared, conversation_id, user_message, store = await self._prepare(request)
         accumulator = ChatClientResponseAccumulator()
         async with closing_stream(chain.next_stream(prepared)) as chunks:
             async for chunk in chunks:
                 accumulator.add(chunk)
                 yield chunk
-        await self._store(conversation_id, user_message, accumulator.result())
+        await self._store(store, conversation_id, user_message, accumulator.result())

@@ -119,4 +119,4 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
             similarity_threshold=self.similarity_threshold,
             filter_expression=self.request_filter(query),
         )
-        return await self.vector_store.asimilarity_search(request)
+        return await self.vector_store.for_context(query.context).asimilarity_search(request)

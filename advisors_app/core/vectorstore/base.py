@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._sync import run_sync
@@ -84,6 +84,13 @@ class VectorStore:
     @property
     def name(self) -> str:
         return type(self).__name__
+
+    def for_context(self, context: Mapping[str, Any]) -> VectorStore:
+        """This store as a request with ``context`` may use it; advisors search and add through
+        it. A store shared by everyone returns itself (the default); one that keeps data per
+        principal returns the view of the context's ``PRINCIPAL``
+        (:mod:`advisors_app.core.attributes`)."""
+        return self
 
     async def aadd(self, documents: Sequence[Document]) -> None:
         raise NotImplementedError
