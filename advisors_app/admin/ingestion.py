@@ -24,7 +24,7 @@ REFRESH_SECONDS = 2
 
 @admin.register(IngestionJob)
 class IngestionJobAdmin(admin.ModelAdmin):
-    list_display = ("created_at", "collection", "files", "created_by", "status", "progress_bar")
+    list_display = ("created_at", "files", "status", "progress_bar", "collection", "created_by")
     list_filter = ("status", "collection")
     search_fields = ("id", "sources", "created_by__username")
     list_select_related = ("collection", "created_by")
@@ -64,7 +64,12 @@ class IngestionJobAdmin(admin.ModelAdmin):
     def progress_bar(self, job: IngestionJob) -> str:
         if job.status == IngestionJob.Status.QUEUED:
             return "waiting for a worker"
+        if job.status == IngestionJob.Status.FAILED and job.errors:
+            message = job.errors[0]["message"]
+            return message if len(message) <= 90 else message[:89] + "…"
         if not job.total:
+            if job.status == IngestionJob.Status.DONE:
+                return "nothing new to embed"
             return "reading" if job.status == IngestionJob.Status.RUNNING else "—"
         return format_html(
             '<progress value="{}" max="{}"></progress> {} / {} chunks',

@@ -82,7 +82,7 @@ class IngestionJob(models.Model):
 
     def __str__(self) -> str:
         names = ", ".join(self.sources[:3]) + (" …" if len(self.sources) > 3 else "")
-        return f"{names or self.pk} → {self.collection_id} ({self.status})"
+        return f"{names or self.pk} → {self.collection.slug} ({self.status})"
 
     @property
     def finished(self) -> bool:

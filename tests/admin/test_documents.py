@@ -63,7 +63,9 @@ def test_a_job_that_failed_shows_why(admin_client: Client) -> None:
     assert job.status == "failed"
     page = admin_client.get(f"/admin/advisors_app/ingestionjob/{job.pk}/change/").content.decode()
     assert "broken.pdf: broken.pdf is not a readable PDF" in page
-    assert "Failed" in admin_client.get("/admin/advisors_app/ingestionjob/").content.decode()
+    listing = admin_client.get("/admin/advisors_app/ingestionjob/").content.decode()
+    assert "Failed" in listing and "broken.pdf is not a readable PDF" in listing
+    assert str(job) == "broken.pdf → kb (failed)"
 
 
 def test_an_unsupported_file_is_a_form_error(admin_client: Client) -> None:
