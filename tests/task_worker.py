@@ -81,6 +81,16 @@ class DbWorker:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_ready(self, timeout: float = 60.0) -> DbWorker:
+        """Return once the worker polls the queue (it logs "Starting worker")."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while "Starting worker" not in self.log():
+            assert self.process.poll() is None, self.log()
+            assert time.monotonic() < deadline, f"the worker did not start:\n{self.log()}"
+            time.sleep(0.05)
+        return self
+
     def __exit__(self, *exc: Any) -> None:
         assert self.process is not None and self._log is not None
         self.process.terminate()  # the worker finishes its task, then exits

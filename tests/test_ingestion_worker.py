@@ -46,6 +46,9 @@ def test_hostile_pdfs_are_contained_in_the_workers_while_the_web_side_stays_fast
     api = client_for(alice)
     heavy = shared_stream_pdf()  # ~1 s of CPU per page for each of its 200 pages
     with DbWorker(tmp_path / "a.log") as first, DbWorker(tmp_path / "b.log") as second:
+        # Both poll before the first upload, so the second takes tasks while the first chews.
+        first.wait_ready()
+        second.wait_ready()
         posts = []
         with override_settings(
             ADVISORS={
