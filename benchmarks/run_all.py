@@ -478,12 +478,13 @@ def main() -> None:
                 times[name] = run(name, extra)
         wall = time.perf_counter() - start
         print("\n" + ", ".join(f"{name} {t:.0f} s" for name, t in times.items()))
-        if args.only:
-            wall = None  # a partial run's time is not the whole run's
-        else:
+        if not args.only:
             (RESULTS / "wall_time.json").write_text(json.dumps({"seconds": wall}) + "\n")
-    elif (RESULTS / "wall_time.json").exists():
+    if (args.report_only or args.only) and (RESULTS / "wall_time.json").exists():
+        # A partial run's time is not the whole run's: the header keeps the last full run's.
         wall = json.loads((RESULTS / "wall_time.json").read_text())["seconds"]
+    elif args.only:
+        wall = None
     data = {name: load(name) for name, _ in BENCHMARKS}
     block = table(data, wall)
     (RESULTS / "summary.md").write_text(block)
@@ -492,7 +493,7 @@ def main() -> None:
     print("\n" + block)
     print("plots: " + ", ".join(str(p.relative_to(ROOT)) for p in written))
     print("benchmarks/README.md " + ("updated" if updated else "has no results markers"))
-    if wall:
+    if wall and not args.only:
         print(f"make bench: {wall / 60:.1f} min")
 
 
