@@ -385,7 +385,10 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
         key, created, title = conversation_key(user, public), False, stored.title
         scope = (
             _repository.open_turn(
-                key, conversation_pk=stored.pk, last_sequence=stored.last_sequence
+                key,
+                conversation_pk=stored.pk,
+                last_sequence=stored.last_sequence,
+                prefetch=compiled.memory_read or TurnScope.PREFETCH,
             )
             if compiled.has_memory
             else TurnScope(key)

@@ -148,6 +148,18 @@ class CompiledChain:
         return any(isinstance(a, BaseChatMemoryAdvisor) for a in self.advisors)
 
     @property
+    def memory_read(self) -> int | None:
+        """How many of a conversation's newest messages the chain's memory advisors read first
+        (the most any of them asks for; ``None``: no windowed memory)."""
+        reads = [
+            read
+            for advisor in self.advisors
+            if isinstance(advisor, BaseChatMemoryAdvisor)
+            and isinstance(read := getattr(advisor.chat_memory, "first_read", None), int)
+        ]
+        return max(reads, default=None)
+
+    @property
     def has_tool_loop(self) -> bool:
         """Whether a tool-calling advisor runs tool rounds inside the turn."""
         return any(isinstance(a, ToolCallingAdvisor) for a in self.advisors)

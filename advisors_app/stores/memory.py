@@ -341,20 +341,26 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
     # One turn, one read and one write ------------------------------------------------------
 
     def open_turn(
-        self, conversation_id: str, *, conversation_pk: int | None, last_sequence: int
+        self,
+        conversation_id: str,
+        *,
+        conversation_pk: int | None,
+        last_sequence: int,
+        prefetch: int = TurnScope.PREFETCH,
     ) -> TurnScope:
         """A :class:`TurnScope` for a turn of ``conversation_id`` whose window is read now.
 
         Blocking. ``conversation_pk=None`` or ``last_sequence=0``: the conversation holds
         nothing, no query; else one query, the system messages and the messages of the newest
-        ``TurnScope.PREFETCH`` sequence numbers (the ``(conversation, sequence)`` index).
+        ``prefetch`` sequence numbers (the ``(conversation, sequence)`` index): what the
+        chain's memory reads first (a read the scope cannot answer goes to the database).
         """
         check_conversation_id(conversation_id)
         scope = TurnScope(conversation_id)
         if conversation_pk is None or last_sequence <= 0:
             scope.system, scope.complete = [], True
             return scope
-        low = last_sequence - TurnScope.PREFETCH
+        low = last_sequence - prefetch
         rows = _WINDOW.rows(conversation=conversation_pk, low=low)
         messages = [_message(*row) for row in rows]
         scope.system = [m for m in messages if m.message_type is MessageType.SYSTEM]

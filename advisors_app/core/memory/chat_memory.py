@@ -139,6 +139,12 @@ class _WindowChatMemory(ChatMemory):
         """The repository holding the whole transcript (e.g. for showing full conversations)."""
         return self._repository
 
+    @property
+    def first_read(self) -> int:
+        """How many of the newest messages a turn's first read asks the repository for (a
+        repository that reads ahead for a turn needs no more)."""
+        return self._first_read
+
     def _budget(self) -> int:
         raise NotImplementedError
 
