@@ -171,7 +171,9 @@ class _Turn:
     #: The conversation as this turn reads and writes it (the window read ahead, the writes
     #: held until :func:`_finish`).
     scope: TurnScope
-    final_prompt: dict[str, Any] | None = None
+    #: The last prompt that reached the model (serialised only for the outcome, after the
+    #: turn: not on the way to its first token).
+    final_prompt: Any = None
     started: float = field(default_factory=time.perf_counter)
     #: Whether this turn created the conversation (removed again if the turn stores nothing).
     new_conversation: bool = False
@@ -210,11 +212,7 @@ class _TurnRecorder:
     def _record(self, advisor: Any, request: Any) -> None:
         if getattr(advisor, "is_model_advisor", False):
             turn = self._turn
-            prompt = request.prompt
-            turn.final_prompt = {
-                "messages": [m.to_dict() for m in prompt.instructions],
-                "options": prompt.options.to_dict() if prompt.options is not None else None,
-            }
+            turn.final_prompt = request.prompt
             if turn.tool_events is not None and not turn.sources_sent:
                 # Retrieval ran before the model's first round: its sources go out before
                 # that round's tool events.
@@ -488,9 +486,19 @@ def _outcome(
             "latency_ms": _ms(latency),
             "time_to_first_token_ms": _ms(time_to_first_token),
         },
-        prompt=turn.final_prompt,
+        prompt=_prompt_dict(turn.final_prompt),
         trace=turn.trace.to_dict(),
     )
+
+
+def _prompt_dict(prompt: Any) -> dict[str, Any] | None:
+    if prompt is None:
+        return None
+    options = prompt.options
+    return {
+        "messages": [m.to_dict() for m in prompt.instructions],
+        "options": options.to_dict() if options is not None else None,
+    }
 
 
 def _ms(seconds: float | None) -> float | None:
