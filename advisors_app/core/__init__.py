@@ -77,6 +77,7 @@ from .requests import ChatClientRequest, ChatClientResponse
 from .response import ChatGenerationMetadata, ChatResponse, ChatResponseMetadata, Generation, Usage
 from .templates import PromptTemplate
 from .testing import RecordingAdvisor
+from .tools.approval import ToolCallDecision
 from .usage import UsageAccumulator
 
 __all__ = [
@@ -143,6 +144,7 @@ __all__ = [
     "SystemMessage",
     "ToolAdvisor",
     "ToolCall",
+    "ToolCallDecision",
     "ToolCallLimitExceededError",
     "ToolCallingChatOptions",
     "ToolResponse",

@@ -11,7 +11,9 @@ __all__ = [
     "PRINCIPAL",
     "STRUCTURED_OUTPUT_NATIVE",
     "STRUCTURED_OUTPUT_SCHEMA",
+    "TOOL_APPROVAL_GRANTS",
     "TOOL_CALLING_AUTO_REGISTER",
+    "TOOL_CALL_DECISIONS",
     "TRACE_ID",
     "TRACE_ID_METADATA",
 ]
@@ -49,3 +51,14 @@ TRACE_ID = "advisors.trace_id"
 
 #: The message-metadata key of a stored reply's trace id (the context's :data:`TRACE_ID`).
 TRACE_ID_METADATA = "trace_id"
+
+#: Resume a paused turn: the decisions (``ToolCallDecision`` objects or their dicts
+#: ``{"approval_id", "decision", "arguments"?, "reason"?}``), one per pending call of the
+#: assistant message that ends the prompt's messages. The ``ToolCallingAdvisor`` runs that
+#: message's calls as decided before it calls the model (Spring AI passes its decisions the same
+#: way, with the request).
+TOOL_CALL_DECISIONS = "advisors.tool_calling.decisions"
+
+#: Tool names whose calls need no approval in this request (an "allow for this conversation"
+#: grant): the ``ToolCallingAdvisor`` passes them to the manager's confirmation check.
+TOOL_APPROVAL_GRANTS = "advisors.tool_calling.approval_grants"

@@ -5,7 +5,19 @@ Seed §6.7, reference §3.12. Each round sends the prompt down the rest of the c
 calls of the answer with the ``ToolCallingManager`` and sends the results back, until the model
 answers without tool calls, every tool invoked is return-direct, or a tool-call limit is
 breached (then the breach comes back as a generation with finish reason
-``"toolCallLimitExceeded"``, not as an exception).
+``"toolCallLimitExceeded"``, not as an exception), or calls of a reply need a person's approval.
+
+Approval (Spring AI 2.1 tool-call confirmation; see ``advisors_app.core.tools.approval``): when
+the manager's confirmation policy says calls of a reply need approval, no call of the reply runs
+and the turn ends — in call and in stream — with one generation that is the model's tool-call
+message, finish reason :data:`APPROVAL_REQUIRED`, and the pending calls in the response metadata
+under :data:`PENDING_APPROVALS` (a tuple of ``PendingToolCall.to_dict()``). The loop keeps
+nothing. To resume, send a request whose prompt messages, as they reach the loop, end with that
+tool-call message (loaded from the stored conversation) and whose context holds
+``TOOL_CALL_DECISIONS`` (``advisors_app.core.attributes``), one ``ToolCallDecision`` per pending
+call: the loop runs that message's calls as decided, then calls the model with the results and
+goes on (it may pause again); its final response carries the decided round under
+:data:`RESUMED_ROUND`. ``TOOL_APPROVAL_GRANTS`` names tools that need no approval in the request.
 """
 
 from __future__ import annotations
@@ -23,22 +35,44 @@ from ..advisor import (
     ToolAdvisor,
 )
 from ..aggregation import ChatClientResponseAccumulator
+from ..attributes import TOOL_APPROVAL_GRANTS, TOOL_CALL_DECISIONS
 from ..chain import CallAdvisorChain, StreamAdvisorChain
 from ..exceptions import ToolCallLimitExceededError
 from ..mappings import freeze
-from ..messages import Message, SystemMessage
+from ..messages import AssistantMessage, Message, SystemMessage
 from ..observation import tool_call_observer
 from ..prompt import Prompt, ToolCallingChatOptions
 from ..requests import ChatClientRequest, ChatClientResponse
-from ..response import ChatResponse, ChatResponseMetadata, Generation
+from ..response import ChatGenerationMetadata, ChatResponse, ChatResponseMetadata, Generation
 from ..streams import closing_stream
+from ..tools.approval import ToolApprovalRequiredError, ToolCallDecisionError
 from ..tools.manager import ToolCallingManager, ToolExecutionResult
 from ..usage import UsageAccumulator
 
-__all__ = ["ROUND_USAGES", "ToolCallingAdvisor", "ToolExecutionEligibilityChecker"]
+__all__ = [
+    "APPROVAL_REQUIRED",
+    "PENDING_APPROVALS",
+    "RESUMED_ROUND",
+    "ROUND_USAGES",
+    "ToolCallingAdvisor",
+    "ToolExecutionEligibilityChecker",
+]
 
 #: Response-metadata key: each round's usage (``Usage.to_dict()`` or ``None``), in order (B12).
 ROUND_USAGES = "tool_calling_round_usages"
+
+#: Finish reason of a turn paused until calls are approved.
+APPROVAL_REQUIRED = ToolApprovalRequiredError.FINISH_REASON
+
+#: Response-metadata key of a paused turn: its pending calls, a tuple of
+#: ``{"approval_id", "tool", "arguments", "allowed_decisions", "reason"}`` dicts in call order.
+PENDING_APPROVALS = "pending_approvals"
+
+#: Response-metadata key of a resumed turn's final response (in streams: its last chunk): the
+#: round the decisions ran, as ``Message.to_dict()`` dicts — the assistant tool-call message as
+#: run (edited arguments included) and the ``ToolResponseMessage`` — for whoever stores the
+#: conversation (the paused message's answers).
+RESUMED_ROUND = "tool_calling_resumed_round"
 
 ToolExecutionEligibilityChecker = Callable[[ChatResponse | None], bool]
 
@@ -223,21 +257,36 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
         history: tuple[Message, ...],
         response: ChatClientResponse,
         chain: Any,
-    ) -> tuple[ToolExecutionResult | None, ChatClientResponse | None]:
-        """Run a tool round: ``(result, None)`` to go on, ``(None, final)`` to stop. The
-        chain's observer, if it watches tool calls, is told about each call."""
+        *,
+        decisions: Any = None,
+    ) -> tuple[ToolExecutionResult | None, ChatClientResponse | None, tuple[Message, ...]]:
+        """Run a tool round: ``(result, None, ran)`` to go on, ``(None, final, ran)`` to stop.
+
+        ``ran`` is the round's assistant message as run and its ``ToolResponseMessage`` (empty
+        on a pause). The chain's observer, if it watches tool calls, is told about each call.
+        """
         chat_response = response.chat_response
         assert chat_response is not None  # the eligibility checker saw a tool call
         observer = tool_call_observer(getattr(chain, "observer", None))
+        granted = frozenset(response.context.get(TOOL_APPROVAL_GRANTS) or ())
         try:
             result = await self._manager.execute_tool_calls(
-                Prompt(history, options), chat_response, observer
+                Prompt(history, options),
+                chat_response,
+                observer,
+                decisions=decisions,
+                granted=granted,
             )
         except ToolCallLimitExceededError as breach:
-            return None, _with_generations(response, (breach.build_generation(),))
+            final = _with_generations(response, (breach.build_generation(),))
+            return None, final, breach.partial_history[-2:]
+        except ToolApprovalRequiredError as pause:
+            return None, _paused(response, pause), ()
+        ran = result.conversation_history[-2:]
         if result.return_direct:
-            return None, _with_generations(response, ToolExecutionResult.build_generations(result))
-        return result, None
+            generations = ToolExecutionResult.build_generations(result)
+            return None, _with_generations(response, generations), ran
+        return result, None, ran
 
     async def _next_round(
         self, request: ChatClientRequest, response: ChatClientResponse, result: ToolExecutionResult
@@ -253,6 +302,43 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
         )
         return (*result.conversation_history, *_added(default, instructions)), instructions
 
+    async def _resume(
+        self, request: ChatClientRequest, chain: Any
+    ) -> (
+        tuple[tuple[Message, ...], tuple[Message, ...], tuple[Message, ...]]
+        | ChatClientResponse
+        | None
+    ):
+        """Run the decided calls of a paused reply before the first round.
+
+        ``None`` when the context holds no decisions; else the history, the next instructions
+        and the round that ran (assistant message as run, tool responses), or the final
+        response (return-direct or a limit breach; it carries :data:`RESUMED_ROUND`). Raises
+        ``ToolCallDecisionError`` when the prompt does not end with a tool-call message.
+        """
+        decisions = request.context.get(TOOL_CALL_DECISIONS)
+        if decisions is None:
+            return None
+        history = request.prompt.instructions
+        last = history[-1] if history else None
+        if not isinstance(last, AssistantMessage) or not last.tool_calls:
+            raise ToolCallDecisionError(
+                f"context key {TOOL_CALL_DECISIONS!r} holds decisions but the prompt's messages "
+                "do not end with the assistant message whose tool calls await them (is the "
+                "conversation's memory advisor ordered before the tool-calling advisor?)"
+            )
+        paused = ChatClientResponse(
+            ChatResponse((Generation(last, ChatGenerationMetadata(APPROVAL_REQUIRED)),)),
+            request.context,
+        )
+        result, final, ran = await self._execute(
+            request.prompt.options, history[:-1], paused, chain, decisions=decisions
+        )
+        if result is None:
+            assert final is not None
+            return _with_resumed_round(final, ran)
+        return (*await self._next_round(request, paused, result), ran)
+
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain
     ) -> ChatClientResponse:
@@ -267,6 +353,12 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
         options = request.prompt.options
         instructions = history = request.prompt.instructions
         usage = UsageAccumulator()
+        resumed = await self._resume(request, chain)
+        if isinstance(resumed, ChatClientResponse):
+            return await self.do_finalize_loop(resumed, chain)
+        resumed_round: tuple[Message, ...] = ()
+        if resumed is not None:
+            history, instructions, resumed_round = resumed
         while True:
             processed = await self.do_before_call(
                 request.mutate(prompt=Prompt(instructions, options)), chain
@@ -276,13 +368,14 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
             usage.add_round_response(response)
             if not self._checker(response.chat_response):
                 break
-            result, final = await self._execute(options, history, response, chain)
+            result, final, _ = await self._execute(options, history, response, chain)
             if result is None:
                 assert final is not None
                 response = final
                 break
             history, instructions = await self._next_round(processed, response, result)
-        return await self.do_finalize_loop(_stamp_usage(response, usage), chain)
+        response = _with_resumed_round(_stamp_usage(response, usage), resumed_round)
+        return await self.do_finalize_loop(response, chain)
 
     async def advise_stream(
         self, request: ChatClientRequest, chain: StreamAdvisorChain
@@ -307,12 +400,20 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
         options = request.prompt.options
         instructions = history = request.prompt.instructions
         usage = UsageAccumulator()
+        resumed = await self._resume(request, chain)
+        if isinstance(resumed, ChatClientResponse):
+            yield resumed
+            return
+        resumed_round: tuple[Message, ...] = ()
+        if resumed is not None:
+            history, instructions, resumed_round = resumed
         while True:
             processed = await self.do_before_call(
                 request.mutate(prompt=Prompt(instructions, options)), chain
             )
             options = processed.prompt.options
             accumulator = ChatClientResponseAccumulator()
+            streamed_text = False
             held: list[ChatClientResponse] = []
             forward = self._round_streaming == "eager"
             decided = self._round_streaming != "first_content"
@@ -326,6 +427,7 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
                         for earlier in held:
                             yield _without_usage(earlier)
                         held.clear()
+                        streamed_text = True
                         yield _without_usage(chunk)
                     else:
                         held.append(chunk)
@@ -336,12 +438,15 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
                     yield _without_usage(chunk)
                 trailer = _usage_trailer(response, usage)
                 if trailer is not None:
-                    yield trailer
+                    yield _with_resumed_round(trailer, resumed_round)
                 return
-            result, final = await self._execute(options, history, response, chain)
+            result, final, _ = await self._execute(options, history, response, chain)
             if result is None:
                 assert final is not None
-                yield _stamp_usage(final, usage)
+                if streamed_text and _is_paused(final):
+                    # The client already has this round's text; the pause chunk adds the calls.
+                    final = _without_text(final)
+                yield _with_resumed_round(_stamp_usage(final, usage), resumed_round)
                 return
             history, instructions = await self._next_round(processed, response, result)
 
@@ -369,6 +474,52 @@ def _with_generations(
 ) -> ChatClientResponse:
     chat_response = response.chat_response
     assert chat_response is not None
+    return response.mutate(chat_response=chat_response.mutate(generations=generations))
+
+
+def _paused(response: ChatClientResponse, pause: ToolApprovalRequiredError) -> ChatClientResponse:
+    """The round's tool-call generation with finish reason ``APPROVAL_REQUIRED`` and the
+    pending calls in the response metadata."""
+    chat_response = response.chat_response
+    assert chat_response is not None
+    generation = next(g for g in chat_response.generations if g.output.tool_calls)
+    paused = Generation(
+        generation.output,
+        ChatGenerationMetadata(APPROVAL_REQUIRED, generation.metadata.extra),
+    )
+    pending = tuple(p.to_dict() for p in pause.pending)
+    return response.mutate(
+        chat_response=chat_response.mutate(generations=(paused,)).with_metadata(
+            **{PENDING_APPROVALS: pending}
+        )
+    )
+
+
+def _with_resumed_round(
+    response: ChatClientResponse, ran: tuple[Message, ...]
+) -> ChatClientResponse:
+    chat_response = response.chat_response
+    if not ran or chat_response is None:
+        return response
+    entry = tuple(message.to_dict() for message in ran)
+    return response.mutate(chat_response=chat_response.with_metadata(**{RESUMED_ROUND: entry}))
+
+
+def _is_paused(response: ChatClientResponse) -> bool:
+    chat_response = response.chat_response
+    return chat_response is not None and chat_response.has_finish_reasons(APPROVAL_REQUIRED)
+
+
+def _without_text(response: ChatClientResponse) -> ChatClientResponse:
+    chat_response = response.chat_response
+    assert chat_response is not None
+    generations = tuple(
+        Generation(
+            AssistantMessage("", g.output.metadata, g.output.tool_calls),
+            g.metadata,
+        )
+        for g in chat_response.generations
+    )
     return response.mutate(chat_response=chat_response.mutate(generations=generations))
 
 

@@ -2,12 +2,22 @@
 
 Spring AI ``org.springframework.ai.tool`` and ``org.springframework.ai.model.tool``. The loop
 that sends tool results back to the model is the ``ToolCallingAdvisor``
-(``advisors_app.core.advisors``); tool search indexes are in :mod:`.search`.
+(``advisors_app.core.advisors``); human approval of tool calls is in :mod:`.approval`; tool
+search indexes are in :mod:`.search`.
 """
 
 from __future__ import annotations
 
 from ..exceptions import ToolCallLimitExceededError
+from .approval import (
+    ApprovalDecision,
+    ApprovalRequirement,
+    PendingToolCall,
+    ToolApprovalRequiredError,
+    ToolCallConfirmationPolicy,
+    ToolCallDecision,
+    ToolCallDecisionError,
+)
 from .callback import (
     FunctionToolCallback,
     ToolArgumentsError,
@@ -26,8 +36,15 @@ from .manager import (
 from .registry import ToolRegistry
 
 __all__ = [
+    "ApprovalDecision",
+    "ApprovalRequirement",
     "FunctionToolCallback",
+    "PendingToolCall",
+    "ToolApprovalRequiredError",
     "ToolArgumentsError",
+    "ToolCallConfirmationPolicy",
+    "ToolCallDecision",
+    "ToolCallDecisionError",
     "ToolCallLimitBehavior",
     "ToolCallLimitExceededError",
     "ToolCallback",

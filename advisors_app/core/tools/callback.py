@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ import pydantic
 import pydantic_core
 
 from ..mappings import ReadOnlyMap, freeze
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "FunctionToolCallback",
@@ -101,6 +104,15 @@ class ToolCallback:
         """``True``: the result goes straight to the caller instead of back to the model."""
         return False
 
+    def requires_approval_for(self, arguments: Mapping[str, Any] | None) -> bool:
+        """Whether a call with ``arguments`` (the model's JSON object; ``None`` when they are
+        not one) needs a person's approval before it runs (Spring AI ``requiresConfirmation``).
+
+        Default ``False``. A chain's ``ToolCallConfirmationPolicy`` rule for the tool overrides
+        it.
+        """
+        return False
+
     async def call(self, arguments: str, tool_context: Mapping[str, Any] | None = None) -> str:
         raise NotImplementedError
 
@@ -157,6 +169,7 @@ class FunctionToolCallback(ToolCallback):
         "_definition",
         "_is_async",
         "_parameter_names",
+        "_requires_approval",
         "_return_direct",
     )
 
@@ -167,9 +180,16 @@ class FunctionToolCallback(ToolCallback):
         name: str | None = None,
         description: str | None = None,
         return_direct: bool = False,
+        requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
     ) -> None:
+        if not isinstance(requires_approval, bool) and not callable(requires_approval):
+            raise TypeError(
+                "tool() requires_approval must be a bool or a predicate over the arguments, "
+                f"got {type(requires_approval).__name__}"
+            )
         self.__wrapped__ = function
         self._return_direct = return_direct
+        self._requires_approval = requires_approval
         self._is_async = inspect.iscoroutinefunction(function)
         tool_name = name or function.__name__
         hints = typing.get_type_hints(function, include_extras=True)
@@ -220,6 +240,21 @@ class FunctionToolCallback(ToolCallback):
     def return_direct(self) -> bool:
         return self._return_direct
 
+    def requires_approval_for(self, arguments: Mapping[str, Any] | None) -> bool:
+        """``requires_approval`` as given; a predicate gets the arguments dict and a call whose
+        arguments are not a JSON object, or whose predicate raises, needs approval (fail
+        closed)."""
+        rule = self._requires_approval
+        if isinstance(rule, bool):
+            return rule
+        if arguments is None:
+            return True
+        try:
+            return bool(rule(arguments))
+        except Exception:
+            logger.warning("approval predicate of tool %r failed", self.name, exc_info=True)
+            return True
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.__wrapped__(*args, **kwargs)
 
@@ -264,6 +299,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     return_direct: bool = False,
+    requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
 ) -> Callable[[Callable[..., Any]], FunctionToolCallback]: ...
 
 
@@ -271,13 +307,16 @@ def tool(
     name: Callable[..., Any] | str | None = None,
     description: str | None = None,
     return_direct: bool = False,
+    requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
 ) -> Any:
     """Make a :class:`ToolCallback` of a typed function (Spring AI ``@Tool``).
 
     Use bare (``@tool``) or with options (``@tool("weather")``,
     ``@tool(name="weather", return_direct=True)``). ``name`` defaults to the function name,
-    ``description`` to its docstring (or the name). Raises ``TypeError`` when ``name`` is
-    neither a string nor the decorated function.
+    ``description`` to its docstring (or the name). ``requires_approval`` is ``True`` or a
+    predicate over the arguments dict: such calls wait for a person's decision (see
+    :mod:`.approval`). Raises ``TypeError`` when ``name`` is neither a string nor the
+    decorated function, or ``requires_approval`` is neither a bool nor callable.
     """
     if callable(name):
         return FunctionToolCallback(name)
@@ -286,7 +325,11 @@ def tool(
 
     def decorate(fn: Callable[..., Any]) -> FunctionToolCallback:
         return FunctionToolCallback(
-            fn, name=name, description=description, return_direct=return_direct
+            fn,
+            name=name,
+            description=description,
+            return_direct=return_direct,
+            requires_approval=requires_approval,
         )
 
     return decorate

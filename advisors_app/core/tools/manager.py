@@ -20,6 +20,13 @@ Divergences from Spring AI, each a fix:
   response, and a failed call never counts as return-direct (the model can recover);
 * a tool name the model made up gets ``"No ToolCallback found for tool name: <name>"`` as its
   response instead of failing the request (Spring raises ``IllegalStateException``).
+
+Approval (Spring AI 2.1 tool-call confirmation, :mod:`.approval`): before any call of a reply
+runs, the ``confirmation_policy`` is asked about each; if one needs approval, nothing runs and
+:class:`~.approval.ToolApprovalRequiredError` is raised. Called again with ``decisions`` for that
+reply, approved calls run, edited ones run with the new arguments (the assistant message in the
+returned history carries them, so the model sees what ran) and rejected ones get the rejection
+as their response (a limit never refuses them); the limits apply to the rest as usual.
 """
 
 from __future__ import annotations
@@ -29,8 +36,8 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -47,6 +54,17 @@ from ..messages import (
 from ..observation import ToolCallObserver
 from ..prompt import ChatOptions, Prompt, ToolCallingChatOptions
 from ..response import ChatGenerationMetadata, ChatResponse, Generation
+from .approval import (
+    ALL_DECISIONS,
+    ApprovalDecision,
+    PendingToolCall,
+    ToolApprovalRequiredError,
+    ToolCallConfirmationPolicy,
+    ToolCallDecision,
+    ToolCallDecisionError,
+    index_decisions,
+    parse_arguments,
+)
 from .callback import ToolArgumentsError, ToolCallback, ToolDefinition
 from .registry import ToolRegistry
 
@@ -206,7 +224,9 @@ class ToolCallingManager:
     ``limit_behavior`` is :class:`ToolCallLimitBehavior`; ``excluded_from_limit`` names tools
     exempt from the per-tool limit (they still count toward the total); ``tool_registry``
     resolves ``ToolCallingChatOptions.tool_names``; ``exception_processor(call, error)`` makes
-    the text a failed call sends to the model (raise from it to fail the request instead).
+    the text a failed call sends to the model (raise from it to fail the request instead);
+    ``confirmation_policy`` decides which calls wait for a person's approval (default: the
+    tools' own ``requires_approval``, so tools that declare nothing never wait).
     The manager keeps no per-request state and is safe to share. Raises ``ValueError`` for a
     limit below 1.
     """
@@ -225,6 +245,7 @@ class ToolCallingManager:
         excluded_from_limit: Iterable[str] = (),
         tool_registry: ToolRegistry | None = None,
         exception_processor: ExceptionProcessor | None = None,
+        confirmation_policy: ToolCallConfirmationPolicy | None = None,
     ) -> None:
         for label, value in (
             ("max_calls_per_tool", max_calls_per_tool),
@@ -240,6 +261,7 @@ class ToolCallingManager:
         self.excluded_from_limit = frozenset(excluded_from_limit)
         self.tool_registry = tool_registry
         self.exception_processor = exception_processor or default_exception_processor
+        self.confirmation_policy = confirmation_policy or ToolCallConfirmationPolicy()
 
     def resolve_tool_callbacks(self, options: ChatOptions | None) -> tuple[ToolCallback, ...]:
         """The options' callbacks, then the callbacks named by ``tool_names``, unique by name.
@@ -265,19 +287,117 @@ class ToolCallingManager:
         """The definitions of :meth:`resolve_tool_callbacks`, in the same order."""
         return tuple(callback.definition for callback in self.resolve_tool_callbacks(options))
 
+    def pending_approvals(
+        self,
+        tool_calls: Sequence[ToolCall],
+        callbacks: Mapping[str, ToolCallback],
+        granted: Collection[str] = (),
+    ) -> tuple[PendingToolCall, ...]:
+        """The calls of ``tool_calls`` that need approval, in order (tools named in ``granted``
+        never do); ``callbacks`` maps tool names to the turn's tools."""
+        pending = []
+        for call in tool_calls:
+            if call.name in granted:
+                continue
+            requirement = self.confirmation_policy.requirement(call, callbacks.get(call.name))
+            if requirement is None:
+                continue
+            arguments = parse_arguments(call.arguments)
+            pending.append(
+                PendingToolCall(
+                    call.id,
+                    call.name,
+                    call.arguments if arguments is None else arguments,
+                    requirement.allowed_decisions,
+                    requirement.reason,
+                )
+            )
+        return tuple(pending)
+
+    def _apply_decisions(
+        self,
+        assistant: AssistantMessage,
+        callbacks: Mapping[str, ToolCallback],
+        decisions: Mapping[str, ToolCallDecision],
+        granted: Collection[str],
+    ) -> tuple[AssistantMessage, dict[str, str]]:
+        """The assistant message with edited arguments, and the rejection text by call id.
+
+        Every call that needs approval must have a decision the policy allows; an edit is
+        checked again against the policy of the new arguments. Calls that need none may have
+        a decision too (then it applies) or none (they run).
+        """
+        known = {call.id for call in assistant.tool_calls}
+        unknown = sorted(set(decisions) - known)
+        if unknown:
+            raise ToolCallDecisionError(
+                f"decisions for calls the reply does not hold: {', '.join(unknown)}; "
+                f"its calls are {', '.join(sorted(known))}"
+            )
+        calls: list[ToolCall] = []
+        rejected: dict[str, str] = {}
+        for call in assistant.tool_calls:
+            callback = callbacks.get(call.name)
+            requirement = (
+                None
+                if call.name in granted
+                else self.confirmation_policy.requirement(call, callback)
+            )
+            decision = decisions.get(call.id)
+            if decision is None:
+                if requirement is not None:
+                    raise ToolCallDecisionError(
+                        f"no decision for pending call {call.id!r} of tool {call.name!r}"
+                    )
+                calls.append(call)
+                continue
+            allowed = requirement.allowed_decisions if requirement else ALL_DECISIONS
+            if decision.decision.value not in allowed:
+                raise ToolCallDecisionError(
+                    f"decision {decision.decision.value!r} is not allowed for call {call.id!r} "
+                    f"of tool {call.name!r}; allowed: {', '.join(allowed)}"
+                )
+            if decision.decision is ApprovalDecision.REJECT:
+                rejected[call.id] = decision.rejection_text(call.name)
+            elif decision.decision is ApprovalDecision.EDIT:
+                assert decision.arguments is not None  # ToolCallDecision guarantees it
+                call = replace(call, arguments=decision.arguments)
+                again = (
+                    None
+                    if call.name in granted
+                    else self.confirmation_policy.requirement(call, callback)
+                )
+                if again is not None and ApprovalDecision.EDIT.value not in again.allowed_decisions:
+                    raise ToolCallDecisionError(
+                        f"the edited arguments of call {call.id!r} need a decision the policy "
+                        f"of tool {call.name!r} does not allow to edit into; allowed: "
+                        f"{', '.join(again.allowed_decisions)}"
+                    )
+            calls.append(call)
+        if any(a is not b for a, b in zip(calls, assistant.tool_calls, strict=True)):
+            assistant = replace(assistant, tool_calls=tuple(calls))
+        return assistant, rejected
+
     async def execute_tool_calls(
         self,
         prompt: Prompt,
         chat_response: ChatResponse,
         observer: ToolCallObserver | None = None,
+        *,
+        decisions: Iterable[ToolCallDecision | Mapping[str, Any]] | None = None,
+        granted: Collection[str] = (),
     ) -> ToolExecutionResult:
         """Run the tool calls of ``chat_response`` and return the extended history.
 
         ``prompt`` holds the turn's full history and the options whose callbacks are used;
-        ``observer`` is told when each call starts and how it ended.
+        ``observer`` is told when each call starts and how it ended. ``decisions`` (one
+        :class:`~.approval.ToolCallDecision`, or its dict shape, per call that needs approval)
+        resume a paused reply; ``granted`` names tools that need no approval in this request.
         Raises ``AdvisorStateError("No tool call requested by the chat model")`` when no
-        generation has tool calls, and :class:`ToolCallLimitExceededError` on a breach that
-        ends the turn.
+        generation has tool calls, :class:`~.approval.ToolApprovalRequiredError` (nothing ran)
+        when calls need approval and no ``decisions`` are given,
+        :class:`~.approval.ToolCallDecisionError` when the decisions do not fit the calls, and
+        :class:`ToolCallLimitExceededError` on a breach that ends the turn.
         """
         if chat_response is None:
             raise ValueError("chatResponse cannot be null")
@@ -289,10 +409,22 @@ class ToolCallingManager:
         callbacks = {cb.name: cb for cb in self.resolve_tool_callbacks(options)}
         tool_context = options.tool_context if isinstance(options, ToolCallingChatOptions) else {}
         history = prompt.instructions
+        rejected: dict[str, str] = {}
+        if decisions is None:
+            pending = self.pending_approvals(assistant.tool_calls, callbacks, granted)
+            if pending:
+                raise ToolApprovalRequiredError(pending, (*history, assistant))
+        else:
+            assistant, rejected = self._apply_decisions(
+                assistant, callbacks, index_decisions(decisions), granted
+            )
         counts = _TurnCounts(history)
 
         planned: list[tuple[ToolCall, ToolCallback | None, str | None]] = []
         for call in assistant.tool_calls:
+            if call.id in rejected:
+                planned.append((call, None, rejected[call.id]))
+                continue
             breach = self._breach(call, counts)
             if breach is not None:
                 ends_turn = (
