@@ -294,7 +294,8 @@ class TurnError(Exception):
     ``"throttled"`` (429, ``retry_after`` seconds) or ``"chain_misconfigured"`` (500: the
     stored chain cannot be built; the message says why). ``errors`` maps fields (``message``,
     ``conversation_id``, ``params.options.temperature``, ``chain``) to messages;
-    ``http_status`` is what a REST view should answer with.
+    ``http_status`` is what a REST view should answer with; ``trace_id`` names the log line of
+    a refusal worth finding (``chain_misconfigured``).
     """
 
     def __init__(
@@ -305,6 +306,7 @@ class TurnError(Exception):
         errors: dict[str, list[str]] | None = None,
         http_status: int = 400,
         retry_after: float | None = None,
+        trace_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -312,10 +314,17 @@ class TurnError(Exception):
         self.errors = errors or {}
         self.http_status = http_status
         self.retry_after = retry_after
+        self.trace_id = trace_id
 
     def to_event(self) -> ErrorEvent:
         """The ``error`` event a stream transport sends for this refusal."""
-        return ErrorEvent(self.code, self.message, errors=self.errors, retry_after=self.retry_after)
+        return ErrorEvent(
+            self.code,
+            self.message,
+            errors=self.errors,
+            retry_after=self.retry_after,
+            trace_id=self.trace_id,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return self.to_event().to_dict()

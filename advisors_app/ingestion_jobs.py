@@ -124,6 +124,10 @@ def _end(job: IngestionJob, budget: CpuBudget, **changes: Any) -> None:
 
 def _fail(job: IngestionJob, budget: CpuBudget, errors: list[dict[str, Any]]) -> dict[str, Any]:
     _end(job, budget, status=Status.FAILED, errors=errors)
+    # The worker's log says why too (the job record is not the only place an operator looks).
+    logger.warning(
+        "Ingestion job %s failed: %s", job.pk, "; ".join(str(e["message"]) for e in errors)
+    )
     return {"status": Status.FAILED.value, "errors": errors}
 
 

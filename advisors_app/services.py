@@ -311,6 +311,7 @@ def _compiled(
             "chain_misconfigured",
             f"Chain {chain!r} cannot run (trace {trace_id}){detail}",
             http_status=500,
+            trace_id=trace_id,
         ) from exc
 
 

@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.test import Client
 
-from advisors_app.models import CallLog, ChatModelConfig
+from advisors_app.models import AdvisorChain, CallLog, ChatModelConfig
 from advisors_app.redaction import MARKER
 from tests.api.conftest import client_for
 from tests.api.views.test_chat import parse_sse, read_stream
@@ -162,3 +163,26 @@ def test_the_stored_call_log_has_no_key(
     trace = admin_client.get(f"/chat/traces/{log.trace_id}/")
     assert trace.status_code == 200
     assert key not in trace.content.decode()
+
+
+def test_the_admin_playground_shows_no_key(
+    chain: str, server: ScriptedOpenAiServer, key: str, admin_client: Client
+) -> None:
+    refuse_key(server, key)
+    chain_row = AdvisorChain.objects.get(slug=chain)
+    url = f"/admin/advisors_app/advisorchain/{chain_row.pk}/playground/"
+    page = admin_client.post(url, {"message": "hello"})
+    assert page.status_code == 200
+    assert f"Incorrect API key provided: {MARKER}" in page.content.decode()
+    assert key not in page.content.decode()
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    ["http://user:secret@127.0.0.1:9/v1", "http://127.0.0.1:9/v1?api_key=secret"],
+)
+def test_a_model_url_holding_credentials_is_refused(base_url: str) -> None:
+    model = ChatModelConfig(slug="leaky", provider="openai", model="m", base_url=base_url)
+    with pytest.raises(ValidationError) as refused:
+        model.full_clean()
+    assert "base_url" in refused.value.message_dict

@@ -317,6 +317,7 @@ def test_a_misconfigured_chain_tells_only_staff_why(
     assert error["code"] == "chain_misconfigured"
     assert ("secret table missing" in error["message"]) is staff
     trace_id = error["message"].split("(trace ")[1].split(")")[0]
+    assert error["trace_id"] == trace_id
     assert f"trace {trace_id}" in caplog.text and "secret table missing" in caplog.text
 
 

@@ -31,6 +31,7 @@ from advisors_app.definition import Checked, check_draft
 from advisors_app.events import TurnError, error_event
 from advisors_app.models import AdvisorChain, AdvisorConfig, CallLog
 from advisors_app.orders import format_order
+from advisors_app.redaction import redact
 from advisors_app.registry import advisor_types
 from advisors_app.services import call_turn
 
@@ -195,7 +196,8 @@ class AdvisorChainAdmin(ChainWorkflowAdmin):
             return {"refused": exc}
         except Exception as exc:  # shown to the operator; the call log has it too
             event = error_event(exc)
-            return {"failure": {"type": type(exc).__name__, "detail": str(exc), "code": event.code}}
+            detail = redact(str(exc))  # a provider may quote the key back
+            return {"failure": {"type": type(exc).__name__, "detail": detail, "code": event.code}}
         log = CallLog.objects.filter(trace_id=result.trace_id).first()
         ran = "the draft" if result.version is None else f"v{result.version}"
         return {

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
@@ -108,6 +109,16 @@ class ModelConfig(models.Model):
         problems = secret_header_problems(self.settings.get("headers"))
         if problems:
             raise ValidationError({"settings": problems})
+        # Nor in the URL: a user:password or a key in the query string would be stored, shown
+        # and sent as a credential the provider may quote back in its errors.
+        url = urlsplit(self.base_url or "")
+        if url.username or url.password or url.query:
+            raise ValidationError(
+                {
+                    "base_url": "Put no credentials or query string in the URL: name the key's "
+                    "environment variable in api_key_env."
+                }
+            )
         try:
             validate_model_config(self.to_config(), self.kind, self.slug)
         except ValueError as exc:
