@@ -88,3 +88,17 @@ def test_the_admin_lists_titles_and_file_names_without_controls_in_bdi(
     assert "<bdi>reportfdp.exe</bdi>" in documents
     assert RLO not in shown_text(documents)  # the list, and the source filter's choices
     assert re.search(r'<a href="\?source=[^"]*">reportfdp\.exe</a>', documents), documents
+
+
+@pytest.mark.django_db
+def test_admin_change_pages_title_a_conversation_without_its_override_characters(
+    admin_client: Client,
+) -> None:
+    conversation = Conversation.objects.create(
+        conversation_id="1:c1", title="invoice\u202efdp.exe \u2066nested"
+    )
+    assert str(conversation) == "invoicefdp.exe nested"
+    page = admin_client.get(f"/admin/advisors_app/conversation/{conversation.pk}/change/")
+    assert page.status_code == 200
+    title = re.search(r"<title>(.*?)</title>", page.content.decode(), re.S)
+    assert title is not None and "\u202e" not in title.group(1)

@@ -21,6 +21,7 @@ from django.db.models import Value
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, HalfVectorField, HnswIndex, VectorField
 
+from advisors_app.bidi import without_bidi_controls
 from advisors_app.validation import validate_json_value
 
 __all__ = [
@@ -154,7 +155,8 @@ class Document(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.source or self.id}: {self.content[:60]}"
+        # Shown as the admin's title, breadcrumb and heading: no override character turns them.
+        return without_bidi_controls(f"{self.source or self.id}: {self.content[:60]}")
 
     def save(self, *args: object, **kwargs: object) -> None:
         self.content_hash = content_hash(self.content)

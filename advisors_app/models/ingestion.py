@@ -16,6 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from advisors_app.bidi import without_bidi_controls
+
 __all__ = ["IngestionFile", "IngestionJob"]
 
 
@@ -82,7 +84,8 @@ class IngestionJob(models.Model):
 
     def __str__(self) -> str:
         names = ", ".join(self.sources[:3]) + (" …" if len(self.sources) > 3 else "")
-        return f"{names or self.pk} → {self.collection.slug} ({self.status})"
+        # Shown as the admin's title, breadcrumb and heading: no override character turns them.
+        return without_bidi_controls(f"{names or self.pk} → {self.collection.slug} ({self.status})")
 
     @property
     def finished(self) -> bool:

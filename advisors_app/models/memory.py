@@ -15,6 +15,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
+from advisors_app.bidi import without_bidi_controls
 from advisors_app.core.memory import MAX_CONVERSATION_ID_LENGTH
 from advisors_app.core.messages import MessageType
 
@@ -53,7 +54,8 @@ class Conversation(models.Model):
         ordering = ["-updated_at"]
 
     def __str__(self) -> str:
-        return self.title or self.conversation_id
+        # Shown as the admin's title, breadcrumb and heading: no override character turns them.
+        return without_bidi_controls(self.title or self.conversation_id)
 
 
 class ChatMessage(models.Model):
