@@ -21,7 +21,12 @@ from django.db.models import Model
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-__all__ = ["IsStaffOrReadOnly", "StaffOnlyElseNotFound", "model_permission"]
+__all__ = [
+    "IsStaffOrReadOnly",
+    "StaffOnlyElseNotFound",
+    "model_permission",
+    "sees_chain_configuration",
+]
 
 
 #: The Django model permission each write method needs, as the admin asks for it.
@@ -38,6 +43,21 @@ def model_permission(action: str, model: type[Model] | Model) -> str:
     (``add``/``change``/``delete``/``view``) on ``model``."""
     opts = model._meta
     return f"{opts.app_label}.{get_permission_codename(action, opts)}"
+
+
+def sees_chain_configuration(user: Any) -> bool:
+    """Whether ``user`` may read chains as the admin shows them — the draft, versions, labels:
+    staff who may view (or change) chains, as the admin asks. Everyone else reads what
+    ``production`` serves."""
+    from advisors_app.models import AdvisorChain
+
+    return bool(
+        getattr(user, "is_staff", False)
+        and (
+            user.has_perm(model_permission("view", AdvisorChain))
+            or user.has_perm(model_permission("change", AdvisorChain))
+        )
+    )
 
 
 class IsStaffOrReadOnly(BasePermission):
@@ -125,4 +145,8 @@ class StaffOnlyElseNotFound(BasePermission):
             return False
         if not user.is_staff:
             raise NotFound(f"No API endpoint at {request.path}.")
+        if request.method in SAFE_METHODS and not sees_chain_configuration(user):
+            # Staff read versions as the admin shows them: with the permission to view chains.
+            self.message = "Viewing chain versions needs advisors_app.view_advisorchain."
+            return False
         return True

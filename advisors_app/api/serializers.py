@@ -21,6 +21,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from advisors_app.api.permissions import sees_chain_configuration
 from advisors_app.conversations import public_conversation_id
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from advisors_app.core.vectorstore import Filter, FilterExpressionTextParser
@@ -276,7 +277,7 @@ class _VersionState(serializers.Serializer):
         fields = super().get_fields()
         request = self.context.get("request")
         user = getattr(request, "user", None)
-        if request is not None and not getattr(user, "is_staff", False):
+        if request is not None and not sees_chain_configuration(user):
             # Versions are for the people who publish them (the version endpoints answer
             # 404 to everyone else); callers just get what production serves.
             for name in _VERSION_STATE:

@@ -17,7 +17,7 @@ from rest_framework import generics
 from advisors_app.api.base import ApiView
 from advisors_app.api.errors import Conflict, ErrorSerializer
 from advisors_app.api.pagination import ApiPagination
-from advisors_app.api.permissions import IsStaffOrReadOnly
+from advisors_app.api.permissions import IsStaffOrReadOnly, sees_chain_configuration
 from advisors_app.api.serializers import (
     ChainConfigSerializer,
     ChainSerializer,
@@ -51,7 +51,7 @@ class _ChainView(ApiView):
 
     def get_queryset(self) -> QuerySet[AdvisorChain]:
         chains = AdvisorChain.objects.order_by("slug")
-        if not self.request.user.is_staff:
+        if not sees_chain_configuration(self.request.user):
             chains = chains.filter(enabled=True)
         if self.request.method == "GET":
             chains = with_version_state(
@@ -60,7 +60,7 @@ class _ChainView(ApiView):
         return chains
 
     def get_serializer_class(self) -> Any:
-        if self.request.method == "GET" and not self.request.user.is_staff:
+        if self.request.method == "GET" and not sees_chain_configuration(self.request.user):
             return ChainSerializer
         return ChainConfigSerializer
 

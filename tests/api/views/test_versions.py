@@ -363,10 +363,16 @@ def test_users_who_are_not_staff_see_nothing(chain: AdvisorChain, api: APIClient
         assert client_for(None).get(path).status_code == 401, path
 
 
-def test_staff_read_but_write_only_with_permissions(chain: AdvisorChain, bare_staff: Any) -> None:
+def test_staff_read_and_write_only_with_permissions(chain: AdvisorChain, bare_staff: Any) -> None:
     client = client_for(bare_staff)
+    for path in READS:  # as the admin: viewing chains needs the permission to
+        assert client.get(path).status_code == 403, path
+    # The chain itself reads as any caller's: what production serves, not the draft.
+    assert "labels" not in client.get("/api/chains/support/").json()
+    viewer = client_for(grant(bare_staff, "view_advisorchain"))
     for path in READS:
-        assert client.get(path).status_code == 200, path
+        assert viewer.get(path).status_code == 200, path
+    assert "labels" in viewer.get("/api/chains/support/").json()
     for method, path, body in WRITES:
         response = getattr(client, method)(path, body, format="json")
         assert response.status_code == 403, path
