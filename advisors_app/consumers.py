@@ -88,22 +88,20 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
-def _invalid(errors: dict[str, list[str]]) -> dict[str, Any]:
-    return ErrorEvent("invalid", "The frame is invalid.", errors=errors).to_dict()
+def _invalid(errors: dict[str, list[str]]) -> TurnError:
+    """The refusal of a malformed frame (its ``to_dict()`` is the ``error`` frame)."""
+    return TurnError("invalid", "The frame is invalid.", errors=errors)
 
 
 def _frame(content: Any) -> tuple[str, TurnInput | None]:
     """The frame's type and, for a ``message`` frame, its turn; raises :class:`TurnError`
     (``invalid``) for a malformed frame."""
     if not isinstance(content, dict):
-        raise TurnError(
-            "invalid", "The frame is invalid.", errors={"frame": ["Expected a JSON object."]}
-        )
+        raise _invalid({"frame": ["Expected a JSON object."]})
     kind = content.get("type")
     if kind not in _FRAME_TYPES:
         known = ", ".join(_FRAME_TYPES)
-        errors = {"type": [f"Unknown frame type {kind!r}. Known types: {known}."]}
-        raise TurnError("invalid", "The frame is invalid.", errors=errors)
+        raise _invalid({"type": [f"Unknown frame type {kind!r}. Known types: {known}."]})
     if kind == "cancel":
         return kind, None
     return kind, TurnInput.from_data(content, envelope=("type",), alias=True)
@@ -144,12 +142,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if text_data is None:
-            await self.send_json(_invalid({"frame": ["Send JSON text frames, not binary."]}))
+            await self.send_json(
+                _invalid({"frame": ["Send JSON text frames, not binary."]}).to_dict()
+            )
             return
         try:
             frame = json.loads(text_data, parse_constant=_not_json)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than it can parse
-            await self.send_json(_invalid({"frame": ["Not valid JSON."]}))
+            await self.send_json(_invalid({"frame": ["Not valid JSON."]}).to_dict())
             return
         await self.receive_json(frame)
 

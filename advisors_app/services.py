@@ -2,15 +2,16 @@
 
 The admin playground, the REST views (``call`` and SSE ``stream``) and the websocket consumer
 all go through :func:`call_turn` or :func:`stream_turn`. Both take the same input — chain slug,
-user, message text, optional conversation id, optional params, optional ``label`` or
-``version`` — and:
+user, and a :class:`~advisors_app.turn_input.TurnInput` (message, optional conversation id,
+params, ``label`` or ``version``; or those as arguments) — and:
 
 1. validate it before anything runs: a blank or oversized message, a malformed conversation
    id, an unknown or disabled chain, a label or version that does not exist or (for anyone
    but staff) is not ``production``, params the chain does not accept, then — valid input
    only — the user's chat rate (:mod:`advisors_app.throttling`) →
    :class:`TurnError` with field errors (REST: HTTP ``error.http_status``; websocket: an
-   ``error`` frame from ``error.to_event()``); nothing is stored;
+   ``error`` frame from ``error.to_event()``), every field's errors at once; nothing is
+   stored;
 2. in one thread hop (``_open``): choose the chain version (:mod:`advisors_app.runtime`): the
    label's, or the one the conversation started on when the chain pins conversations; read
    the user's conversation (:mod:`advisors_app.conversations`: ids are namespaced per owner,
@@ -18,21 +19,22 @@ user, message text, optional conversation id, optional params, optional ``label`
    recording that version when new, and read the window a memory advisor will need into the
    turn's :class:`~advisors_app.stores.memory.TurnScope`;
 3. run the chain (call) or yield :mod:`stream events <advisors_app.events>`, recording the
-   per-advisor trace (``core.tracing.CallTrace``, plus OpenTelemetry spans); the turn's trace
-   id is in the request context (``core.attributes.TRACE_ID``) from the start; the memory
-   advisor's reads of the conversation are answered from the scope and its append is held
-   there;
-4. in one thread hop and one transaction (``_write``): the turn's messages — the memory
-   advisor's held append when the chain has one; otherwise the service's (an interrupted
-   reply flagged as the memory advisors flag it: ``metadata["interrupted"]`` and
-   ``["finish_reason"]``; nothing when no text came) — and one
-   :class:`~advisors_app.models.CallLog` row, with the version and label, for completed,
-   failed and cancelled turns alike (cancellations shielded so the row is written even while
-   being cancelled; should the messages fail, the row is written alone). Whoever stores the
-   reply writes the trace id into its ``metadata["trace_id"]`` from the context, so concurrent
-   turns of one conversation each keep their own, and the repository hands the stored
-   reply's id back (``message_id``, no query to find it). A conversation the turn started is
-   removed in the same transaction if it stored nothing: the answer says
+   per-advisor trace (``core.tracing.CallTrace``, plus OpenTelemetry spans); who the turn is
+   for (``core.attributes.PRINCIPAL``), its trace id (``TRACE_ID``) and its conversation are in
+   the request context from the start; the memory advisor's reads of the conversation are
+   answered from the scope and its append is held there; tool calls and retrieval's sources
+   are recorded as they happen;
+4. in one thread hop and one transaction (``_write``): the turn's messages — what the scope
+   holds: the memory advisor's append when the chain has one; otherwise the service's (an
+   interrupted reply flagged as the memory advisors flag it: ``metadata["interrupted"]`` and
+   ``["finish_reason"]``; nothing when no text came, nor for a guard's refusal of the input)
+   —, the reply carrying its turn's :class:`~advisors_app.events.TurnOutcome` in its metadata
+   (trace id, version, timings, sources, tools, usage), and one
+   :class:`~advisors_app.models.CallLog` row built from the same outcome (redacted), for
+   completed, failed and cancelled turns alike (cancellations shielded so the row is written
+   even while being cancelled; should the messages fail, the row is written alone). The
+   stored reply's id comes from the rows written (``message_id``, no query). A conversation
+   the turn started is removed in the same transaction if it stored nothing: the outcome says
    ``conversation_id: None, stored: False`` then.
 
 A later turn of a chain with a memory advisor costs two thread hops and six SQL statements in
@@ -449,9 +451,11 @@ def _keeps_payloads(asked: bool) -> bool:
     return share > 0 and random.random() < share
 
 
-def _reply_text(response: ChatClientResponse | None) -> str:
-    chat = response.chat_response if response is not None else None
-    return chat.result.output.text if chat is not None and chat.result is not None else ""
+def _interruption(status: str) -> str | None:
+    """``None`` for a completed turn, else why it ended early: ``CANCELLED`` or ``ERROR``."""
+    if status == CallLog.Status.OK:
+        return None
+    return CANCELLED if status == CallLog.Status.CANCELLED else ERROR
 
 
 def _outcome(
@@ -467,9 +471,8 @@ def _outcome(
         usage = chat.metadata.usage.to_dict() if chat.metadata.usage is not None else None
         finish = chat.result.metadata.finish_reason if chat.result is not None else None
         metadata = to_jsonable(dict(chat.metadata.extra))
-    if finish is None and status != CallLog.Status.OK:
-        # As the stored reply says (the memory advisors' flag): "cancelled" or "error".
-        finish = CANCELLED if status == CallLog.Status.CANCELLED else ERROR
+    # An interrupted turn says why, as its stored reply does (the memory advisors' flag).
+    finish = finish or _interruption(status)
     latency = time.perf_counter() - turn.started
     return TurnOutcome(
         status=status,
@@ -518,15 +521,14 @@ def _persist(turn: _Turn, response: ChatClientResponse | None, reason: str | Non
     """
     if turn.scope.pending or turn.scope.written or _refused_input(response):
         return
-    if reason is None:
-        chat = response.chat_response if response is not None else None
-        if chat is None or chat.result is None:
-            return
-        reply = chat.result.output
-    elif _reply_text(response).strip():
-        reply = AssistantMessage(_reply_text(response), {INTERRUPTED: True, FINISH_REASON: reason})
-    else:
+    chat = response.chat_response if response is not None else None
+    if chat is None or chat.result is None:
         return
+    reply = chat.result.output
+    if reason is not None:
+        if not reply.text.strip():
+            return
+        reply = AssistantMessage(reply.text, {INTERRUPTED: True, FINISH_REASON: reason})
     turn.scope.pending.append(([UserMessage(turn.message), reply], False))
 
 
@@ -571,13 +573,10 @@ def _write(
     (:meth:`TurnOutcome.reply_metadata`) — and its call log row; the outcome with what was
     stored. Should the messages fail to be written, the call log is still written, alone, and
     the error raised."""
-    reason = {CallLog.Status.OK: None, CallLog.Status.CANCELLED: CANCELLED}.get(
-        outcome.status, ERROR
-    )
     log = _call_log(turn, outcome, exc)
     try:
         with transaction.atomic():
-            _persist(turn, response, reason)
+            _persist(turn, response, _interruption(outcome.status))
             turn.scope.annotate_reply(outcome.reply_metadata())
             _repository.write_turn(turn.scope)
             message_id = turn.scope.reply_id()
@@ -601,16 +600,14 @@ def _write(
 
 async def _finish(
     turn: _Turn,
-    status: str,
+    outcome: TurnOutcome,
     response: ChatClientResponse | None,
     exc: BaseException | None = None,
-    time_to_first_token: float | None = None,
 ) -> TurnOutcome:
     """Persist the turn (see :func:`_persist`; a memory advisor's append is held in the
     turn's scope) and write its call log row — one transaction, one thread hop — and return
-    its outcome, saying what it left stored: the reply's id, and the conversation or ``None``
-    for one the turn started and left empty (removed)."""
-    outcome = _outcome(turn, status, response, time_to_first_token)
+    its ``outcome`` saying what it left stored: the reply's id, and the conversation or
+    ``None`` for one the turn started and left empty (removed)."""
     return await sync_to_async(_write)(turn, outcome, response, exc)
 
 
@@ -671,17 +668,17 @@ async def call_turn(
             spec = await turn.spec().acall()
             response = await spec.achat_client_response()
     except asyncio.CancelledError:
-        await _shielded(_finish(turn, CallLog.Status.CANCELLED, None))
+        await _shielded(_finish(turn, _outcome(turn, CallLog.Status.CANCELLED, None), None))
         raise
     except Exception as exc:
         # The transports answer with the turn's conversation and trace id, as streams do.
         exc.turn_outcome = await _shielded(  # type: ignore[attr-defined]
-            _finish(turn, CallLog.Status.ERROR, None, exc)
+            _finish(turn, _outcome(turn, CallLog.Status.ERROR, None), None, exc)
         )
         raise
     finally:
         _running_turn_ended()
-    return await _shielded(_finish(turn, CallLog.Status.OK, response))
+    return await _shielded(_finish(turn, _outcome(turn, CallLog.Status.OK, response), response))
 
 
 class TurnStream:
@@ -726,10 +723,9 @@ class TurnStream:
                 # Closed before its first step: nothing ran, so end it here as a cancel would
                 # (call log; the conversation it started, still empty, is removed).
                 self._started = True
-                self.final_event = DoneEvent(
-                    "cancelled", _outcome(self._turn, CallLog.Status.CANCELLED, None)
-                )
-                outcome = await _shielded(_finish(self._turn, CallLog.Status.CANCELLED, None))
+                outcome = _outcome(self._turn, CallLog.Status.CANCELLED, None)
+                self.final_event = DoneEvent("cancelled", outcome)
+                outcome = await _shielded(_finish(self._turn, outcome, None))
                 self.final_event = DoneEvent("cancelled", outcome)
 
     async def __aenter__(self) -> TurnStream:
@@ -768,13 +764,10 @@ class TurnStream:
                             yield DeltaEvent(text)
             except (GeneratorExit, asyncio.CancelledError):
                 partial = accumulator.result()
+                outcome = _outcome(turn, CallLog.Status.CANCELLED, partial, first)
                 # Kept should finishing be cancelled too; replaced once it is known what stayed.
-                self.final_event = DoneEvent(
-                    "cancelled", _outcome(turn, CallLog.Status.CANCELLED, partial, first)
-                )
-                outcome = await _shielded(
-                    _finish(turn, CallLog.Status.CANCELLED, partial, None, first)
-                )
+                self.final_event = DoneEvent("cancelled", outcome)
+                outcome = await _shielded(_finish(turn, outcome, partial))
                 self.final_event = DoneEvent("cancelled", outcome)
                 raise
             except Exception as exc:
@@ -783,7 +776,8 @@ class TurnStream:
                 self.final_event = error_event(
                     exc, conversation_id=self.conversation_id, trace_id=self.trace_id
                 )
-                outcome = await _shielded(_finish(turn, CallLog.Status.ERROR, partial, exc, first))
+                outcome = _outcome(turn, CallLog.Status.ERROR, partial, first)
+                outcome = await _shielded(_finish(turn, outcome, partial, exc))
                 self.final_event = error_event(
                     exc, conversation_id=outcome.conversation_id, trace_id=self.trace_id
                 )
@@ -793,7 +787,8 @@ class TurnStream:
             if not turn.sources_sent and (sources := _sources(aggregated)):
                 turn.sources_sent = True
                 yield SourcesEvent(sources)  # an answer without text still names its sources
-            outcome = await _shielded(_finish(turn, CallLog.Status.OK, aggregated, None, first))
+            outcome = _outcome(turn, CallLog.Status.OK, aggregated, first)
+            outcome = await _shielded(_finish(turn, outcome, aggregated))
             done = DoneEvent("complete", outcome)
             self.final_event = done
             yield done

@@ -10,7 +10,6 @@ shows what the live reply showed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,23 +21,19 @@ from advisors_app.core.testing import tool_call_response
 from advisors_app.events import TurnError
 from advisors_app.ingestion import ingest_text
 from advisors_app.models import CallLog, ChatMessage, Collection
-from advisors_app.runtime import ChainConfigurationError, clear_cache, load_chain
+from advisors_app.runtime import ChainConfigurationError, load_chain
 from advisors_app.services import call_turn, stream_turn
 from advisors_app.turn_input import TurnInput
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import frames_until_end, open_socket
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_chain_cache"),
+]
 
 TOOL_ROUND = tool_call_response(("calculator", {"expression": "6 * 7"}), ("no_such_tool", {}))
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache() -> Iterator[None]:
-    clear_cache()
-    yield
-    clear_cache()
 
 
 @pytest.fixture

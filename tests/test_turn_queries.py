@@ -21,25 +21,20 @@ from django.test.utils import CaptureQueriesContext
 from advisors_app.core.memory import MessageWindowChatMemory
 from advisors_app.core.messages import AssistantMessage, SystemMessage, UserMessage
 from advisors_app.models import ChatMessage, Conversation
-from advisors_app.runtime import clear_cache
 from advisors_app.services import call_turn, stream_turn
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import frames_until_end, open_socket
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_chain_cache"),
+]
 
 #: Issue 17's targets for a later turn of the memory chain.
 MAX_STATEMENTS = 6
 MAX_COMMITS = 1
 MAX_HOPS = 5
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache() -> Iterator[None]:
-    clear_cache()
-    yield
-    clear_cache()
 
 
 @pytest.fixture
