@@ -96,7 +96,9 @@ def script_tool_turn(server: ScriptedOpenAiServer, answer_delay: float = 0.0) ->
 def test_a_live_reply_shows_each_tool_call_as_a_card_with_its_result(
     chat_server: LiveServer, new_page: Any, tool_chain: str, model_server: ScriptedOpenAiServer
 ) -> None:
-    script_tool_turn(model_server, answer_delay=0.5)
+    # Long enough that the checks below see the results before the answer on a busy machine
+    # (at 0.5 s, CI once saw the answer arrive first).
+    script_tool_turn(model_server, answer_delay=3.0)
     page = new_page()
     page.add_init_script(RECORD_REPLY_STATES)
     frames: list[dict[str, Any]] = []
