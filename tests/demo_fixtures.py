@@ -47,11 +47,13 @@ class DemoSnapshot:
 
 def remove_demo() -> None:
     """Delete every row ``load_demo`` creates."""
-    AdvisorChain.objects.filter(slug__in=[loader.MAIN_CHAIN, loader.JSON_CHAIN]).delete()
+    AdvisorChain.objects.filter(
+        slug__in=[loader.MAIN_CHAIN, loader.JSON_CHAIN, loader.NOTES_CHAIN]
+    ).delete()
     Collection.objects.filter(slug=loader.COLLECTION).delete()
     PromptTemplate.objects.filter(slug__startswith="python-docs").delete()
     SensitiveWordList.objects.filter(slug=loader.WORD_LIST).delete()
-    ChatModelConfig.objects.filter(slug=loader.CHAT_MODEL).delete()
+    ChatModelConfig.objects.filter(slug__in=[loader.CHAT_MODEL, loader.NOTES_MODEL]).delete()
     EmbeddingModelConfig.objects.filter(slug=loader.EMBEDDING_MODEL).delete()
 
 

@@ -1,4 +1,4 @@
-"""Load the demo: models, the ``python-docs`` collection, a word list, templates and two chains.
+"""Load the demo: models, the ``python-docs`` collection, a word list, templates and chains.
 
 :func:`load_demo` is idempotent and cheap when everything is there: rows are created only when
 missing (an operator's edits in the admin are kept), and the collection is re-embedded only
@@ -19,7 +19,11 @@ What it creates (slugs):
 * chain ``python-docs``: SafeGuard → MessageChatMemory → RetrievalAugmentation → ToolCalling
   → SimpleLogger (the tool loop has no tool enabled: see ``_CHAINS``);
 * chain ``python-docs-json``: SafeGuard → MessageChatMemory → RetrievalAugmentation →
-  StructuredOutputValidation, answering ``{"answer": ..., "topics": [...]}``.
+  StructuredOutputValidation, answering ``{"answer": ..., "topics": [...]}``;
+* chat model ``notes-scripted`` (the scripted fake with tool rules, :data:`NOTES_MODEL_SETTINGS`)
+  and chain ``notes``: MessageChatMemory → ToolCalling with the tools ``save_note`` (needs the
+  user's approval) and ``list_notes``, so the approval of tool calls can be tried without a
+  model that calls tools.
 """
 
 from __future__ import annotations
@@ -58,6 +62,9 @@ __all__ = [
     "EMBEDDING_MODEL",
     "JSON_CHAIN",
     "MAIN_CHAIN",
+    "NOTES_CHAIN",
+    "NOTES_MODEL",
+    "NOTES_MODEL_SETTINGS",
     "SENSITIVE_WORDS",
     "WORD_LIST",
     "DemoReport",
@@ -72,6 +79,8 @@ COLLECTION = "python-docs"
 WORD_LIST = "demo-sensitive-words"
 MAIN_CHAIN = "python-docs"
 JSON_CHAIN = "python-docs-json"
+NOTES_CHAIN = "notes"
+NOTES_MODEL = "notes-scripted"
 CONTEXT_TEMPLATE = "python-docs-context"
 NO_CONTEXT_TEMPLATE = "python-docs-no-context"
 
@@ -144,6 +153,34 @@ _GUARD = {"word_lists": [WORD_LIST]}  # substrings: "keyloggers" is refused too
 #: the history memory adds and runs once per turn, outside the tool loop (+300).
 _RETRIEVAL_ORDER = HIGHEST_PRECEDENCE + 250
 
+#: The ``notes-scripted`` model's settings: SmolLM2-135M cannot call tools reliably, so the
+#: notes chain runs on the scripted model's tool rules (stateless: the answer depends only on
+#: the prompt, so a paused turn resumes the same after a restart). Rules are tried in order:
+#: "Save a note: <text>" saves <text>; "list" or "my notes" lists; any other message that
+#: mentions a note is saved whole. After a tool round the model repeats the tool's answer,
+#: which after a rejection says the call was not executed.
+NOTES_MODEL_SETTINGS: dict[str, Any] = {
+    "tool_rules": [
+        {
+            "when": r"(?s)^\W*(?:please\s+)?(?:save|add|take|write|make|keep)\s+"
+            r"(?:a\s+|this\s+|the\s+)?note\b\s*[:,.-]?\s*(?P<text>\S.*)",
+            "tool": "save_note",
+            "arguments": {"text": "{text}"},
+        },
+        {"when": r"\blist\b|\bmy notes\b", "tool": "list_notes"},
+        {"when": r"\bnote", "tool": "save_note", "arguments": {"text": "{message}"}},
+    ],
+    "after_tool": "The {tool_name} tool answered: {tool_result}",
+    "responses": [
+        'I keep notes for you. Say "Save a note: buy milk" (you approve the save before it '
+        'happens) or "List my notes".'
+    ],
+}
+NOTES_SYSTEM_PROMPT = (
+    "You keep short notes for the user: save one with save_note when they ask you to note "
+    "something, and list them with list_notes."
+)
+
 _CHAINS: dict[str, dict[str, Any]] = {
     MAIN_CHAIN: {
         "name": "Python docs (retrieval, memory, guard)",
@@ -195,6 +232,25 @@ _CHAINS: dict[str, dict[str, Any]] = {
                 {"output_json_schema": ANSWER_SCHEMA, "max_repeat_attempts": 2},
                 None,
             ),
+        ],
+    },
+    NOTES_CHAIN: {
+        "name": "Notes (tool calls you approve)",
+        # A slug: _ensure_chain puts the row in its place.
+        "chat_model": NOTES_MODEL,
+        "system_template": None,
+        "enabled": True,
+        "description": 'Keeps notes for you. Ask e.g. "Save a note: buy milk": the model '
+        "asks to call save_note and nothing is saved until you approve the call (or edit or "
+        'reject it). "List my notes" shows them. Runs on a scripted model, no API key needed.',
+        "system_prompt": NOTES_SYSTEM_PROMPT,
+        "default_options": {},
+        "tools": ["save_note", "list_notes"],
+        "advisors": [
+            # Memory (HIGHEST+200) wraps the tool loop (HIGHEST+300): the stored conversation
+            # holds the paused tool-call message a resume continues from.
+            ("message_chat_memory", {"max_messages": 10}, None),
+            ("tool_calling", {}, None),
         ],
     },
 }
@@ -249,6 +305,8 @@ def _ensure_chain(slug: str, spec: dict[str, Any], force: bool, report: DemoRepo
     exists = AdvisorChain.objects.filter(slug=slug).exists()
     if exists and not force:
         return
+    if isinstance(values["chat_model"], str):
+        values["chat_model"] = ChatModelConfig.objects.get(slug=values["chat_model"])
     with transaction.atomic():
         chain = _ensure(AdvisorChain, slug, values, force, report)
         chain.full_clean()
@@ -280,6 +338,18 @@ def ensure_demo_rows(force: bool = False, report: DemoReport | None = None) -> C
         force,
         report,
     )
+    notes_model = _ensure(
+        ChatModelConfig,
+        NOTES_MODEL,
+        {
+            "name": "Notes demo (scripted tool calls)",
+            "provider": "scripted",
+            "settings": NOTES_MODEL_SETTINGS,
+        },
+        force,
+        report,
+    )
+    notes_model.full_clean()
     _ensure(
         EmbeddingModelConfig,
         EMBEDDING_MODEL,

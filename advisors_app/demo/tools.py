@@ -1,9 +1,17 @@
-"""Safe, real tools for the demo chains: a calculator, the UTC time and the Python version.
+"""Safe, real tools for the demo chains: a calculator, the UTC time, the Python version and
+the user's notes.
 
 They are registered in the project tool registry (:data:`advisors_app.tools.tool_registry`)
 by :class:`~advisors_app.demo.apps.DemoConfig`, so chains enable them by name. None of them
 can reach the network, the file system or the interpreter's namespace: the calculator parses
 arithmetic with :mod:`ast` and evaluates only a whitelist of node types (never ``eval``).
+
+``save_note`` is the demo's tool with a visible side effect: it writes a
+:class:`~advisors_app.demo.models.DemoNote` for the user the turn is for, and declares
+``requires_approval=True``, so the user approves (or edits, or rejects) each call before it
+runs. ``list_notes`` only reads and needs no approval. Both find the user in the tool context
+under :data:`advisors_app.core.attributes.PRINCIPAL` (the tool-calling advisor puts the turn's
+principal there) and refuse to run without one.
 """
 
 from __future__ import annotations
@@ -19,17 +27,22 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from advisors_app.core.tools import FunctionToolCallback, ToolRegistry, tool
+from advisors_app.core.attributes import PRINCIPAL
+from advisors_app.core.tools import FunctionToolCallback, ToolContext, ToolRegistry, tool
 
 __all__ = [
     "DEMO_TOOLS",
+    "LISTED_NOTES",
     "MAX_EXPRESSION_CHARS",
     "MAX_RESULT_DIGITS",
+    "NoPrincipalError",
     "calculate",
     "calculator",
     "current_utc_time",
+    "list_notes",
     "python_version",
     "register_demo_tools",
+    "save_note",
 ]
 
 #: Longest expression the calculator accepts, in characters.
@@ -144,8 +157,79 @@ def python_version() -> str:
     return f"{platform.python_implementation()} {platform.python_version()} ({sys.platform})"
 
 
+#: How many notes ``list_notes`` returns (the latest first).
+LISTED_NOTES = 10
+
+
+class NoPrincipalError(RuntimeError):
+    """Raised by the notes tools when the tool context names no user to act for."""
+
+
+def _principal(context: ToolContext) -> Any:
+    user = context.get(PRINCIPAL)
+    if user is None or getattr(user, "pk", None) is None:
+        raise NoPrincipalError(
+            f"no user to act for: the tool context has no saved user under {PRINCIPAL!r} "
+            "(the notes tools need a signed-in user's turn)"
+        )
+    return user
+
+
+@tool(
+    name="save_note",
+    requires_approval=True,
+    description="Save a short note for the user, when they ask you to remember or note "
+    "something. The user approves the call before the note is stored.",
+)
+async def save_note(
+    text: Annotated[str, Field(description="The note to save, in the user's words")],
+    context: ToolContext,
+) -> str:
+    """Store ``text`` as a :class:`~advisors_app.demo.models.DemoNote` of the turn's user.
+
+    Returns ``"Saved note #<id>: <text>"``. Raises ``ValueError`` for a blank text or one
+    longer than :data:`~advisors_app.demo.models.MAX_NOTE_CHARS` characters and
+    :class:`NoPrincipalError` without a user (the tool loop sends either back to the model as
+    the tool's error).
+    """
+    from .models import MAX_NOTE_CHARS, DemoNote
+
+    user = _principal(context)
+    text = text.strip()
+    if not text:
+        raise ValueError("the note is empty")
+    if len(text) > MAX_NOTE_CHARS:
+        raise ValueError(
+            f"the note has {len(text)} characters; at most {MAX_NOTE_CHARS} are allowed"
+        )
+    note = await DemoNote.objects.acreate(owner_id=user.pk, text=text)
+    return f"Saved note #{note.pk}: {note.text}"
+
+
+@tool(name="list_notes")
+async def list_notes(context: ToolContext) -> str:
+    """The user's latest notes (at most 10, newest first), when they ask what they noted."""
+    from .models import DemoNote
+
+    user = _principal(context)
+    latest = DemoNote.objects.filter(owner_id=user.pk).order_by("-created_at", "-pk")
+    notes = [
+        f"#{note.pk} ({note.created_at:%Y-%m-%d %H:%M} UTC): {note.text}"
+        async for note in latest[:LISTED_NOTES]
+    ]
+    if not notes:
+        return "You have no notes yet."
+    return "Your latest notes:\n" + "\n".join(notes)
+
+
 #: The demo's tools, by name.
-DEMO_TOOLS: tuple[FunctionToolCallback, ...] = (calculator, current_utc_time, python_version)
+DEMO_TOOLS: tuple[FunctionToolCallback, ...] = (
+    calculator,
+    current_utc_time,
+    python_version,
+    save_note,
+    list_notes,
+)
 
 
 def register_demo_tools(registry: ToolRegistry | None = None) -> None:

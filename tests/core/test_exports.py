@@ -18,6 +18,7 @@ MODULES = [
     "advisors_app.core.providers.openai_compatible",
     "advisors_app.core.providers.openai_embedding",
     "advisors_app.core.providers.registry",
+    "advisors_app.core.providers.scripted",
     "advisors_app.core.providers.tool_emulation",
 ]
 

@@ -44,7 +44,7 @@ def counts() -> dict[str, int]:
 def test_a_second_run_creates_and_embeds_nothing() -> None:
     topics = few("pass", "with", "async")
     first = load_demo(topics=topics)
-    assert len(first.created) == 8  # 2 models, word list, 2 templates, collection, 2 chains
+    assert len(first.created) == 10  # 3 models, word list, 2 templates, collection, 3 chains
     assert first.embedded == first.chunks == Document.objects.count() > 3
     before = counts()
     second = load_demo(topics=topics)
@@ -72,7 +72,7 @@ def test_operator_edits_are_kept_and_force_restores_the_shipped_demo() -> None:
     assert AdvisorChain.objects.get(slug=loader.MAIN_CHAIN).system_prompt == "Answer in French."
 
     report = load_demo(topics=topics, force=True)
-    assert len(report.reset) == 7 and report.embedded == report.chunks > 0
+    assert len(report.reset) == 9 and report.embedded == report.chunks > 0
     assert AdvisorChain.objects.get(slug=loader.MAIN_CHAIN).system_prompt == loader.SYSTEM_PROMPT
     assert SensitiveWordList.objects.get(slug=loader.WORD_LIST).words == loader.SENSITIVE_WORDS
     assert AdvisorChain.objects.get(slug=loader.MAIN_CHAIN).advisors.count() == 5

@@ -87,7 +87,13 @@ async def test_the_clock_and_the_version() -> None:
 
 def test_the_tools_are_in_the_project_registry_by_name() -> None:
     names = [callback.name for callback in DEMO_TOOLS]
-    assert names == ["calculator", "current_utc_time", "python_version"]
+    assert names == [
+        "calculator",
+        "current_utc_time",
+        "python_version",
+        "save_note",
+        "list_notes",
+    ]
     assert all(tool_registry.get(c.name) is c for c in DEMO_TOOLS)
     registry = ToolRegistry()
     register_demo_tools(registry)

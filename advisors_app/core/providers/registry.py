@@ -20,7 +20,11 @@ openai     embedding  ``model`` (required), ``base_url``, ``api_key_env``, ``dim
                       ``headers``
 scripted   chat       ``responses`` (list of answers: a text, or a list of texts streamed as
                       chunks), ``repeat`` (default true), ``chunk_delay`` (seconds slept
-                      before each streamed chunk, default 0), ``options``
+                      before each streamed chunk, default 0), ``options``, ``tool_rules``
+                      (list of ``{"when": <regex>, "tool": <name>, "arguments"?: {...}}``:
+                      call that tool when the last user message matches and the tool is
+                      offered), ``after_tool`` (answer to a tool response, with
+                      ``{tool_result}``); see :mod:`.scripted`
 =========  =========  ========================================================================
 
 ``api_key_env`` defaults to ``"OPENAI_API_KEY"`` when no ``base_url`` is given (OpenAI
@@ -66,7 +70,15 @@ _KEYS: dict[tuple[str, str], set[str]] = {
     ("chat", "embedded"): {"model", "options", "timeout", "tool_call_emulation"},
     ("chat", "openai"): _CONNECTION
     | {"options", "include_usage", "tool_call_emulation", "emulated_tool_rounds"},
-    ("chat", "scripted"): {"model", "options", "responses", "repeat", "chunk_delay"},
+    ("chat", "scripted"): {
+        "model",
+        "options",
+        "responses",
+        "repeat",
+        "chunk_delay",
+        "tool_rules",
+        "after_tool",
+    },
     ("embedding", "embedded"): {"model"},
     ("embedding", "openai"): _CONNECTION | {"dimensions", "send_dimensions", "batch_size"},
 }
@@ -87,6 +99,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "responses": (list,),
     "repeat": (bool,),
     "chunk_delay": (int, float),
+    "tool_rules": (list,),
+    "after_tool": (str,),
     "dimensions": (int,),
     "send_dimensions": (bool,),
     "batch_size": (int,),
@@ -137,6 +151,15 @@ def validate_model_config(config: Mapping[str, Any], kind: str, name: str = "") 
         raise ValueError(
             f"{label}: 'responses' must be a list of strings (or of lists of strings: chunks)"
         )
+    if provider == "scripted" and ("tool_rules" in config or "after_tool" in config):
+        from .scripted import check_after_tool, parse_tool_rules
+
+        try:
+            parse_tool_rules(config.get("tool_rules", []))
+            if "after_tool" in config:
+                check_after_tool(config["after_tool"])
+        except ValueError as exc:
+            raise ValueError(f"{label}: {exc}") from exc
     if config.get("chunk_delay", 0) < 0:
         raise ValueError(f"{label}: 'chunk_delay' must be >= 0, got {config['chunk_delay']!r}")
     numbers = ("timeout", "batch_size", "dimensions")
@@ -198,13 +221,15 @@ def create_chat_model(config: Mapping[str, Any], *, name: str = "") -> ChatModel
                 embedded[key] = config[key]
         return SmolLm2ChatModel(**embedded)
     if provider == "scripted":
-        from .scripted import ScriptedChatModel
+        from .scripted import ScriptedChatModel, parse_tool_rules
 
         return ScriptedChatModel(
             config.get("responses", []),
             default_options=options,
             chunk_delay=float(config.get("chunk_delay", 0)),
             repeat=config.get("repeat", True),
+            tool_rules=parse_tool_rules(config.get("tool_rules", [])),
+            after_tool=config.get("after_tool"),
         )
     from .openai_compatible import OpenAiCompatibleChatModel
 

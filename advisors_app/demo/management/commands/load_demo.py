@@ -58,6 +58,6 @@ class Command(BaseCommand):
             self.style.SUCCESS(
                 f"Demo loaded in {elapsed:.1f} s: collection {COLLECTION} has "
                 f"{report.chunks} chunks from {report.topics} topics ({state}); chains "
-                "python-docs and python-docs-json."
+                "python-docs, python-docs-json and notes."
             )
         )
