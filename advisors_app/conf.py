@@ -23,6 +23,7 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_EMBEDDING_MODEL": "all-minilm-l6-v2",
     "EMBEDDING_DIMENSIONS": 384,
     "MAX_MESSAGE_CHARS": 8000,
+    "APPROVAL_TTL_SECONDS": 24 * 3600,
     "STREAM_COALESCE_MS": 40,
     "STREAM_COALESCE_CHARS": 64,
     "SSE_KEEPALIVE_SECONDS": 15.0,
@@ -86,6 +87,11 @@ class AdvisorsSettings:
     def MAX_MESSAGE_CHARS(self) -> int:
         """Longest user message accepted by every transport, in characters."""
         return int(self._get("MAX_MESSAGE_CHARS"))
+
+    @property
+    def APPROVAL_TTL_SECONDS(self) -> float:
+        """How long a tool call waits for a decision before its approval expires."""
+        return float(self._get("APPROVAL_TTL_SECONDS"))
 
     @property
     def STREAM_COALESCE_MS(self) -> int:

@@ -15,6 +15,10 @@ tool_call    ``id``, ``name``, ``arguments`` (the JSON text the model sent)
 tool_result  ``id``, ``name``, ``ok``, ``error`` (text the model got instead, or ``None``),
              ``duration_ms``
 delta        ``text`` (a non-empty piece of the answer)
+approval_    ``approvals``: the tool calls that wait for a decision (``approval_id``, ``tool``,
+required     ``arguments``, ``allowed_decisions``, ``reason``, ``expires_at``), after the
+             deltas of a reply that paused (finish reason ``APPROVAL_REQUIRED``), before
+             ``done``
 done         ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` (``None`` when
              the turn started a conversation and stored nothing: it was removed),
              ``message_id`` (the stored reply's id, or ``None``), ``stored`` (whether the
@@ -24,7 +28,8 @@ done         ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` 
              ``metadata`` (response metadata, JSON-compatible), ``finish_reason``,
              ``trace_id``, ``version``, ``sources``, ``tools`` (the tool calls that ran:
              ``id``, ``name``, ``arguments``, ``ok``, ``error``, ``duration_ms``), ``timings``
-             (``latency_ms``, ``time_to_first_token_ms``): the :class:`TurnOutcome`
+             (``latency_ms``, ``time_to_first_token_ms``), ``pending_approvals`` (as in
+             ``approval_required``; ``[]``): the :class:`TurnOutcome`
 error        ``code``, ``message``, ``provider_status`` (the model provider's HTTP status or
              ``None``), ``retry_after`` (seconds, for ``rate_limited``), ``errors`` (field →
              messages, for refused input), ``conversation_id`` (``None`` for refused input,
@@ -51,6 +56,7 @@ from advisors_app.core.exceptions import (
 from advisors_app.redaction import redact, redact_data
 
 __all__ = [
+    "ApprovalRequiredEvent",
     "DeltaEvent",
     "DoneEvent",
     "ErrorEvent",
@@ -127,6 +133,8 @@ class TurnOutcome:
     timings: dict[str, float | None] = field(default_factory=dict)
     message_id: int | None = None
     stored: bool = False
+    #: The tool calls that wait for a decision (finish reason ``APPROVAL_REQUIRED``).
+    pending_approvals: list[dict[str, Any]] = field(default_factory=list)
     prompt: dict[str, Any] | None = field(default=None, repr=False)
     trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -145,6 +153,7 @@ class TurnOutcome:
             "sources": self.sources,
             "tools": self.tools,
             "timings": self.timings,
+            "pending_approvals": self.pending_approvals,
         }
 
     def reply_metadata(self) -> dict[str, Any]:
@@ -206,6 +215,18 @@ class ToolResultEvent:
             "error": self.error,
             "duration_ms": self.duration_ms,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequiredEvent:
+    """The reply asked for tool calls that wait for a person's decision; the turn ends
+    paused. Resume with ``decisions`` (see ``advisors_app.turn_input``)."""
+
+    approvals: list[dict[str, Any]]
+    type: str = field(default="approval_required", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "approvals": self.approvals}
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +302,7 @@ TurnEvent = (
     | ToolCallEvent
     | ToolResultEvent
     | DeltaEvent
+    | ApprovalRequiredEvent
     | DoneEvent
     | ErrorEvent
 )
@@ -291,6 +313,7 @@ class TurnError(Exception):
 
     ``code``: ``"invalid"`` (400, see ``errors``), ``"not_authenticated"`` (401),
     ``"permission_denied"`` (403), ``"chain_not_found"``/``"version_not_found"`` (404),
+    ``"conflict"`` (409: the tool calls a resume decides were decided meanwhile, or changed),
     ``"throttled"`` (429, ``retry_after`` seconds) or ``"chain_misconfigured"`` (500: the
     stored chain cannot be built; the message says why). ``errors`` maps fields (``message``,
     ``conversation_id``, ``params.options.temperature``, ``chain``) to messages;

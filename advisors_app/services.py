@@ -63,6 +63,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 
+from advisors_app.approvals import Resume, active_grants, claim, open_resume, record_turn
 from advisors_app.conf import app_settings
 from advisors_app.conversations import (
     StoredConversation,
@@ -72,8 +73,20 @@ from advisors_app.conversations import (
     find_turn_conversation,
 )
 from advisors_app.core.advisors.safe_guard import SAFEGUARD_STAGE
+from advisors_app.core.advisors.tool_calling import (
+    APPROVAL_REQUIRED,
+    PENDING_APPROVALS,
+    RESUMED_ROUND,
+)
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
-from advisors_app.core.attributes import CONVERSATION_ID, OWNER, PRINCIPAL, TRACE_ID
+from advisors_app.core.attributes import (
+    CONVERSATION_ID,
+    OWNER,
+    PRINCIPAL,
+    TOOL_APPROVAL_GRANTS,
+    TOOL_CALL_DECISIONS,
+    TRACE_ID,
+)
 from advisors_app.core.client import ChatClientRequestSpec
 from advisors_app.core.exceptions import ProviderError
 from advisors_app.core.memory import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED
@@ -84,6 +97,7 @@ from advisors_app.core.serialization import to_jsonable
 from advisors_app.core.streams import closing_stream
 from advisors_app.core.tracing import CallTrace, CompositeObserver, OpenTelemetryObserver
 from advisors_app.events import (
+    ApprovalRequiredEvent,
     DeltaEvent,
     DoneEvent,
     ErrorEvent,
@@ -187,6 +201,8 @@ class _Turn:
     tool_events: asyncio.Queue[Any] | None = None
     #: Whether the stream has sent its ``sources`` event.
     sources_sent: bool = False
+    #: A resume of tool calls paused for approval: the claimed decisions (``None``: a message).
+    resume: Resume | None = None
 
     def running(self) -> Any:
         """Enter the turn's conversation scope (around each step of the turn); the user it
@@ -346,6 +362,9 @@ class _Opened:
     created: bool
     title: str
     scope: TurnScope
+    #: The tools needing no approval in this conversation ("allow for this conversation").
+    granted: list[str]
+    resume: Resume | None
 
 
 def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id: str) -> _Opened:
@@ -365,6 +384,10 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
     errors.update(_params_errors(compiled, params))
     if errors:
         raise TurnError("invalid", "The request is invalid.", errors=errors)
+    granted = active_grants(stored.pk) if compiled.may_pause and stored is not None else []
+    if data.resumes:
+        decisions = data.resume_decisions()
+        open_resume(user, stored.pk if stored else None, decisions, compiled, granted)
     # Counted only now that the input is valid: refused requests never use up the rate.
     wait = chat_turn_wait(user)
     if wait is not None:
@@ -374,6 +397,12 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
             http_status=429,
             retry_after=wait,
         )
+    resume = None
+    if data.resumes:
+        assert stored is not None  # open_resume refused a conversation without pending calls
+        with transaction.atomic():
+            resume = claim(user, stored.pk, decisions)
+        granted = [*granted, *resume.granted]
     if stored is None:
         key, public, created, title = create_conversation(
             user, conversation_id, title=data.message, chain_version_id=target.version_id
@@ -394,7 +423,7 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
             if compiled.has_memory
             else TurnScope(key)
         )
-    return _Opened(target, compiled, params, key, public, created, title, scope)
+    return _Opened(target, compiled, params, key, public, created, title, scope, granted, resume)
 
 
 async def _prepare(
@@ -422,6 +451,10 @@ async def _prepare(
     # ... and as a key of per-user state (the semantic cache).
     context[OWNER] = f"user:{user.pk}"
     context[TRACE_ID] = trace_id
+    if opened.granted:
+        context[TOOL_APPROVAL_GRANTS] = tuple(opened.granted)
+    if opened.resume is not None:
+        context[TOOL_CALL_DECISIONS] = opened.resume.decisions
     return _Turn(
         compiled,
         opened.target,
@@ -438,6 +471,7 @@ async def _prepare(
         opened.scope,
         new_conversation=opened.created,
         title=opened.title,
+        resume=opened.resume,
     )
 
 
@@ -581,6 +615,7 @@ def _write(
             _repository.write_turn(turn.scope)
             message_id = turn.scope.reply_id()
             log.save(force_insert=True)
+            pending = _approvals(turn, outcome, message_id, log)
             removed = (
                 turn.new_conversation
                 and message_id is None
@@ -595,6 +630,29 @@ def _write(
         message_id=message_id,
         stored=message_id is not None,
         conversation_id=None if removed else turn.conversation_id,
+        pending_approvals=pending,
+    )
+
+
+def _approvals(
+    turn: _Turn, outcome: TurnOutcome, message_id: int | None, log: CallLog
+) -> list[dict[str, Any]]:
+    """Blocking, in :func:`_write`'s transaction: the approvals the turn leaves (see
+    :func:`advisors_app.approvals.record_turn`); the pending calls it reports."""
+    if not turn.compiled.may_pause:
+        return []
+    paused = outcome.status == CallLog.Status.OK and outcome.finish_reason == APPROVAL_REQUIRED
+    written = turn.scope.written
+    return record_turn(
+        user=turn.user,
+        chain_slug=turn.compiled.slug,
+        conversation_pk=written[-1].conversation_id if written else None,
+        message_id=message_id,
+        call_log=log,
+        pending=list(outcome.metadata.get(PENDING_APPROVALS) or ()) if paused else [],
+        resume=turn.resume,
+        ran=list(outcome.metadata.get(RESUMED_ROUND) or ()),
+        approver_permission=turn.compiled.approver_permission,
     )
 
 
@@ -789,6 +847,8 @@ class TurnStream:
                 yield SourcesEvent(sources)  # an answer without text still names its sources
             outcome = _outcome(turn, CallLog.Status.OK, aggregated, first)
             outcome = await _shielded(_finish(turn, outcome, aggregated))
+            if outcome.pending_approvals:
+                yield ApprovalRequiredEvent(outcome.pending_approvals)
             done = DoneEvent("complete", outcome)
             self.final_event = done
             yield done

@@ -1,5 +1,10 @@
 """``TurnInput``: what a caller asks of one chat turn, with the same names on every transport.
 
+A turn either sends a ``message`` or resumes a turn paused for tool-call approval with
+``decisions`` (one per pending call: ``{"approval_id", "decision": "approve" | "edit" |
+"reject", "arguments"?, "reason"?, "grant"?}``, ``grant: true`` on an approval also allows the
+tool for the rest of the conversation) and the ``conversation_id``; never both.
+
 REST ``call`` and ``stream`` take it as the JSON body, the websocket as a ``message`` frame
 (which may say ``text`` for ``message``, the name frames used first), ``manage.py chat`` from
 its options. :meth:`TurnInput.from_data` refuses what is not a turn (not an object, unknown
@@ -18,15 +23,35 @@ from typing import Any
 
 from advisors_app.conf import app_settings
 from advisors_app.conversations import conversation_id_errors
+from advisors_app.core.tools.approval import (
+    ApprovalDecision,
+    ToolCallDecision,
+    ToolCallDecisionError,
+)
 from advisors_app.events import TurnError
 from advisors_app.models.versions import LABEL_NAME_VALIDATOR
 from advisors_app.runtime import DRAFT
 from advisors_app.validation import FieldErrors, text_problem
 
-__all__ = ["MESSAGE_ALIAS", "TURN_FIELDS", "TurnInput"]
+__all__ = ["MESSAGE_ALIAS", "TURN_FIELDS", "Decision", "TurnInput"]
 
 #: The fields of a turn, as every transport names them.
-TURN_FIELDS = ("message", "conversation_id", "params", "label", "version")
+TURN_FIELDS = ("message", "decisions", "conversation_id", "params", "label", "version")
+#: The keys of one decision.
+DECISION_FIELDS = ("approval_id", "decision", "arguments", "reason", "grant")
+#: Most decisions one resume may carry (a model reply with more calls is not plausible).
+MAX_DECISIONS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One decision of a resume: the core :class:`ToolCallDecision` and whether it also
+    allows the tool for the rest of the conversation (``grant``)."""
+
+    decision: ToolCallDecision
+    grant: bool = False
+
+
 #: The other name a websocket frame may give ``message``.
 MESSAGE_ALIAS = "text"
 
@@ -48,6 +73,8 @@ class TurnInput:
     label: Any = None
     version: Any = None
     message_field: str = "message"
+    #: A resume's decisions as sent (``None``: a message turn); see :meth:`resume_decisions`.
+    decisions: Any = None
     #: Errors of the body or frame as a whole (unknown fields, no message), found by
     #: :meth:`from_data`; reported with the rest by :meth:`errors`.
     refused: FieldErrors = field(default_factory=dict, compare=False)
@@ -77,7 +104,10 @@ class TurnInput:
                 ]
             else:
                 field_name = MESSAGE_ALIAS
-        if field_name not in data:
+        if "decisions" in data:
+            if field_name in data:
+                refused[field_name] = ["Send a message or decisions, not both."]
+        elif field_name not in data:
             refused["message"] = ["This field is required."]
         return cls(
             data.get(field_name),
@@ -86,17 +116,32 @@ class TurnInput:
             data.get("label"),
             data.get("version"),
             message_field=field_name,
+            decisions=data.get("decisions"),
             refused=refused,
         )
+
+    @property
+    def resumes(self) -> bool:
+        """Whether this turn resumes paused tool calls (it carries ``decisions``)."""
+        return self.decisions is not None
+
+    def resume_decisions(self) -> tuple[Decision, ...]:
+        """The decisions, parsed (call only when :meth:`errors` found none)."""
+        return tuple(_decision(item) for item in self.decisions)
 
     def errors(self) -> FieldErrors:
         """Field errors: those :meth:`from_data` found, and of the shapes: the message (a
         non-blank string within ``ADVISORS["MAX_MESSAGE_CHARS"]``), the conversation id, the
         label and version (``{}``: well-formed; the chain may still refuse the params)."""
         errors: FieldErrors = {name: list(messages) for name, messages in self.refused.items()}
-        problem = None if "message" in errors else _message_problem(self.message)
-        if problem:
-            errors[self.message_field] = [problem]
+        if self.resumes:
+            errors.update(_decisions_errors(self.decisions))
+            if self.conversation_id is None:
+                errors["conversation_id"] = ["Decisions resume a conversation: name it."]
+        else:
+            problem = None if "message" in errors else _message_problem(self.message)
+            if problem:
+                errors[self.message_field] = [problem]
         errors.update(conversation_id_errors(self.conversation_id))
         errors.update(_target_errors(self.label, self.version))
         return errors
@@ -104,6 +149,44 @@ class TurnInput:
 
 def _invalid(errors: FieldErrors) -> TurnError:
     return TurnError("invalid", "The request is invalid.", errors=errors)
+
+
+def _decision(item: Any) -> Decision:
+    """One decision of the JSON shape; raises :class:`ToolCallDecisionError` or
+    ``ValueError`` saying what is wrong."""
+    if not isinstance(item, Mapping):
+        raise ValueError("Send each decision as a JSON object.")
+    unknown = sorted(str(key) for key in item if key not in DECISION_FIELDS)
+    if unknown:
+        raise ValueError(f"Unknown keys {unknown}; known: {', '.join(DECISION_FIELDS)}.")
+    approval_id, reason, grant = item.get("approval_id"), item.get("reason"), item.get("grant")
+    if not isinstance(approval_id, str) or not approval_id or len(approval_id) > 255:
+        raise ValueError("approval_id must be the pending call's id (a non-empty string).")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > 2000):
+        raise ValueError("reason must be a text of at most 2000 characters.")
+    if grant is not None and not isinstance(grant, bool):
+        raise ValueError("grant must be true or false.")
+    decision = ToolCallDecision.from_dict(item)
+    if grant and decision.decision is ApprovalDecision.REJECT:
+        raise ValueError("grant allows a tool: it goes with approve or edit, not reject.")
+    return Decision(decision, bool(grant))
+
+
+def _decisions_errors(decisions: Any) -> FieldErrors:
+    if not isinstance(decisions, list) or not decisions:
+        return {"decisions": ["Send a non-empty list of decisions, one per pending call."]}
+    if len(decisions) > MAX_DECISIONS:
+        return {"decisions": [f"Send at most {MAX_DECISIONS} decisions."]}
+    problems = []
+    for number, item in enumerate(decisions, start=1):
+        try:
+            _decision(item)
+        except (ToolCallDecisionError, ValueError) as exc:
+            problems.append(f"Decision {number}: {exc}")
+    ids = [item.get("approval_id") for item in decisions if isinstance(item, Mapping)]
+    if len(ids) != len(set(map(str, ids))):
+        problems.append("Send one decision per approval_id.")
+    return {"decisions": problems} if problems else {}
 
 
 def _message_problem(message: Any) -> str | None:

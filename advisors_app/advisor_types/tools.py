@@ -14,7 +14,7 @@ __all__ = ["TYPES"]
 
 
 def _tool_manager(params: Any) -> Any:
-    from advisors_app.core.tools import ToolCallingManager
+    from advisors_app.core.tools import ToolCallConfirmationPolicy, ToolCallingManager
     from advisors_app.tools import tool_registry
 
     return ToolCallingManager(
@@ -22,6 +22,7 @@ def _tool_manager(params: Any) -> Any:
         params["max_total_tool_calls"],
         max_identical_calls=params["max_identical_calls"],
         tool_registry=tool_registry,
+        confirmation_policy=ToolCallConfirmationPolicy.from_params(params["approval"]),
     )
 
 
@@ -56,6 +57,46 @@ _TOOL_LOOP = {
         "minimum": 1,
         "default": 3,
         "description": "Same tool with the same arguments, per turn (null: no limit).",
+    },
+    "approval": {
+        "type": "object",
+        "default": {},
+        "additionalProperties": {
+            "oneOf": [
+                {"enum": ["always", "never"]},
+                {
+                    "type": "object",
+                    "properties": {
+                        "when": {"type": ["object", "boolean"]},
+                        "reason": {"type": "string"},
+                        "allowed_decisions": {
+                            "type": "array",
+                            "items": {"enum": ["approve", "edit", "reject"]},
+                            "minItems": 1,
+                            "uniqueItems": True,
+                        },
+                    },
+                    "required": ["when"],
+                    "additionalProperties": False,
+                },
+            ]
+        },
+        "description": (
+            'Tool calls that wait for a person\'s approval, by tool name: "always", '
+            '"never" (overrides the tool\'s own declaration) or {"when": <JSON Schema over '
+            'the arguments>, "reason"?, "allowed_decisions"?}. The chain needs a '
+            "MessageChatMemory advisor ordered before the loop: a paused turn resumes from it."
+        ),
+    },
+    "approvers": {
+        "type": "string",
+        "default": "",
+        "pattern": "^([a-z_][a-z0-9_]*\\.[a-z_][a-z0-9_]*)?$",
+        "description": (
+            "Who may decide: empty for the caller (or a holder of "
+            'advisors_app.decide_toolapproval); a permission "app_label.codename" for its '
+            "holders only."
+        ),
     },
     "conversation_history_enabled": {"type": "boolean", "default": True},
     "round_streaming": {

@@ -85,10 +85,53 @@ _OBJECT = {"type": "object", "additionalProperties": {}}
 # -- chat ------------------------------------------------------------------------------------
 
 
-class ChatRequestSerializer(serializers.Serializer):
-    """A chat turn (documentation; the turn service validates)."""
+class DecisionSerializer(serializers.Serializer):
+    """A decision on one tool call that waits for approval."""
 
-    message = serializers.CharField(help_text="The user's message (at most MAX_MESSAGE_CHARS).")
+    approval_id = serializers.CharField(help_text="The pending call's approval_id.")
+    decision = serializers.ChoiceField(["approve", "edit", "reject"])
+    arguments = serializers.JSONField(
+        required=False, help_text="edit: the arguments to run the call with (a JSON object)."
+    )
+    reason = serializers.CharField(
+        required=False, help_text="reject: what the model is told instead of the tool's result."
+    )
+    grant = serializers.BooleanField(
+        required=False,
+        help_text="approve/edit: also allow this tool for the rest of the conversation.",
+    )
+
+    class Meta:
+        ref_name = "ToolCallDecision"
+
+
+class PendingApprovalSerializer(serializers.Serializer):
+    approval_id = serializers.CharField(help_text="Name it in a decision.")
+    tool = serializers.CharField()
+    arguments = serializers.JSONField(help_text="What the model asked to run the tool with.")
+    allowed_decisions = serializers.ListField(child=serializers.CharField())
+    reason = serializers.CharField(help_text="Why the call needs approval.")
+    expires_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "PendingApproval"
+
+
+class ChatRequestSerializer(serializers.Serializer):
+    """A chat turn (documentation; the turn service validates): a ``message``, or the
+    ``decisions`` that resume a turn paused for tool-call approval, not both."""
+
+    message = serializers.CharField(
+        required=False,
+        help_text="The user's message (at most MAX_MESSAGE_CHARS). Required unless "
+        "decisions are sent.",
+    )
+    decisions = DecisionSerializer(
+        many=True,
+        required=False,
+        help_text="Resume the conversation's paused turn: one decision per pending call "
+        "(with conversation_id, without message).",
+    )
     conversation_id = serializers.CharField(
         required=False,
         allow_null=True,
@@ -189,6 +232,11 @@ class ChatResultSerializer(serializers.Serializer):
     sources = SourceSerializer(many=True, help_text="The documents retrieval cited.")
     tools = ToolRunSerializer(many=True, help_text="The tool calls the turn ran, in order.")
     timings = TimingsSerializer()
+    pending_approvals = PendingApprovalSerializer(
+        many=True,
+        help_text="Tool calls waiting for a decision (finish_reason APPROVAL_REQUIRED); "
+        "resume with decisions.",
+    )
 
     class Meta:
         ref_name = "ChatResult"

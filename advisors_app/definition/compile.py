@@ -17,12 +17,13 @@ from typing import Any
 from advisors_app.conf import app_settings
 from advisors_app.core.advisor import Advisor
 from advisors_app.core.advisors.base_chat_memory import BaseChatMemoryAdvisor
+from advisors_app.core.advisors.message_chat_memory import MessageChatMemoryAdvisor
 from advisors_app.core.advisors.tool_calling import ToolCallingAdvisor
 from advisors_app.core.attributes import TOOL_CALLING_AUTO_REGISTER
 from advisors_app.core.client import ChatClient
 from advisors_app.core.memory import DEFAULT_MAX_MESSAGES, ChatMemory, MessageWindowChatMemory
 from advisors_app.core.model import ChatModel, EmbeddingModel
-from advisors_app.core.prompt import ChatOptions
+from advisors_app.core.prompt import ChatOptions, ToolCallingChatOptions
 from advisors_app.core.providers.registry import (
     create_chat_model,
     create_embedding_model,
@@ -164,6 +165,36 @@ class CompiledChain:
         """Whether a tool-calling advisor runs tool rounds inside the turn."""
         return any(isinstance(a, ToolCallingAdvisor) for a in self.advisors)
 
+    @property
+    def tool_options(self) -> ToolCallingChatOptions:
+        """The chain's tools, as the options a tool loop resolves them from."""
+        return ToolCallingChatOptions(tool_names=self.client.default_tools)
+
+    @property
+    def tool_calling_manager(self) -> ToolCallingManager | None:
+        """The manager of the chain's tool loop (its row's, or the one added for its tools);
+        ``None``: the chain runs no tools."""
+        loop = next((a for a in self.advisors if isinstance(a, ToolCallingAdvisor)), None)
+        if loop is not None:
+            return loop.tool_calling_manager
+        manager = self.client.tool_calling_manager
+        return manager if self.client.default_tools and manager is not None else None
+
+    @property
+    def may_pause(self) -> bool:
+        """Whether a reply may pause the turn for tool-call approval."""
+        manager = self.tool_calling_manager
+        return manager is not None and manager.may_pause(self.tool_options)
+
+    @property
+    def approver_permission(self) -> str:
+        """Who may decide the chain's paused calls: a permission, or ``""`` (the caller or a
+        holder of ``advisors_app.decide_toolapproval``)."""
+        for row in self.snapshot.get("advisors", ()):
+            if row.get("enabled") and row.get("type") in ("tool_calling", "tool_search"):
+                return str(row.get("params", {}).get("approvers", ""))
+        return ""
+
 
 def _params_schema(
     types: list[tuple[AdvisorType, Mapping[str, Any]]], template: CorePromptTemplate | None
@@ -260,7 +291,7 @@ def compile_snapshot(
         default_tools=tools,
         tool_calling_manager=ToolCallingManager(tool_registry=tool_registry),
     )
-    return CompiledChain(
+    compiled = CompiledChain(
         slug=snapshot["slug"],
         snapshot_hash=snapshot_hash(snapshot),
         client=client,
@@ -269,3 +300,24 @@ def compile_snapshot(
         system_template=template,
         snapshot=snapshot,
     )
+    _check_resumable(compiled)
+    return compiled
+
+
+def _check_resumable(compiled: CompiledChain) -> None:
+    """A chain whose tool calls may wait for approval resumes a paused turn from the
+    conversation's stored messages: it needs a ``MessageChatMemoryAdvisor`` outside the loop."""
+    if not compiled.may_pause:
+        return
+    loop_order = next(
+        (a.order for a in compiled.advisors if isinstance(a, ToolCallingAdvisor)),
+        ToolCallingAdvisor.DEFAULT_ORDER,
+    )
+    if not any(
+        isinstance(a, MessageChatMemoryAdvisor) and a.order < loop_order for a in compiled.advisors
+    ):
+        raise ChainConfigurationError(
+            "tool calls of this chain may need approval, and a paused turn resumes from the "
+            "conversation's memory: add a message_chat_memory advisor ordered before the tool "
+            'loop (or set the tools\' approval to "never")'
+        )

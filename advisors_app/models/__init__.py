@@ -4,6 +4,7 @@ Django looks for models in ``advisors_app.models``: each submodule's models are 
 that they register, and so that ``from advisors_app.models import X`` works for every model.
 """
 
+from advisors_app.models.approvals import ToolApproval, ToolApprovalGrant
 from advisors_app.models.audit import AuditEntry
 from advisors_app.models.cache import SemanticCacheEntry
 from advisors_app.models.call_logs import CallLog
@@ -35,5 +36,7 @@ __all__ = [
     "PromptTemplate",
     "SemanticCacheEntry",
     "SensitiveWordList",
+    "ToolApproval",
+    "ToolApprovalGrant",
     "VersionPolicy",
 ]

@@ -44,6 +44,16 @@ A turn refused by a guard (finish reason ``CONTENT_FILTER``, as ``SafeGuardAdvis
 for the input or the output) is not stored: the refused text must not come back as history in
 later turns (bug case B14); ``AuditAdvisor`` is where refusals are recorded.
 
+Tool calls that wait for approval (``ToolCallingAdvisor``, finish reason ``APPROVAL_REQUIRED``):
+the paused reply — the assistant message with the tool calls — is stored with the user input,
+flagged ``metadata["approval_pending"]``; being the last stored message, with calls and no tool
+response after them, is what makes it pending. A request whose context holds decisions
+(``TOOL_CALL_DECISIONS``) resumes it: it carries no new input, the prompt ends with the pending
+message, and the tool responses of the decided round (``RESUMED_ROUND``) are stored before the
+new reply. A request with a new user message instead answers the pending calls for the model as
+not executed (a ``ToolResponseMessage`` flagged ``metadata["not_executed"]``, stored before the
+user message), so the history stays valid (Spring AI 2.1 #7369).
+
 Memory advisors belong **outside** the tool loop (default order ``HIGHEST_PRECEDENCE + 200`` <
 ``ToolCallingAdvisor``'s ``+ 300``): they then run once per user turn and store only the user
 input and the final reply (bug case B09).
@@ -64,17 +74,35 @@ from ..advisor import (
     StreamAdvisor,
 )
 from ..aggregation import ChatClientResponseAccumulator
-from ..attributes import CONVERSATION_ID, TRACE_ID, TRACE_ID_METADATA
+from ..attributes import CONVERSATION_ID, TOOL_CALL_DECISIONS, TRACE_ID, TRACE_ID_METADATA
 from ..chain import CallAdvisorChain, StreamAdvisorChain
 from ..mappings import merged
 from ..memory.chat_memory import ChatMemory
-from ..memory.ids import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED, check_conversation_id
-from ..messages import AssistantMessage, Message, SystemMessage
+from ..memory.ids import (
+    APPROVAL_PENDING,
+    CANCELLED,
+    ERROR,
+    FINISH_REASON,
+    INTERRUPTED,
+    check_conversation_id,
+)
+from ..messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResponse,
+    ToolResponseMessage,
+    message_from_dict,
+)
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
 from ..streams import closing_stream
+from .tool_calling import APPROVAL_REQUIRED, RESUMED_ROUND
 
-__all__ = ["BaseChatMemoryAdvisor", "MemoryTurn"]
+__all__ = ["NOT_EXECUTED", "BaseChatMemoryAdvisor", "MemoryTurn"]
+
+#: Metadata flag of the tool responses memory adds for calls that were never decided.
+NOT_EXECUTED = "not_executed"
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +128,8 @@ class MemoryTurn:
     new_input: tuple[Message, ...]
     #: The context's ``TRACE_ID``, written into the stored reply's metadata (``None``: not set).
     trace_id: str | None = None
+    #: A resume: the stored message whose decided tool calls this turn runs.
+    resumed: AssistantMessage | None = None
 
 
 class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
@@ -152,15 +182,26 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         instructions = request.prompt.instructions
         conversation = tuple(m for m in instructions if not isinstance(m, SystemMessage))
         held = await self.chat_memory.ahistory_for(conversation_id, conversation)
-        new_input = _checked_new_input(held.new)
+        history = held.history
+        pending = _pending_calls(history)
+        resumed = None
+        new_input: tuple[Message, ...]
+        if request.context.get(TOOL_CALL_DECISIONS) is not None:
+            new_input, resumed = _checked_resume(held.new, pending), pending
+        else:
+            new_input = _checked_new_input(held.new)
+            if pending is not None and not isinstance(new_input[0], ToolResponseMessage):
+                unanswered = _unanswered(pending)
+                history, new_input = (*history, unanswered), (unanswered, *new_input)
         systems = [m for m in (*held.system, *instructions) if isinstance(m, SystemMessage)]
         turn = MemoryTurn(
             conversation_id,
             _merge_system(systems),
-            held.history,
+            history,
             conversation,
             new_input,
             request.context.get(TRACE_ID),
+            resumed,
         )
         return self.advise_request(request, turn), turn
 
@@ -169,9 +210,7 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
     ) -> ChatClientResponse:
         advised, turn = await self.prepare(request)
         response = await chain.next_call(advised)
-        reply = _traced(_reply(response.chat_response), turn)
-        if reply is not None:
-            await self.chat_memory.aadd(turn.conversation_id, [*turn.new_input, reply])
+        await self._store(turn, response.chat_response)
         return response
 
     async def advise_stream(
@@ -190,20 +229,38 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         except Exception:
             await self._store_interrupted(turn, accumulator, ERROR)
             raise
-        reply = _traced(_reply(accumulator.result().chat_response), turn)
-        if reply is not None:
-            await self.chat_memory.aadd(turn.conversation_id, [*turn.new_input, reply])
+        await self._store(turn, accumulator.result().chat_response)
+
+    async def _store(self, turn: MemoryTurn, response: ChatResponse | None) -> None:
+        """Store the completed turn: its new input, the tool responses of a resumed round,
+        the reply (flagged pending when its calls wait for approval)."""
+        reply = _traced(_reply(response), turn)
+        if reply is None:
+            return
+        assert response is not None
+        if response.generations[0].finish_reason == APPROVAL_REQUIRED and reply.tool_calls:
+            reply = replace(reply, metadata=merged(reply.metadata, {APPROVAL_PENDING: True}))
+        resumed = [
+            message
+            for message in map(message_from_dict, response.metadata.get(RESUMED_ROUND) or ())
+            if isinstance(message, ToolResponseMessage)
+        ]
+        await self.chat_memory.aadd(turn.conversation_id, [*turn.new_input, *resumed, reply])
 
     async def _store_interrupted(
         self, turn: MemoryTurn, accumulator: ChatClientResponseAccumulator, reason: str
     ) -> None:
-        """Store the partial turn, shielded from a second cancel; never raises."""
+        """Store the partial turn, shielded from a second cancel; never raises. A resume
+        stores its calls' answers even without a reply, so no call is left without one."""
         reply = _traced(_partial_reply(accumulator.result().chat_response, reason), turn)
-        if reply is None:
+        messages: list[Message] = [*turn.new_input]
+        if turn.resumed is not None:
+            messages.append(_unanswered(turn.resumed, recorded=False))
+        elif reply is None:
             return
-        task = asyncio.ensure_future(
-            self.chat_memory.aadd(turn.conversation_id, [*turn.new_input, reply])
-        )
+        if reply is not None:
+            messages.append(reply)
+        task = asyncio.ensure_future(self.chat_memory.aadd(turn.conversation_id, messages))
         _pending_stores.add(task)
         task.add_done_callback(_stored)
         try:
@@ -229,6 +286,53 @@ def _checked_new_input(new: tuple[Message, ...]) -> tuple[Message, ...]:
             "not hold yet"
         )
     return new
+
+
+def _pending_calls(history: Sequence[Message]) -> AssistantMessage | None:
+    """The stored message whose tool calls wait for a decision: the last one, when it is an
+    assistant message with tool calls (``None``: nothing waits)."""
+    last = history[-1] if history else None
+    if isinstance(last, AssistantMessage) and last.tool_calls:
+        return last
+    return None
+
+
+def _checked_resume(
+    new: tuple[Message, ...], pending: AssistantMessage | None
+) -> tuple[Message, ...]:
+    """No new input: a resume adds only the decided round and the reply."""
+    if pending is None:
+        raise ValueError(
+            "the request holds tool-call decisions but the conversation has no tool calls "
+            "waiting for them"
+        )
+    if new:
+        raise ValueError(
+            "a request that resumes paused tool calls with decisions must not carry new "
+            "messages: send the decisions alone"
+        )
+    return ()
+
+
+def _unanswered(pending: AssistantMessage, *, recorded: bool = True) -> ToolResponseMessage:
+    """The answers the model reads for calls left without a result: never decided (Spring AI
+    2.1 #7369), or decided by a turn that ended before their results were stored
+    (``recorded=False``, or a stored message no longer flagged ``approval_pending``)."""
+    decided = not recorded or pending.metadata.get(APPROVAL_PENDING) is False
+    answers = []
+    for call in pending.tool_calls:
+        if decided:
+            text = (
+                f"No result was recorded for the call to tool '{call.name}': the turn that "
+                "ran its decision ended early."
+            )
+        else:
+            text = (
+                f"The call to tool '{call.name}' was not executed: the user sent a new message "
+                "instead of deciding on it."
+            )
+        answers.append(ToolResponse(call.id, call.name, text))
+    return ToolResponseMessage(tuple(answers), {NOT_EXECUTED: True})
 
 
 def _merge_system(systems: Sequence[SystemMessage]) -> SystemMessage | None:

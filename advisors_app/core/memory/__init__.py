@@ -17,6 +17,7 @@ from .chat_memory import (
 )
 from .history import RequestHistory, align_request
 from .ids import (
+    APPROVAL_PENDING,
     CANCELLED,
     ERROR,
     FINISH_REASON,
@@ -29,6 +30,7 @@ from .repository import ChatMemoryRepository
 from .window import drop_orphan_tool_responses, select_window, window_positions
 
 __all__ = [
+    "APPROVAL_PENDING",
     "CANCELLED",
     "DEFAULT_MAX_MESSAGES",
     "ERROR",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "APPROVAL_PENDING",
     "CANCELLED",
     "ERROR",
     "FINISH_REASON",
@@ -31,6 +32,10 @@ FINISH_REASON = "finish_reason"
 CANCELLED = "cancelled"
 #: The provider (or an inner advisor) raised while the reply was streaming.
 ERROR = "error"
+#: Message-metadata key set to ``True`` on a stored assistant tool-call message whose calls wait
+#: for a person's approval (finish reason ``APPROVAL_REQUIRED``). What makes it pending is its
+#: place: the last stored message, with tool calls and no tool response after it.
+APPROVAL_PENDING = "approval_pending"
 
 
 def check_conversation_id(

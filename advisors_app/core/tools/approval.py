@@ -292,6 +292,13 @@ class ToolCallConfirmationPolicy:
         """The tools that have a rule."""
         return frozenset(self._rules)
 
+    def may_require_approval(self, tool_name: str, callback: ToolCallback | None) -> bool:
+        """Whether some call of ``tool_name`` could need approval under this policy."""
+        rule = self._rules.get(tool_name)
+        if rule is None:
+            return callback is not None and callback.may_require_approval
+        return rule.mode != "never"
+
     def requirement(
         self, call: ToolCall, callback: ToolCallback | None
     ) -> ApprovalRequirement | None:

@@ -113,6 +113,12 @@ class ToolCallback:
         """
         return False
 
+    @property
+    def may_require_approval(self) -> bool:
+        """Whether some call of this tool could need approval (:meth:`requires_approval_for`
+        is not constantly ``False``). Default ``False``."""
+        return False
+
     async def call(self, arguments: str, tool_context: Mapping[str, Any] | None = None) -> str:
         raise NotImplementedError
 
@@ -239,6 +245,10 @@ class FunctionToolCallback(ToolCallback):
     @property
     def return_direct(self) -> bool:
         return self._return_direct
+
+    @property
+    def may_require_approval(self) -> bool:
+        return self._requires_approval is not False
 
     def requires_approval_for(self, arguments: Mapping[str, Any] | None) -> bool:
         """``requires_approval`` as given; a predicate gets the arguments dict and a call whose

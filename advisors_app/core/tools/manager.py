@@ -287,6 +287,31 @@ class ToolCallingManager:
         """The definitions of :meth:`resolve_tool_callbacks`, in the same order."""
         return tuple(callback.definition for callback in self.resolve_tool_callbacks(options))
 
+    def may_pause(self, options: ChatOptions | None) -> bool:
+        """Whether a call of one of ``options``' tools could need approval (a reply may then
+        pause the turn)."""
+        return any(
+            self.confirmation_policy.may_require_approval(callback.name, callback)
+            for callback in self.resolve_tool_callbacks(options)
+        )
+
+    def check_decisions(
+        self,
+        assistant: AssistantMessage,
+        options: ChatOptions | None,
+        decisions: Iterable[ToolCallDecision | Mapping[str, Any]],
+        granted: Collection[str] = (),
+    ) -> AssistantMessage:
+        """``assistant`` as ``decisions`` would run it (edited arguments applied), without
+        running anything: what :meth:`execute_tool_calls` checks first on a resume, for callers
+        that refuse bad decisions before a turn starts. Raises
+        :class:`~.approval.ToolCallDecisionError` as it would."""
+        callbacks = {cb.name: cb for cb in self.resolve_tool_callbacks(options)}
+        applied, _ = self._apply_decisions(
+            assistant, callbacks, index_decisions(decisions), granted
+        )
+        return applied
+
     def pending_approvals(
         self,
         tool_calls: Sequence[ToolCall],
