@@ -38,6 +38,11 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
   non-string ``text``, unknown fields, wrong types — get an ``error`` frame with code
   ``"invalid"`` and field ``errors``; the connection stays open and usable. (``cancel``
   ignores fields it does not know: it should always work.)
+* Server frames of a turn resumed elsewhere — tool calls decided outside a turn (an approver,
+  ``POST /api/approvals/<id>/decision/``) and resumed by a task worker
+  (:mod:`advisors_app.approval_jobs`) — reach every open chat socket of the conversation's
+  owner through the channel layer: the turn's ``start`` … ``done`` (or ``error``) frames, each
+  with ``conversation_id`` and ``"resumed_elsewhere": true``.
 * Server ``{"type": "conversation", "conversation_id", "title"}`` is sent to **every** open
   chat socket of the same user — on any server process, through the channel layer (Redis with
   ``REDIS_URL``) — when one of their conversations got a turn, so other tabs and devices can
@@ -277,6 +282,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                     "removed": event.get("removed", False),
                 }
             )
+
+    async def turn_event(self, event: dict[str, Any]) -> None:
+        """Channel-layer handler: forward one event of a turn resumed elsewhere (decisions
+        recorded outside a turn, resumed by a task: :mod:`advisors_app.approval_jobs`), with
+        its ``conversation_id`` and ``"resumed_elsewhere": true``."""
+        if not self._closing:
+            frame = dict(event["event"])
+            frame.setdefault("conversation_id", event["conversation_id"])
+            frame["resumed_elsewhere"] = True
+            await self.send_json(frame)
 
     async def disconnect(self, code: int) -> None:
         """Cancel and await every task of the connection (the partial turn gets stored)."""

@@ -374,7 +374,8 @@ async def test_a_message_right_after_done_is_accepted(socket: Any, chain: Any) -
             '{"type": "message", "text": "hi", "conversationId": "x"}',
             {
                 "conversationId": [
-                    "Unknown field. Known fields: message, conversation_id, params, label, version."
+                    "Unknown field. Known fields: message, decisions, conversation_id, params, "
+                    "label, version."
                 ]
             },
         ),

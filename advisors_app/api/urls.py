@@ -6,6 +6,13 @@ from django.urls import URLPattern, URLResolver, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from advisors_app.api.errors import api_not_found
+from advisors_app.api.views.approvals import (
+    ApprovalDecisionView,
+    ApprovalDetailView,
+    ApprovalListView,
+    ConversationGrantDetailView,
+    ConversationGrantListView,
+)
 from advisors_app.api.views.chains import ChainDetailView, ChainListView
 from advisors_app.api.views.chat import ChainCallView, ChainStreamView
 from advisors_app.api.views.conversations import ConversationDetailView, ConversationListView
@@ -60,6 +67,23 @@ urlpatterns: list[URLPattern | URLResolver] = [
         "conversations/<str:conversation_id>/",
         ConversationDetailView.as_view(),
         name="api-conversation",
+    ),
+    path(
+        "conversations/<str:conversation_id>/grants/",
+        ConversationGrantListView.as_view(),
+        name="api-conversation-grants",
+    ),
+    path(
+        "conversations/<str:conversation_id>/grants/<str:tool>/",
+        ConversationGrantDetailView.as_view(),
+        name="api-conversation-grant",
+    ),
+    path("approvals/", ApprovalListView.as_view(), name="api-approvals"),
+    path("approvals/<int:pk>/", ApprovalDetailView.as_view(), name="api-approval"),
+    path(
+        "approvals/<int:pk>/decision/",
+        ApprovalDecisionView.as_view(),
+        name="api-approval-decision",
     ),
     path("collections/", CollectionListView.as_view(), name="api-collections"),
     path("collections/<slug:slug>/", CollectionDetailView.as_view(), name="api-collection"),
