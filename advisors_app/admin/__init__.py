@@ -1,11 +1,12 @@
 """The app's admin: chains (with their versions, labels and the playground), what they refer
-to, logs, conversations, documents (with upload) and ingestion jobs.
+to, logs, conversations, documents (with upload), ingestion jobs and tool-call approvals.
 
 Importing this package registers every ``ModelAdmin`` with the default admin site.
 """
 
 from __future__ import annotations
 
+from advisors_app.admin.approvals import ToolApprovalAdmin, ToolApprovalGrantAdmin
 from advisors_app.admin.chains import AdvisorChainAdmin, AdvisorConfigInline
 from advisors_app.admin.documents import CollectionAdmin, DocumentAdmin
 from advisors_app.admin.ingestion import IngestionJobAdmin
@@ -33,4 +34,6 @@ __all__ = [
     "IngestionJobAdmin",
     "PromptTemplateAdmin",
     "SensitiveWordListAdmin",
+    "ToolApprovalAdmin",
+    "ToolApprovalGrantAdmin",
 ]

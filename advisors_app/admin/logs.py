@@ -1,4 +1,5 @@
-"""Admin of call logs (read-only, filterable, with the per-advisor trace) and conversations.
+"""Admin of call logs (read-only, filterable, with the per-advisor trace and the tool-call
+approvals a turn paused for or ran) and conversations.
 
 A call log's error message and trace are shown redacted (:mod:`advisors_app.redaction`), so
 rows stored before secrets were redacted on the way in do not show a key either.
@@ -15,6 +16,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 
+from advisors_app.admin.approvals import approval_flags, approval_inlines
 from advisors_app.admin.chains import chain_link
 from advisors_app.admin.forms import pretty_json
 from advisors_app.admin.traces import trace_rows
@@ -75,6 +77,9 @@ class CallLogAdmin(ReadOnlyAdmin):
         "trace_table",
     )
     readonly_fields = fields
+
+    def get_inlines(self, request: HttpRequest, obj: Any) -> list[Any]:
+        return approval_inlines(obj)
 
     @admin.display(description="Latency", ordering="latency")
     def seconds(self, obj: CallLog) -> str:
@@ -181,7 +186,8 @@ def reply_details(metadata: Any) -> dict[str, Any]:
 
 
 class ChatMessageInline(admin.TabularInline):
-    """The transcript, in sequence order (read-only); an assistant reply shows its turn."""
+    """The transcript, in sequence order (read-only); an assistant reply shows its turn, a
+    tool-call message waiting for approval or resumed by decisions shows them."""
 
     model = ChatMessage
     fields = ("sequence", "message_type", "text", "flags", "turn", "created_at")
@@ -193,11 +199,16 @@ class ChatMessageInline(admin.TabularInline):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ChatMessage]:
+        return super().get_queryset(request).prefetch_related("tool_approvals__decided_by")
+
     @admin.display(description="Flags")
     def flags(self, obj: ChatMessage) -> str:
         metadata = obj.metadata or {}
         if metadata.get("interrupted"):
             return f"interrupted ({metadata.get('finish_reason', '?')})"
+        if obj.tool_calls:
+            return approval_flags(obj)
         return ""
 
     @admin.display(description="Turn")
