@@ -3,8 +3,6 @@ decisions on the call log and the transcript."""
 
 from __future__ import annotations
 
-import sys
-import types
 from datetime import timedelta
 from typing import Any
 
@@ -32,12 +30,7 @@ GRANTS = "/admin/advisors_app/toolapprovalgrant/"
 def resumed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The message ids the admin asked to resume (``enqueue_resume`` recorded, not run)."""
     calls: list[int] = []
-    try:
-        import advisors_app.approval_jobs as jobs
-    except ImportError:  # built beside this admin; only its name is shared
-        jobs = types.ModuleType("advisors_app.approval_jobs")
-        monkeypatch.setitem(sys.modules, "advisors_app.approval_jobs", jobs)
-    monkeypatch.setattr(jobs, "enqueue_resume", calls.append, raising=False)
+    monkeypatch.setattr("advisors_app.approval_jobs.enqueue_resume", calls.append)
     return calls
 
 
