@@ -116,7 +116,8 @@ async def run_resume(message_id: int) -> dict[str, Any]:
             refused.message,
             refused.errors or "",
         )
-        event = refused.to_dict()
+        # Nothing ran: the conversation is still there, so the frame names it.
+        event = {**refused.to_dict(), "conversation_id": public}
         await _publish(owner, {"type": TURN_EVENT, "conversation_id": public, "event": event})
         return {"status": "refused", "message_id": message_id, "error": event}
     final: dict[str, Any] = {}

@@ -211,6 +211,8 @@ class ApprovalDecisionView(ApiView):
         serializer = ApprovalDecisionRequestSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         values = serializer.validated_data
+        if not isinstance(values.get("arguments", {}), dict):
+            raise ValidationError({"arguments": ["Send the arguments as a JSON object."]})
         try:
             decision = ToolCallDecision(
                 row.approval_id, values["decision"], values.get("arguments"), values.get("reason")
