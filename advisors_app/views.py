@@ -29,8 +29,10 @@ from advisors_app.conversations import (
     public_conversation_id,
     user_conversations,
 )
+from advisors_app.core.memory import APPROVAL_PENDING
 from advisors_app.core.messages import MessageType
-from advisors_app.models import AdvisorChain, CallLog, ChatMessage
+from advisors_app.core.tools.approval import ApprovalDecision
+from advisors_app.models import AdvisorChain, CallLog, ChatMessage, ToolApproval
 
 __all__ = ["chat", "trace"]
 
@@ -67,6 +69,31 @@ def _reply_details(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return {key: metadata[key] for key in REPLY_DETAIL_KEYS if key in metadata}
 
 
+def _pending_approvals(message: ChatMessage) -> list[dict[str, Any]]:
+    """The calls of a paused tool-call message, as the ``approval_required`` event lists them.
+
+    The approval ids are the message's tool call ids; what the call's :class:`ToolApproval`
+    row knows (allowed decisions, reason, expiry) is taken from it, and a call without a
+    pending row offers every decision (the server checks the decision when it arrives)."""
+    rows = {
+        row.approval_id: row.to_pending()
+        for row in message.tool_approvals.filter(status=ToolApproval.Status.PENDING)
+    }
+    return [
+        rows.get(str(call.get("id")))
+        or {
+            "approval_id": str(call.get("id")),
+            "tool": call.get("name"),
+            "arguments": call.get("arguments"),
+            "allowed_decisions": [d.value for d in ApprovalDecision],
+            "reason": "",
+            "expires_at": None,
+        }
+        for call in message.tool_calls
+        if isinstance(call, dict) and call.get("id")
+    ]
+
+
 def _transcript(conversation: Any) -> list[dict[str, Any]]:
     """The user and assistant messages to show (tool rounds and system text are not).
 
@@ -75,19 +102,40 @@ def _transcript(conversation: Any) -> list[dict[str, Any]]:
     turn stored — trace id, chain version, sources, tool calls, usage, finish reason and
     timings in milliseconds — which the page renders with the same code as a live reply's
     ``done`` frame, so a reopened conversation looks as it did live. ``trace_id`` is ``None``
-    for replies stored before replies were tagged.
+    for replies stored before replies were tagged. When the conversation's last message is a
+    tool-call message waiting for approval (``metadata["approval_pending"]``), it is shown
+    even without text, its ``details`` holding ``pending_approvals``
+    (:func:`_pending_approvals`), so the page shows its approval card again.
     """
-    rows = ChatMessage.objects.filter(
-        conversation=conversation,
-        message_type__in=(MessageType.USER.value, MessageType.ASSISTANT.value),
-    ).order_by("sequence")
+    rows = list(
+        ChatMessage.objects.filter(
+            conversation=conversation,
+            message_type__in=(
+                MessageType.USER.value,
+                MessageType.ASSISTANT.value,
+                MessageType.TOOL.value,
+            ),
+        ).order_by("sequence")
+    )
+    last = rows[-1] if rows else None
     transcript = []
     for row in rows:
-        if not row.text.strip():
+        if row.message_type == MessageType.TOOL.value:
+            continue
+        pending = (
+            row is last
+            and row.message_type == MessageType.ASSISTANT.value
+            and bool(row.tool_calls)
+            and isinstance(row.metadata, dict)
+            and row.metadata.get(APPROVAL_PENDING) is True
+        )
+        if not row.text.strip() and not pending:
             continue
         details = (
             _reply_details(row.metadata) if row.message_type == MessageType.ASSISTANT.value else {}
         )
+        if pending:
+            details["pending_approvals"] = _pending_approvals(row)
         transcript.append(
             {
                 "id": row.pk,

@@ -1,11 +1,17 @@
 /* The chat page: one websocket per chain (/ws/chat/<slug>/), replies streamed as Markdown.
  *
  * Frames are those of advisors_app/consumers.py (start, sources, tool_call, tool_result,
- * delta, done | error). Model output is rendered by markdown-it with raw HTML off and images
+ * delta, approval_required, done | error). Model output is rendered by markdown-it with raw HTML off and images
  * off (a remote image in an answer could leak the conversation through its URL); everything
  * else the server sends is inserted as text. A reply's tool cards, sources and meta line are
  * drawn by the same functions live and for a reopened conversation (whose stored metadata the
  * page embeds as JSON, "chat-replies"), so both look alike. No build step: plain script.
+ *
+ * Tool calls that wait for approval (approval_required, or a reopened conversation whose last
+ * reply is still pending) get an approval card under the reply; once each call has a decision
+ * the page sends one message frame with the decisions and shows the resumed turn in place,
+ * under the card. A turn resumed elsewhere (another tab, the admin) arrives as frames flagged
+ * resumed_elsewhere and is drawn the same way when its conversation is open.
  */
 (function () {
   "use strict";
@@ -51,6 +57,10 @@
     attempt: 0,
     timer: null,
     reply: null,
+    // The turn resumed elsewhere whose frames are being drawn (see handleElsewhere).
+    elsewhere: null,
+    // The approval boxes on the page (see approvalBox).
+    approvals: [],
   };
 
   /* ---- connection ------------------------------------------------------------------ */
@@ -101,7 +111,18 @@
       if (state.ws !== ws) return; // replaced on purpose (another chain)
       state.ws = null;
       if (state.reply) {
-        finishReply({ note: "The connection dropped; what arrived so far was saved." });
+        if (state.reply.resume && !state.reply.started) {
+          resumeRefused(state.reply, {
+            code: "connection_lost",
+            message: "The connection dropped before the decisions were confirmed: reload the " +
+              "page to see whether they arrived.",
+          });
+        } else {
+          finishReply({ note: "The connection dropped; what arrived so far was saved." });
+        }
+      }
+      if (state.elsewhere) {
+        finishReply({ note: "The connection dropped; reload the page for the rest." }, state.elsewhere);
       }
       if (event.code === 4401) {
         setConnection("closed", "Signed out");
@@ -158,19 +179,38 @@
     return { article: article, body: body };
   }
 
-  function startReply() {
-    var parts = addMessage("assistant", "");
-    parts.article.setAttribute("aria-busy", "true");
-    parts.body.appendChild(el("span", "msg-typing", "…"));
-    state.reply = {
-      article: parts.article, body: parts.body, text: "", traceId: null, conversationId: null,
+  /* A reply being drawn. ``parent`` given, it is a resumed turn: a segment appended to that
+   * element (the part of a reply that shows the approval card); else a new assistant message.
+   * ``reply.article`` is the element its parts (tools, body, sources, footer) live in,
+   * ``reply.root`` the message article. */
+  function newReply(parent) {
+    var root, target, body;
+    if (parent) {
+      root = parent.closest("article");
+      target = el("div", "msg-resumed");
+      body = el("div", "msg-body");
+      target.appendChild(body);
+      parent.appendChild(target);
+    } else {
+      var parts = addMessage("assistant", "");
+      root = target = parts.article;
+      body = parts.body;
+    }
+    root.setAttribute("aria-busy", "true");
+    body.appendChild(el("span", "msg-typing", "…"));
+    scrollToEnd();
+    return {
+      article: target, root: root, body: body, text: "", traceId: null, conversationId: null,
       sentAt: performance.now(), firstAt: null, frame: null, scheduled: false,
-      toolCards: {},
+      toolCards: {}, started: false, resume: null,
     };
   }
 
-  function scheduleRender() {
-    var reply = state.reply;
+  function startReply() {
+    state.reply = newReply(null);
+  }
+
+  function scheduleRender(reply) {
     if (!reply || reply.scheduled) return;
     reply.scheduled = true;
     requestAnimationFrame(function () {
@@ -278,17 +318,24 @@
     return box;
   }
 
+  /* A reply's parts are direct children of its element: a resumed turn's segment, nested in
+   * the reply it resumes, has parts of its own. */
+  function part(article, selector) {
+    return article.querySelector(":scope > " + selector.split(", ").join(", :scope > "));
+  }
+
   function showSources(article, sources) {
-    var old = article.querySelector(".msg-sources");
+    var old = part(article, ".msg-sources");
     if (!Array.isArray(sources) || !sources.length) return;
     var box = renderSources(sources);
     if (old) old.replaceWith(box);
-    else article.insertBefore(box, article.querySelector(".msg-footer"));
+    else article.insertBefore(box, part(article, ".msg-footer"));
   }
 
-  /* Notes and errors go right below the text, above the sources and the footer. */
+  /* Notes, errors and approval cards go right below the text, above the sources and the
+   * footer. */
   function addBelowText(article, node) {
-    article.insertBefore(node, article.querySelector(".msg-sources, .msg-footer"));
+    article.insertBefore(node, part(article, ".msg-sources, .msg-footer"));
   }
 
   function duration(ms) {
@@ -342,10 +389,10 @@
   }
 
   function toolsBox(article) {
-    var box = article.querySelector(".msg-tools");
+    var box = part(article, ".msg-tools");
     if (!box) {
       box = el("div", "msg-tools");
-      article.insertBefore(box, article.querySelector(".msg-body"));
+      article.insertBefore(box, part(article, ".msg-body"));
     }
     return box;
   }
@@ -370,7 +417,7 @@
     Object.keys(cards).forEach(function (key) {
       if (cards[key].dataset.state === "running") showToolResult(cards[key], {});
     });
-    if (!article.querySelector(".msg-sources")) showSources(article, details.sources);
+    if (!part(article, ".msg-sources")) showSources(article, details.sources);
     var footer = el("div", "msg-footer");
     var meta = metaText(details);
     if (meta) footer.appendChild(el("p", "msg-meta", meta));
@@ -378,15 +425,16 @@
     if (footer.firstChild) article.appendChild(footer);
   }
 
-  function finishReply(options) {
-    var reply = state.reply;
+  function finishReply(options, reply) {
+    reply = reply || state.reply;
     if (!reply) return;
-    state.reply = null;
+    if (state.reply === reply) state.reply = null;
+    if (state.elsewhere === reply) state.elsewhere = null;
     var done = options.done;
     if (done && typeof done.content === "string" && done.content) reply.text = done.content;
     if (reply.text) renderMarkdown(reply.body, reply.text);
     else reply.body.textContent = "";
-    reply.article.removeAttribute("aria-busy");
+    reply.root.removeAttribute("aria-busy");
     if (options.note) addBelowText(reply.article, el("p", "msg-note", options.note));
     if (options.error) addBelowText(reply.article, errorBox(options.error));
     var details = { timings: measuredTimings(reply) };
@@ -431,6 +479,367 @@
     }
     box.appendChild(el("span", "msg-error-code", frame.code));
     return box;
+  }
+
+  /* ---- approval cards: tool calls that wait for the user's decision ----------------- */
+
+  var DECISIONS = ["approve", "edit", "reject"];
+  var DECIDED_TEXT = { approve: "Approved", edit: "Approved with edited arguments", reject: "Rejected" };
+  var approvalCount = 0;
+
+  /* The open (undecided or being sent) approval box of conversation ``id``, if any. */
+  function openApproval(id) {
+    state.approvals = state.approvals.filter(function (box) { return box.element.isConnected; });
+    for (var i = state.approvals.length - 1; i >= 0; i -= 1) {
+      var box = state.approvals[i];
+      if (box.conversationId === id && (box.state === "open" || box.state === "sent")) return box;
+    }
+    return null;
+  }
+
+  /* The approval box of a paused reply, below its text in ``segment``: one card per call.
+   * ``approvals`` are those of the approval_required frame (approval_id, tool, arguments,
+   * allowed_decisions, reason, expires_at). */
+  function approvalBox(segment, approvals, conversationId) {
+    var element = el("section", "approval");
+    var heading = el("h3", "approval-title", approvals.length === 1
+      ? "Approve this tool call?"
+      : "Approve these " + approvals.length + " tool calls?");
+    heading.id = "approval-" + (approvalCount += 1);
+    element.setAttribute("aria-labelledby", heading.id);
+    element.appendChild(heading);
+    element.appendChild(el("p", "approval-intro", approvals.length === 1
+      ? "Nothing runs until you decide."
+      : "Nothing runs until you have decided on each call."));
+    var box = {
+      element: element, segment: segment, conversationId: conversationId, cards: [],
+      state: "open", errors: el("div", "approval-errors"), note: el("p", "approval-note"),
+    };
+    approvals.forEach(function (approval) {
+      var card = approvalCard(box, approval);
+      box.cards.push(card);
+      element.appendChild(card.element);
+    });
+    box.note.hidden = true;
+    box.note.setAttribute("role", "status");
+    element.appendChild(box.note);
+    element.appendChild(box.errors);
+    element.dataset.state = box.state;
+    state.approvals.push(box);
+    addBelowText(segment, element);
+    return box;
+  }
+
+  function button(text, className, onClick) {
+    var node = el("button", className, text);
+    node.type = "button";
+    node.addEventListener("click", onClick);
+    return node;
+  }
+
+  function approvalCard(box, approval) {
+    var allowed = Array.isArray(approval.allowed_decisions)
+      ? approval.allowed_decisions.filter(function (d) { return DECISIONS.indexOf(d) >= 0; }) : [];
+    if (!allowed.length) allowed = DECISIONS.slice();  // unknown: the server checks
+    var id = "approval-" + (approvalCount += 1);
+    var card = {
+      approval: approval, id: String(approval.approval_id), decision: null,
+      element: el("div", "approval-card"), buttons: {}, panels: {},
+    };
+    var element = card.element;
+    element.dataset.approvalId = card.id;
+    var name = String(approval.tool || "?");
+    var head = el("p", "approval-head");
+    head.id = id + "-head";
+    head.appendChild(el("span", "tool-kind", "Run tool "));
+    head.appendChild(el("code", "tool-name", name));
+    element.appendChild(head);
+    if (approval.reason) element.appendChild(el("p", "approval-reason", String(approval.reason)));
+    element.appendChild(el("p", "approval-label", "Arguments"));
+    var args = el("pre", "approval-args", prettyArguments(
+      approval.arguments === undefined || approval.arguments === null ? "{}" : approval.arguments));
+    args.tabIndex = 0;  // scrollable by keyboard when wide
+    element.appendChild(args);
+    if (approval.expires_at) {
+      var expires = new Date(approval.expires_at);
+      if (!isNaN(expires.getTime())) {
+        element.appendChild(el("p", "approval-expiry", "Decide before " + expires.toLocaleString()));
+      }
+    }
+
+    var actions = el("div", "approval-actions");
+    actions.setAttribute("role", "group");
+    actions.setAttribute("aria-labelledby", head.id);
+    if (allowed.indexOf("approve") >= 0) {
+      card.buttons.approve = button("Approve", "approval-approve", function () {
+        decide(box, card, withGrant(card, { approval_id: card.id, decision: "approve" }));
+      });
+      actions.appendChild(card.buttons.approve);
+    }
+    if (allowed.indexOf("edit") >= 0) {
+      card.buttons.edit = button("Edit", "approval-edit-button", function () { openPanel(card, "edit"); });
+      card.buttons.edit.setAttribute("aria-expanded", "false");
+      actions.appendChild(card.buttons.edit);
+    }
+    if (allowed.indexOf("reject") >= 0) {
+      card.buttons.reject = button("Reject", "approval-reject-button", function () { openPanel(card, "reject"); });
+      card.buttons.reject.setAttribute("aria-expanded", "false");
+      actions.appendChild(card.buttons.reject);
+    }
+    card.buttons.change = button("Change decision", "chat-link-button approval-change", function () {
+      card.decision = null;
+      showCardState(box, card);
+      var first = actions.querySelector("button:not([hidden])");
+      if (first) first.focus();
+    });
+    card.buttons.change.hidden = true;
+    actions.appendChild(card.buttons.change);
+    element.appendChild(actions);
+
+    if (card.buttons.approve || card.buttons.edit) {
+      var grantLabel = el("label", "approval-grant");
+      card.grant = el("input");
+      card.grant.type = "checkbox";
+      grantLabel.appendChild(card.grant);
+      grantLabel.appendChild(document.createTextNode(" Allow " + name + " for this conversation"));
+      element.appendChild(grantLabel);
+    }
+
+    if (card.buttons.edit) {
+      var edit = el("div", "approval-panel approval-edit");
+      edit.id = id + "-edit";
+      card.buttons.edit.setAttribute("aria-controls", edit.id);
+      var editLabel = el("label", null, "Arguments to run " + name + " with (a JSON object)");
+      editLabel.htmlFor = id + "-arguments";
+      card.editText = el("textarea", "approval-edit-text");
+      card.editText.id = id + "-arguments";
+      card.editText.rows = 5;
+      card.editText.spellcheck = false;
+      card.editText.value = prettyArguments(
+        approval.arguments === undefined || approval.arguments === null ? "{}" : approval.arguments);
+      card.editError = el("p", "approval-field-error");
+      card.editError.id = id + "-arguments-error";
+      card.editError.hidden = true;
+      card.editText.setAttribute("aria-describedby", card.editError.id);
+      var editButtons = el("div", "approval-actions");
+      editButtons.appendChild(button("Run with these arguments", "approval-confirm", function () {
+        var parsed = parseObject(card.editText.value);
+        if (parsed.error) {
+          card.editError.textContent = parsed.error;
+          card.editError.hidden = false;
+          card.editText.setAttribute("aria-invalid", "true");
+          card.editText.focus();
+          return;
+        }
+        decide(box, card, withGrant(card, { approval_id: card.id, decision: "edit", arguments: parsed.value }));
+      }));
+      editButtons.appendChild(button("Cancel", "chat-link-button", function () { closePanels(card, "edit"); }));
+      edit.appendChild(editLabel);
+      edit.appendChild(card.editText);
+      edit.appendChild(card.editError);
+      edit.appendChild(editButtons);
+      edit.hidden = true;
+      card.panels.edit = edit;
+      element.appendChild(edit);
+    }
+
+    if (card.buttons.reject) {
+      var reject = el("div", "approval-panel approval-reject");
+      reject.id = id + "-reject";
+      card.buttons.reject.setAttribute("aria-controls", reject.id);
+      var reasonLabel = el("label", null, "Why not? (optional; the assistant reads it)");
+      reasonLabel.htmlFor = id + "-reason";
+      card.reasonText = el("textarea", "approval-reason-text");
+      card.reasonText.id = id + "-reason";
+      card.reasonText.rows = 2;
+      card.reasonText.maxLength = 2000;
+      var rejectButtons = el("div", "approval-actions");
+      rejectButtons.appendChild(button("Reject the call", "approval-confirm approval-reject-confirm", function () {
+        var decision = { approval_id: card.id, decision: "reject" };
+        var reason = card.reasonText.value.trim();
+        if (reason) decision.reason = reason;
+        decide(box, card, decision);
+      }));
+      rejectButtons.appendChild(button("Cancel", "chat-link-button", function () { closePanels(card, "reject"); }));
+      reject.appendChild(reasonLabel);
+      reject.appendChild(card.reasonText);
+      reject.appendChild(rejectButtons);
+      reject.hidden = true;
+      card.panels.reject = reject;
+      element.appendChild(reject);
+    }
+
+    card.status = el("p", "approval-status");
+    card.status.setAttribute("role", "status");
+    card.status.hidden = true;
+    element.appendChild(card.status);
+    return card;
+  }
+
+  /* ``text`` parsed as a JSON object: {value} or {error} (a message for the user). */
+  function parseObject(text) {
+    var value;
+    try {
+      value = JSON.parse(text);
+    } catch (error) {
+      return { error: "This is not valid JSON: " + error.message };
+    }
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      return { error: "The arguments must be a JSON object, like {\"text\": \"...\"}." };
+    }
+    return { value: value };
+  }
+
+  function withGrant(card, decision) {
+    if (card.grant && card.grant.checked) decision.grant = true;
+    return decision;
+  }
+
+  function openPanel(card, which) {
+    var panel = card.panels[which];
+    var opening = panel.hidden;
+    closePanels(card);
+    if (!opening) return;
+    panel.hidden = false;
+    card.buttons[which].setAttribute("aria-expanded", "true");
+    (which === "edit" ? card.editText : card.reasonText).focus();
+  }
+
+  /* Close the card's panels; with ``returnTo``, focus goes back to that panel's button. */
+  function closePanels(card, returnTo) {
+    Object.keys(card.panels).forEach(function (key) {
+      card.panels[key].hidden = true;
+      card.buttons[key].setAttribute("aria-expanded", "false");
+    });
+    if (returnTo) card.buttons[returnTo].focus();
+  }
+
+  function decide(box, card, decision) {
+    if (box.state !== "open") return;
+    card.decision = decision;
+    if (card.editError) {
+      card.editError.hidden = true;
+      card.editText.removeAttribute("aria-invalid");
+    }
+    closePanels(card);
+    showCardState(box, card);
+    var waiting = box.cards.filter(function (c) { return c.decision === null; });
+    if (waiting.length) {
+      var next = waiting[0].element.querySelector(".approval-actions button:not([hidden])");
+      if (next) next.focus();
+      return;
+    }
+    sendDecisions(box);
+  }
+
+  /* What a card shows for its decision (none: the buttons; made: what was decided). */
+  function showCardState(box, card) {
+    var decided = card.decision !== null;
+    var usable = box.state === "open";
+    card.element.dataset.decision = decided ? card.decision.decision : "";
+    DECISIONS.forEach(function (key) {
+      if (!card.buttons[key]) return;
+      card.buttons[key].hidden = decided;
+      card.buttons[key].disabled = !usable;
+    });
+    card.buttons.change.hidden = !decided || !usable;
+    if (card.grant) card.grant.disabled = decided || !usable;
+    [card.editText, card.reasonText].forEach(function (field) {
+      if (field) field.disabled = !usable;
+    });
+    Object.keys(card.panels).forEach(function (key) {
+      card.panels[key].querySelectorAll("button").forEach(function (b) { b.disabled = !usable; });
+    });
+    if (!usable) closePanels(card);
+    var text = "";
+    if (decided) {
+      text = DECIDED_TEXT[card.decision.decision];
+      if (card.decision.grant) text += "; allowed for this conversation";
+      if (card.decision.reason) text += ": " + card.decision.reason;
+      if (box.state === "open") text += " (waiting for your other decisions)";
+    }
+    card.status.textContent = text;
+    card.status.hidden = !text;
+  }
+
+  function setBoxState(box, value, note) {
+    box.state = value;
+    box.element.dataset.state = value;
+    box.cards.forEach(function (card) { showCardState(box, card); });
+    box.note.textContent = note || "";
+    box.note.hidden = !note;
+  }
+
+  /* Every call has a decision: one message frame resumes the turn, drawn under the box. */
+  function sendDecisions(box) {
+    box.errors.textContent = "";
+    var problem = null;
+    if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
+      problem = "Not connected: the decisions were not sent. Decide again once connected.";
+    } else if (state.reply) {
+      problem = "A reply is still being written: decide again when it has finished.";
+    }
+    if (problem) {
+      box.cards.forEach(function (card) { card.decision = null; });
+      setBoxState(box, "open");
+      box.errors.appendChild(errorBox({ code: "not_sent", message: problem }));
+      return;
+    }
+    setBoxState(box, "sent", "Sending your decision…");
+    var reply = newReply(box.segment);
+    reply.resume = box;
+    reply.conversationId = box.conversationId;
+    state.reply = reply;
+    state.ws.send(JSON.stringify({
+      type: "message",
+      conversation_id: box.conversationId,
+      decisions: box.cards.map(function (card) { return card.decision; }),
+    }));
+    updateControls();
+    stopButton.focus();
+  }
+
+  /* The resumed turn started: the decisions are recorded for good. */
+  function markDecided(box) {
+    if (box.state === "sent") setBoxState(box, "decided");
+  }
+
+  /* No further decision is possible here (decided elsewhere, superseded, gone). */
+  function closeApproval(box, note) {
+    if (box.state === "decided" || box.state === "closed") return;
+    if (box.state === "open") box.cards.forEach(function (card) { card.decision = null; });
+    setBoxState(box, "closed", note);
+  }
+
+  /* Whether a refusal of the decisions says the calls no longer wait for any. */
+  function approvalGone(frame) {
+    if (frame.code === "conflict") return true;
+    var texts = (frame.errors && frame.errors.decisions) || [];
+    return frame.code === "invalid" && texts.some(function (text) {
+      return /no tool calls waiting|expired|is not a call waiting/i.test(String(text));
+    });
+  }
+
+  /* The server refused the decisions before resuming: the error goes next to the box, which
+   * stays usable unless the calls are gone. */
+  function resumeRefused(reply, frame) {
+    var box = reply.resume;
+    if (state.reply === reply) state.reply = null;
+    reply.article.remove();
+    reply.root.removeAttribute("aria-busy");
+    box.errors.textContent = "";
+    box.errors.appendChild(errorBox(frame));
+    if (box.state === "sent") {
+      // Not recorded: the cards show no decision again, usable unless the calls are gone.
+      box.cards.forEach(function (card) { card.decision = null; });
+      if (approvalGone(frame)) setBoxState(box, "closed", "These calls no longer wait for a decision.");
+      else setBoxState(box, "open");
+    }
+    updateControls();
+    var first = box.element.querySelector(".approval-actions button:not([hidden]):not(:disabled)");
+    if (first) first.focus();
+    else prompt.focus();
+    scrollToEnd();
   }
 
   /* ---- conversations --------------------------------------------------------------- */
@@ -494,12 +903,19 @@
   }
 
   function handleFrame(frame) {
-    var reply = state.reply;
+    if (frame.resumed_elsewhere === true) handleElsewhere(frame);
+    else handleTurnFrame(frame, state.reply);
+  }
+
+  /* One frame of the turn ``reply`` draws (this page's own, or one resumed elsewhere). */
+  function handleTurnFrame(frame, reply) {
     switch (frame.type) {
       case "start":
         if (!reply) return;
+        reply.started = true;
         reply.traceId = frame.trace_id;
         reply.conversationId = frame.conversation_id;
+        if (reply.resume) markDecided(reply.resume);
         if (state.conversationId !== frame.conversation_id) {
           state.conversationId = frame.conversation_id;
           history.replaceState(null, "", conversationUrl(frame.conversation_id));
@@ -524,25 +940,35 @@
         if (!reply) return;
         if (reply.firstAt === null) reply.firstAt = performance.now();
         reply.text += frame.text;
-        scheduleRender();
+        scheduleRender(reply);
+        break;
+      case "approval_required":
+        if (!reply || !Array.isArray(frame.approvals) || !frame.approvals.length) return;
+        approvalBox(reply.article, frame.approvals, reply.conversationId || state.conversationId);
+        scrollToEnd();
         break;
       case "done":
         if (!reply) return;
         followRemoval(reply, frame);
+        if (reply.resume) markDecided(reply.resume);
         finishReply({
           done: frame,
           note: frame.reason !== "cancelled" ? null
             : frame.stored === false ? "Stopped before any answer; nothing was saved."
             : "Stopped; the answer so far was saved.",
-        });
+        }, reply);
         break;
       case "error":
+        if (reply && reply.resume && !reply.started) {
+          resumeRefused(reply, frame);
+          return;
+        }
         if (frame.code === "busy") {
           showAlert(frame.message);
           return;
         }
         followRemoval(reply, frame);
-        if (reply) finishReply({ error: frame });
+        if (reply) finishReply({ error: frame }, reply);
         else showAlert(frame.message);
         break;
       case "conversation":
@@ -552,12 +978,34 @@
     }
   }
 
+  /* A frame of a turn resumed elsewhere (another tab, the admin, the approvals API): drawn
+   * like a live turn under the approval card it decided, when its conversation is open;
+   * ignored otherwise (the sidebar learns of it from the conversation frame). */
+  function handleElsewhere(frame) {
+    var id = frame.conversation_id;
+    if (!id || id !== state.conversationId || frame.type === "conversation") return;
+    var own = state.reply;
+    // This page's own resume of the conversation is running: the same turn, echoed.
+    if (own && own.resume && own.started && own.conversationId === id) return;
+    var reply = state.elsewhere;
+    if (!reply || reply.conversationId !== id) {
+      var box = openApproval(id);
+      if (box) closeApproval(box, "Decided elsewhere; the reply continues below.");
+      reply = state.elsewhere = newReply(box ? box.segment : null);
+      reply.conversationId = id;
+    }
+    handleTurnFrame(frame, reply);
+  }
+
   /* ---- composer -------------------------------------------------------------------- */
 
   function send() {
     var text = prompt.value;
     if (!text.trim() || state.reply || !state.ws || state.ws.readyState !== WebSocket.OPEN) return;
     showAlert("");
+    // A new message instead of a decision: the server answers the waiting calls as not run.
+    var waiting = state.conversationId && openApproval(state.conversationId);
+    if (waiting) closeApproval(waiting, "Not decided: you sent a new message, so these calls did not run.");
     addMessage("user", text);
     startReply();
     state.reply.question = text.replace(/\s+/g, " ").trim().slice(0, 80);
@@ -690,6 +1138,9 @@
   messages.querySelectorAll("article[data-reply-id]").forEach(function (article) {
     var details = stored[article.dataset.replyId] || {};
     showReplyDetails(article, details, {}, details.trace_id);
+    if (Array.isArray(details.pending_approvals) && details.pending_approvals.length) {
+      approvalBox(article, details.pending_approvals, config.conversationId);
+    }
   });
   scrollToEnd();
   updateControls();
