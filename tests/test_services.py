@@ -103,6 +103,7 @@ async def test_call_answers_persists_the_turn_and_logs_it(chain: Any, user: Any)
         "sources": [],
         "tools": [],
         "timings": {"latency_ms": result.timings["latency_ms"], "time_to_first_token_ms": None},
+        "pending_approvals": [],
     }
     assert 0 < result.timings["latency_ms"] < 60_000
     key = f"{user.pk}:{result.conversation_id}"
@@ -263,6 +264,7 @@ async def test_stream_sends_start_deltas_and_done_then_logs(chain: Any, user: An
         "sources": [],
         "tools": [],
         "timings": events[-1].outcome.timings,
+        "pending_approvals": [],
     }
     timings = events[-1].outcome.timings
     assert 0 < timings["time_to_first_token_ms"] <= timings["latency_ms"]

@@ -225,7 +225,7 @@ def test_turn_input_refuses_what_is_not_an_object() -> None:
     assert refused.value.errors == {"non_field_errors": ["Send a JSON object."]}
 
 
-KNOWN = "Unknown field. Known fields: message, conversation_id, params, label, version."
+KNOWN = "Unknown field. Known fields: message, decisions, conversation_id, params, label, version."
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,7 @@ def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any,
         "sources": [],
         "tools": [],
         "timings": {"latency_ms": body["timings"]["latency_ms"], "time_to_first_token_ms": None},
+        "pending_approvals": [],
     }
     assert len(body["conversation_id"]) == 32
     assert model.prompts[-1].user_message.text == "hello!"
@@ -203,7 +204,7 @@ def rag_chain(alice: Any) -> Any:
             "invalid",
             {
                 "mesage": [
-                    "Unknown field. Known fields: message, conversation_id, params, label, version."
+                    "Unknown field. Known fields: message, decisions, conversation_id, params, label, version."
                 ]
             },
         ),
@@ -374,6 +375,7 @@ def test_stream_sends_start_deltas_and_done_as_server_sent_events(
         "sources": [],
         "tools": [],
         "timings": done["timings"],
+        "pending_approvals": [],
     }
     assert 0 < done["timings"]["time_to_first_token_ms"] <= done["timings"]["latency_ms"]
     assert [t for _, t, _ in transcript(alice, start["conversation_id"])] == ["hi", "Hello!"]
