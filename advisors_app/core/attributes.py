@@ -42,7 +42,7 @@ OWNER = "advisors.owner"
 #: Who a request acts for, as the application's stores understand it (in advisors_app: the
 #: Django user; :data:`OWNER` is its string form). A store that keeps data per principal reads
 #: it through ``VectorStore.for_context`` — the request context is its only carrier. The tool
-#: loop hands it to tools too, in their ``ToolContext`` under this key.
+#: loop hands it (and :data:`CONVERSATION_ID`) to tools too, in their ``ToolContext``.
 PRINCIPAL = "advisors.principal"
 
 #: The id of the turn's trace (a call log's ``trace_id``), put in the context before the chain

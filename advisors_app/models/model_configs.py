@@ -155,6 +155,13 @@ class ChatModelConfig(ModelConfig):
         blank=True,
         help_text='Default chat options as JSON, e.g. {"temperature": 0.2}.',
     )
+    context_window = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(16)],
+        help_text="Tokens the model accepts in one request, prompt and answer together "
+        "(blank: the provider's known figure, if any, else unchecked).",
+    )
 
     kind = "chat"
 

@@ -35,7 +35,7 @@ from ..advisor import (
     ToolAdvisor,
 )
 from ..aggregation import ChatClientResponseAccumulator
-from ..attributes import PRINCIPAL, TOOL_APPROVAL_GRANTS, TOOL_CALL_DECISIONS
+from ..attributes import CONVERSATION_ID, PRINCIPAL, TOOL_APPROVAL_GRANTS, TOOL_CALL_DECISIONS
 from ..chain import CallAdvisorChain, StreamAdvisorChain
 from ..exceptions import ToolCallLimitExceededError
 from ..mappings import freeze
@@ -77,6 +77,10 @@ RESUMED_ROUND = "tool_calling_resumed_round"
 ToolExecutionEligibilityChecker = Callable[[ChatResponse | None], bool]
 
 _DEFAULT_MANAGER = ToolCallingManager()
+
+#: Request-context keys a tool finds in its ``ToolContext``: who the turn is for, and its
+#: conversation.
+_SHARED_WITH_TOOLS = (PRINCIPAL, CONVERSATION_ID)
 
 
 def _has_tool_calls(response: ChatResponse | None) -> bool:
@@ -269,11 +273,11 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
         assert chat_response is not None  # the eligibility checker saw a tool call
         observer = tool_call_observer(getattr(chain, "observer", None))
         granted = frozenset(response.context.get(TOOL_APPROVAL_GRANTS) or ())
-        principal = response.context.get(PRINCIPAL)
-        if principal is not None and isinstance(options, ToolCallingChatOptions):
-            # Tools learn who the turn is for from their ToolContext, as stores do from the
-            # request context.
-            options = options.mutate(tool_context={**options.tool_context, PRINCIPAL: principal})
+        shared = {k: response.context[k] for k in _SHARED_WITH_TOOLS if k in response.context}
+        if shared and isinstance(options, ToolCallingChatOptions):
+            # Tools learn who the turn is for and its conversation from their ToolContext, as
+            # stores do from the request context.
+            options = options.mutate(tool_context={**options.tool_context, **shared})
         try:
             result = await self._manager.execute_tool_calls(
                 Prompt(history, options),
