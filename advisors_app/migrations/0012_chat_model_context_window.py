@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
             name="context_window",
             field=models.PositiveIntegerField(
                 blank=True,
-                help_text="Tokens the model accepts in one request, prompt and answer together (blank: the provider's known figure, if any, else unchecked).",
+                help_text="Tokens per request, prompt and answer (blank: the provider's figure).",
                 null=True,
                 validators=[django.core.validators.MinValueValidator(16)],
             ),

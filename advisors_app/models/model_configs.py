@@ -159,8 +159,7 @@ class ChatModelConfig(ModelConfig):
         null=True,
         blank=True,
         validators=[MinValueValidator(16)],
-        help_text="Tokens the model accepts in one request, prompt and answer together "
-        "(blank: the provider's known figure, if any, else unchecked).",
+        help_text="Tokens per request, prompt and answer (blank: the provider's figure).",
     )
 
     kind = "chat"
