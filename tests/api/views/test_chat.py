@@ -204,7 +204,8 @@ def rag_chain(alice: Any) -> Any:
             "invalid",
             {
                 "mesage": [
-                    "Unknown field. Known fields: message, decisions, conversation_id, params, label, version."
+                    "Unknown field. Known fields: message, decisions, conversation_id, params, "
+                    "label, version."
                 ]
             },
         ),
