@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.urls import URLPattern
+from django.utils import timezone
 
 from advisors_app.api.urls import urlpatterns
 from advisors_app.definition import move_label, publish
@@ -27,9 +29,12 @@ from advisors_app.models import (
     ChainLabel,
     ChainLabelEvent,
     ChainVersion,
+    ChatMessage,
     Collection,
     Conversation,
     Document,
+    ToolApproval,
+    ToolApprovalGrant,
 )
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
@@ -202,6 +207,8 @@ OWN = {
     ("api-documents", "post"): "uploads chunks the caller owns",
     ("api-documents-search", "post"): "a search: a read",
     ("api-document", "delete"): "the caller's own chunks (a shared one: WRITES)",
+    ("api-approval-decision", "post"): "the caller's own approval (others': an approver's)",
+    ("api-conversation-grant", "delete"): "a grant of the caller's own conversation",
 }
 
 OWN_WRITES = [
@@ -225,6 +232,14 @@ OWN_WRITES = [
         {"collection": "mine", "query": "note"},
     ),
     Write("api-document", "delete", "/api/documents/{own_document}/", None, ok=204),
+    Write(
+        "api-approval-decision",
+        "post",
+        "/api/approvals/{own_approval}/decision/",
+        {"decision": "reject"},
+        ok=202,
+    ),
+    Write("api-conversation-grant", "delete", "/api/conversations/talk/grants/t/", None, ok=204),
 ]
 
 
@@ -255,8 +270,25 @@ def world(bare_staff: Any) -> dict[str, Any]:
     ingest_text(shared, "policy.md", "Refunds take 5 days.")
     mine = Collection.objects.create(slug="mine", name="Mine", owner=bare_staff)
     ingest_text(mine, "note.md", "My own note.", owner=bare_staff)
-    Conversation.objects.create(conversation_id=f"{bare_staff.pk}:talk", owner=bare_staff)
+    talk = Conversation.objects.create(conversation_id=f"{bare_staff.pk}:talk", owner=bare_staff)
+    ToolApprovalGrant.objects.create(conversation=talk, tool="t", granted_by=bare_staff)
+    call = {"id": "c1", "name": "t", "arguments": "{}", "type": "function"}
+    paused = ChatMessage.objects.create(
+        conversation=talk, sequence=1, message_type="assistant", tool_calls=[call]
+    )
+    approval = ToolApproval.objects.create(
+        user=bare_staff,
+        chain_slug="support",
+        conversation=talk,
+        message=paused,
+        approval_id="c1",
+        tool="t",
+        arguments={},
+        allowed_decisions=["approve", "reject"],
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
     return {
+        "own_approval": approval.pk,
         "shared_document": Document.objects.get(collection=shared).pk,
         "own_document": Document.objects.get(collection=mine).pk,
     }
