@@ -38,6 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "INGESTION_MAX_CHARS": 1_000_000,
     "INGESTION_CPU_SECONDS": 300.0,
     "TENANT_RESOLVER": "",
+    "CHAT_PAGE_DEFAULT_CHAIN": "",
     "TRACE_PAYLOAD_SAMPLE": 0.0,
     "CHAT_MODELS": {},
     "EMBEDDING_MODELS": {},
@@ -169,6 +170,12 @@ class AdvisorsSettings:
     def INGESTION_CPU_SECONDS(self) -> float:
         """CPU seconds one ingestion job may use to read, split and embed (0: no limit)."""
         return float(self._get("INGESTION_CPU_SECONDS"))
+
+    @property
+    def CHAT_PAGE_DEFAULT_CHAIN(self) -> str:
+        """Slug of the chain the chat page opens on (``""`` or a disabled chain: the first
+        enabled chain by slug)."""
+        return str(self._get("CHAT_PAGE_DEFAULT_CHAIN"))
 
     @property
     def TENANT_RESOLVER(self) -> str:

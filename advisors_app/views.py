@@ -172,7 +172,8 @@ def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpRespon
                 .first()
             )
     if chain not in slugs:
-        chain = slugs[0] if slugs else None
+        preferred = app_settings.CHAT_PAGE_DEFAULT_CHAIN
+        chain = preferred if preferred in slugs else (slugs[0] if slugs else None)
     conversations = [
         {"id": public_conversation_id(c.conversation_id), "title": c.title}
         for c in user_conversations(request.user).only("conversation_id", "title")[

@@ -200,7 +200,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-ADVISORS: dict[str, object] = {}
+# The demo's knowledge-base chain is what a new user should land on (the notes chain shows
+# tool-call approval; it sorts first).
+ADVISORS: dict[str, object] = {"CHAT_PAGE_DEFAULT_CHAIN": "python-docs"}
 CHAT_MODEL_ALIAS = "openai-compatible"
 if os.environ.get("ADVISORS_CHAT_MODEL"):
     _chat_model: dict[str, object] = {

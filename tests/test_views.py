@@ -250,3 +250,12 @@ def test_a_new_chat_embeds_no_replies(alice: Any) -> None:
     assert '<script id="chat-replies" type="application/json">{}</script>' in (
         response.content.decode()
     )
+
+
+def test_the_page_opens_on_the_configured_default_chain(alice: Any, settings: Any) -> None:
+    make_chain("alpha")
+    make_chain("python-docs")
+    settings.ADVISORS = {"CHAT_PAGE_DEFAULT_CHAIN": "python-docs"}
+    assert logged_in(alice).get("/chat/").context["chain"] == "python-docs"
+    settings.ADVISORS = {"CHAT_PAGE_DEFAULT_CHAIN": "gone"}  # unknown: the first by slug
+    assert logged_in(alice).get("/chat/").context["chain"] == "alpha"
