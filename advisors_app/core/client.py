@@ -154,7 +154,12 @@ class ChatClient:
                 )
         for tool_advisor in tool_advisors:
             for inner in advisors:
-                if has_role(inner, AdvisorRole.MEMORY) and inner.order > tool_advisor.order:
+                if (
+                    has_role(inner, AdvisorRole.MEMORY)
+                    and inner.order > tool_advisor.order
+                    # Session memory works per model call, inside the loop, by design.
+                    and not getattr(inner, "INSIDE_TOOL_LOOP", False)
+                ):
                     warnings.warn(
                         f"{inner.name} (order={inner.order}) runs inside {tool_advisor.name} "
                         f"(order={tool_advisor.order}): it will read and write memory on every "

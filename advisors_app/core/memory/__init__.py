@@ -1,5 +1,9 @@
 """Chat memory: repositories that store conversations and memories that window them.
 
+Session memory (Spring AI 2.1, :mod:`.session` and :mod:`.compaction`) is the newer API: an
+append-only log with boundary events and turn-aware compaction; ``ChatMemory`` and its windows
+are the 2.0 API, kept as the compatibility layer.
+
 Spring AI ``ChatMemory``, ``ChatMemoryRepository``, ``MessageWindowChatMemory`` and
 ``InMemoryChatMemoryRepository`` (reference §3.7, seed §6.3), with the fixes of reference §5.3.
 A turn that failed or was interrupted is either not stored at all or stored with
@@ -15,6 +19,16 @@ from .chat_memory import (
     MessageWindowChatMemory,
     TokenWindowChatMemory,
 )
+from .compaction import (
+    CompactionPolicy,
+    CompactionResult,
+    MessageCountTrigger,
+    RecursiveSummarizationCompactionStrategy,
+    TokenCountTrigger,
+    TurnCountTrigger,
+    WindowCompactionStrategy,
+    compact_session,
+)
 from .history import RequestHistory, align_request
 from .ids import (
     APPROVAL_PENDING,
@@ -27,25 +41,47 @@ from .ids import (
 )
 from .in_memory import InMemoryChatMemoryRepository
 from .repository import ChatMemoryRepository
+from .session import (
+    COMPACTION,
+    Boundary,
+    InMemorySessionRepository,
+    SessionRepository,
+    SessionView,
+    turn_starts,
+)
 from .window import drop_orphan_tool_responses, select_window, window_positions
 
 __all__ = [
     "APPROVAL_PENDING",
     "CANCELLED",
+    "COMPACTION",
     "DEFAULT_MAX_MESSAGES",
     "ERROR",
     "FINISH_REASON",
     "INTERRUPTED",
     "MAX_CONVERSATION_ID_LENGTH",
+    "Boundary",
     "ChatMemory",
     "ChatMemoryRepository",
+    "CompactionPolicy",
+    "CompactionResult",
     "InMemoryChatMemoryRepository",
+    "InMemorySessionRepository",
+    "MessageCountTrigger",
     "MessageWindowChatMemory",
+    "RecursiveSummarizationCompactionStrategy",
     "RequestHistory",
+    "SessionRepository",
+    "SessionView",
+    "TokenCountTrigger",
     "TokenWindowChatMemory",
+    "TurnCountTrigger",
+    "WindowCompactionStrategy",
     "align_request",
     "check_conversation_id",
+    "compact_session",
     "drop_orphan_tool_responses",
     "select_window",
+    "turn_starts",
     "window_positions",
 ]
