@@ -45,6 +45,7 @@ from typing import Any
 from advisors_app.core.exceptions import (
     AuthenticationError,
     BadRequestError,
+    ContextOverflowError,
     MalformedResponseError,
     OutputValidationError,
     ProviderConnectionError,
@@ -314,6 +315,8 @@ class TurnError(Exception):
     ``code``: ``"invalid"`` (400, see ``errors``), ``"not_authenticated"`` (401),
     ``"permission_denied"`` (403), ``"chain_not_found"``/``"version_not_found"`` (404),
     ``"conflict"`` (409: the tool calls a resume decides were decided meanwhile, or changed),
+    ``"context_overflow"`` (400: the message alone cannot fit the chat model's context window;
+    the turn's call log is written, the only thing a refused turn leaves),
     ``"throttled"`` (429, ``retry_after`` seconds) or ``"chain_misconfigured"`` (500: the
     stored chain cannot be built; the message says why). ``errors`` maps fields (``message``,
     ``conversation_id``, ``params.options.temperature``, ``chain``) to messages;
@@ -374,7 +377,9 @@ def error_event(
     Provider errors keep their message and HTTP status (bug case B32), with every secret
     value and credential-shaped token replaced (:func:`advisors_app.redaction.redact`: a
     provider that answers ``401 Incorrect API key provided: <key>`` must not hand the key to
-    the user); a failed output validation says so; anything else is ``internal_error`` with a
+    the user); a prompt over the model's context window is ``context_overflow`` with the sizes
+    (HTTP 400 in REST: the request, not the provider, is at fault); a failed output
+    validation says so; anything else is ``internal_error`` with a
     message that reveals nothing but the trace id (the call log holds the details). Refusals
     (:class:`TurnError`) are redacted too.
     """
@@ -394,6 +399,10 @@ def error_event(
             retry_after=getattr(exc, "retry_after", None),
             conversation_id=conversation_id,
             trace_id=trace_id,
+        )
+    if isinstance(exc, ContextOverflowError):
+        return ErrorEvent(
+            "context_overflow", str(exc), conversation_id=conversation_id, trace_id=trace_id
         )
     if isinstance(exc, OutputValidationError):
         return ErrorEvent(

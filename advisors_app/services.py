@@ -18,13 +18,20 @@ params, ``label`` or ``version``; or those as arguments) — and:
    so another user's id behaves as one never used), count the rate, create the conversation
    recording that version when new, and read the window a memory advisor will need into the
    turn's :class:`~advisors_app.stores.memory.TurnScope`;
-3. run the chain (call) or yield :mod:`stream events <advisors_app.events>`, recording the
+3. refuse a message that alone cannot fit the chat model's context window
+   (:class:`TurnError` ``context_overflow``, HTTP 400, before the chain runs: a stream is
+   refused before it opens; the call log says so, a conversation the turn started is removed);
+   every model call of the chain checks its whole prompt too (``core.context_window``), and a
+   prompt that grew past the window (history, retrieved context, a tool round) fails the turn
+   with ``ContextOverflowError`` → ``error_event`` code ``context_overflow`` (REST 400, an
+   ``error`` event in a stream that has started), stored as any failed turn: call log only;
+4. run the chain (call) or yield :mod:`stream events <advisors_app.events>`, recording the
    per-advisor trace (``core.tracing.CallTrace``, plus OpenTelemetry spans); who the turn is
    for (``core.attributes.PRINCIPAL``), its trace id (``TRACE_ID``) and its conversation are in
    the request context from the start; the memory advisor's reads of the conversation are
    answered from the scope and its append is held there; tool calls and retrieval's sources
    are recorded as they happen;
-4. in one thread hop and one transaction (``_write``): the turn's messages — what the scope
+5. in one thread hop and one transaction (``_write``): the turn's messages — what the scope
    holds: the memory advisor's append when the chain has one; otherwise the service's (an
    interrupted reply flagged as the memory advisors flag it: ``metadata["interrupted"]`` and
    ``["finish_reason"]``; nothing when no text came, nor for a guard's refusal of the input)
@@ -88,10 +95,11 @@ from advisors_app.core.attributes import (
     TRACE_ID,
 )
 from advisors_app.core.client import ChatClientRequestSpec
-from advisors_app.core.exceptions import ProviderError
+from advisors_app.core.context_window import check_context_window
+from advisors_app.core.exceptions import ContextOverflowError, ProviderError
 from advisors_app.core.memory import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED
 from advisors_app.core.messages import AssistantMessage, ToolCall, UserMessage
-from advisors_app.core.prompt import ChatOptions
+from advisors_app.core.prompt import ChatOptions, Prompt, merge_options
 from advisors_app.core.requests import ChatClientResponse
 from advisors_app.core.serialization import to_jsonable
 from advisors_app.core.streams import closing_stream
@@ -681,6 +689,39 @@ async def _shielded(coroutine: Coroutine[Any, Any, _T]) -> _T:
     return await asyncio.shield(task)
 
 
+def _message_overflow(turn: _Turn) -> ContextOverflowError | None:
+    """The overflow the turn's message alone causes on the chain's model, else ``None``.
+
+    A lower bound of every prompt of the turn: advisors add to it (system text, history,
+    retrieved context, tools), so a message that does not fit here fits no model call. The
+    check proper runs before every model call (``core.context_window``); this one only lets a
+    hopeless turn be refused before anything runs — and a stream before it opens (HTTP 400
+    rather than a 200 event stream ending in ``error``).
+    """
+    if not turn.message:
+        return None
+    client = turn.compiled.client
+    options = merge_options(client.default_options, turn.options)
+    try:
+        check_context_window(client.chat_model, Prompt(turn.message, options))
+    except ContextOverflowError as exc:
+        return exc
+    return None
+
+
+async def _refuse_overflowing_message(turn: _Turn) -> None:
+    """Raise :class:`TurnError` ``context_overflow`` (400) when the message alone cannot fit
+    the model's context window (:func:`_message_overflow`). The turn is finished as a failed
+    one first: its call log is written, a conversation it started is removed again."""
+    overflow = _message_overflow(turn)
+    if overflow is None:
+        return
+    await _shielded(_finish(turn, _outcome(turn, CallLog.Status.ERROR, None), None, overflow))
+    raise TurnError(
+        "context_overflow", str(overflow), http_status=400, trace_id=turn.trace_id
+    ) from overflow
+
+
 def _turn_input(
     message: str | TurnInput,
     conversation_id: str | None,
@@ -720,6 +761,7 @@ async def call_turn(
     """
     data = _turn_input(message, conversation_id, params, label, version)
     turn = await _prepare(chain, user, data, CallLog.Mode.CALL, trace_payloads)
+    await _refuse_overflowing_message(turn)
     _running_turn_started()
     try:
         with turn.running():
@@ -949,4 +991,5 @@ async def stream_turn(
     """
     data = _turn_input(message, conversation_id, params, label, version)
     turn = await _prepare(chain, user, data, CallLog.Mode.STREAM)
+    await _refuse_overflowing_message(turn)
     return TurnStream(turn)

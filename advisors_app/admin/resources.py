@@ -50,6 +50,11 @@ class ModelConfigAdmin(ReferencedByVersionsAdmin):
 
 @admin.register(ChatModelConfig)
 class ChatModelConfigAdmin(ModelConfigAdmin):
+    list_display = (
+        *ModelConfigAdmin.list_display[:5],
+        "context_window",
+        *ModelConfigAdmin.list_display[5:],
+    )
     fields = (
         "slug",
         "name",
@@ -60,6 +65,7 @@ class ChatModelConfigAdmin(ModelConfigAdmin):
         "key_status",
         "timeout",
         "max_retries",
+        "context_window",
         "options",
         "settings",
     )

@@ -17,8 +17,9 @@ Every error body is::
   provider codes
   of :func:`advisors_app.events.error_event` (``rate_limited``, ``provider_timeout``,
   ``provider_unreachable``, ``provider_unavailable``, ``provider_malformed_response``,
-  ``provider_authentication``, ``provider_bad_request``, ``provider_error``), ``output_invalid``
-  and ``internal_error``.
+  ``provider_authentication``, ``provider_bad_request``, ``provider_error``), ``output_invalid``,
+  ``context_overflow`` (400: the prompt cannot fit the chat model's context window; the message
+  names the sizes) and ``internal_error``.
 - ``message``: one sentence for people. Secret values and credential-shaped tokens in it (and
   in ``fields``) are replaced by ``[REDACTED]`` (:func:`advisors_app.redaction.redact`).
 - ``fields``: dotted field path → messages (``"advisors.1.params.top_k"``); ``{}`` when the error
@@ -77,6 +78,9 @@ PROVIDER_HTTP_STATUS: dict[str, int] = {
     "provider_bad_request": status.HTTP_502_BAD_GATEWAY,
     "provider_error": status.HTTP_502_BAD_GATEWAY,
     "output_invalid": status.HTTP_502_BAD_GATEWAY,
+    # The prompt cannot fit the model's context window: the request is too long, not a fault
+    # of the provider (it was not called).
+    "context_overflow": status.HTTP_400_BAD_REQUEST,
 }
 
 

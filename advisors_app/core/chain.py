@@ -29,6 +29,7 @@ from .attributes import (
     STRUCTURED_OUTPUT_NATIVE,
     STRUCTURED_OUTPUT_SCHEMA,
 )
+from .context_window import check_context_window
 from .exceptions import AdvisorStateError
 from .model import ChatModel
 from .observation import AdvisorObserver
@@ -248,7 +249,11 @@ class ChatModelCallAdvisor(_ModelAdvisor, CallAdvisor):
     Named ``"call"``, order ``LOWEST_PRECEDENCE``, always last. The response keeps the request
     context as it is (``None`` values allowed; Spring's ``Map.copyOf`` throws, defect 5.1.7).
     A ``ChatModel`` under ``CHAT_MODEL_OVERRIDE`` in the context is called instead of the
-    client's model (how ``FallbackAdvisor`` re-runs the chain on another model).
+    client's model (how ``FallbackAdvisor`` re-runs the chain on another model). Before the
+    call, the prompt is checked against the model's context window
+    (:func:`~advisors_app.core.context_window.check_context_window`, which raises
+    ``ContextOverflowError``; a model without a window is not checked; no Spring AI
+    counterpart).
     """
 
     __slots__ = ()
@@ -260,7 +265,10 @@ class ChatModelCallAdvisor(_ModelAdvisor, CallAdvisor):
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain
     ) -> ChatClientResponse:
-        response = await self._model_for(request).call(augment_with_format_instructions(request))
+        model = self._model_for(request)
+        prompt = augment_with_format_instructions(request)
+        check_context_window(model, prompt)
+        response = await model.call(prompt)
         return ChatClientResponse(response, request.context)
 
 
@@ -269,7 +277,8 @@ class ChatModelStreamAdvisor(_ModelAdvisor, StreamAdvisor):
 
     Named ``"stream"``, order ``LOWEST_PRECEDENCE``, always last. Applies format instructions
     as the call path does (Spring AI applies none in streams, seed §6.16.1 第三条), and honours
-    ``CHAT_MODEL_OVERRIDE`` as the call advisor does.
+    ``CHAT_MODEL_OVERRIDE`` and checks the context window as the call advisor does (raised on
+    the stream's first step, before the provider is called).
     """
 
     __slots__ = ()
@@ -282,7 +291,10 @@ class ChatModelStreamAdvisor(_ModelAdvisor, StreamAdvisor):
         self, request: ChatClientRequest, chain: StreamAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         context = request.context
-        stream = self._model_for(request).stream(augment_with_format_instructions(request))
+        model = self._model_for(request)
+        prompt = augment_with_format_instructions(request)
+        check_context_window(model, prompt)
+        stream = model.stream(prompt)
         async with closing_stream(stream) as chunks:
             async for chunk in chunks:
                 yield ChatClientResponse(chunk, context)

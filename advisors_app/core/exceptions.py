@@ -5,6 +5,7 @@ The tree (Spring AI's IllegalArgumentException is Python's ``ValueError``)::
     Exception
     ├── AdvisorStateError (RuntimeError)   misuse: Spring's IllegalStateException
     ├── OutputValidationError (ValueError) structured output still invalid after every attempt
+    ├── ContextOverflowError (ValueError)  the prompt does not fit the model's context window
     ├── ToolCallLimitExceededError (RuntimeError)  a turn made more tool calls than allowed
     └── ProviderError                      a model provider call failed (status/body kept)
         ├── BadRequestError                4xx other than 401/403/408/429: the request is wrong
@@ -34,6 +35,7 @@ __all__ = [
     "AdvisorStateError",
     "AuthenticationError",
     "BadRequestError",
+    "ContextOverflowError",
     "MalformedResponseError",
     "ModelFailure",
     "OutputValidationError",
@@ -57,6 +59,38 @@ class OutputValidationError(ValueError):
         super().__init__(message)
         self.output = output
         self.attempts = attempts
+
+
+class ContextOverflowError(ValueError):
+    """Raised before a model call whose prompt cannot fit the model's context window.
+
+    ``prompt_tokens`` is the estimated size of the prompt (system, history, retrieved context,
+    tool definitions, the new message); ``limit`` what the model accepts,
+    ``context_window - max_tokens``; ``max_tokens`` the completion tokens reserved for the
+    answer; ``model`` names the model when it has a name. All sizes in tokens. No Spring AI
+    counterpart (issue 20): the provider's own 400 would come later and say less.
+    """
+
+    def __init__(
+        self,
+        prompt_tokens: int,
+        limit: int,
+        context_window: int,
+        max_tokens: int,
+        *,
+        model: str | None = None,
+    ) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        self.context_window = context_window
+        self.max_tokens = max_tokens
+        self.model = model
+        named = f"chat model {model}" if model else "the chat model"
+        super().__init__(
+            f"The prompt needs {prompt_tokens:,} tokens but {named} accepts {max(limit, 0):,} "
+            f"(context window {context_window:,} minus {max_tokens:,} reserved for the "
+            "answer): shorten the message, or start a new conversation."
+        )
 
 
 class ToolCallLimitExceededError(RuntimeError):

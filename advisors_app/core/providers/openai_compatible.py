@@ -27,6 +27,7 @@ import base64
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, NoReturn
 
+from ..context_window import validated_context_window
 from ..exceptions import MalformedResponseError
 from ..messages import (
     AssistantMessage,
@@ -159,7 +160,9 @@ class OpenAiCompatibleChatModel:
     final usage chunk. ``tool_call_emulation=True`` replaces the ``tools`` parameter with
     constrained decoding (:mod:`.tool_emulation`) for models that cannot call tools;
     ``emulated_tool_rounds`` then caps the tool rounds of a turn (``None``: no cap), after which
-    the model may only answer.
+    the model may only answer. ``context_window`` is the tokens one request holds, prompt and
+    answer (``None``: unknown, prompts are not checked; see
+    :mod:`advisors_app.core.context_window`).
 
     ``ChatOptions.extra`` entries are sent in the request body as given (``top_k`` too, as
     llama.cpp and vLLM read it). Errors: the provider errors of
@@ -182,9 +185,11 @@ class OpenAiCompatibleChatModel:
         emulated_tool_rounds: int | None = None,
         provider: str = "openai",
         headers: Mapping[str, str] | None = None,
+        context_window: int | None = None,
     ) -> None:
         if not model:
             raise ValueError("model cannot be null or empty")
+        self._context_window = validated_context_window(context_window)
         self.model = model
         self.include_usage = include_usage
         self.tool_call_emulation = tool_call_emulation
@@ -205,6 +210,11 @@ class OpenAiCompatibleChatModel:
     @property
     def default_options(self) -> ChatOptions | None:
         return self._default_options
+
+    @property
+    def context_window(self) -> int | None:
+        """Tokens per request, prompt and answer together (``None``: unknown)."""
+        return self._context_window
 
     @property
     def provider(self) -> str:

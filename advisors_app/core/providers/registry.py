@@ -10,11 +10,12 @@ Providers and their keys (all optional unless marked):
 =========  =========  ========================================================================
 provider   kind       keys
 =========  =========  ========================================================================
-embedded   chat       ``options``, ``timeout``, ``tool_call_emulation`` (SmolLM2-135M)
+embedded   chat       ``options``, ``timeout``, ``tool_call_emulation``, ``context_window``
+                      (SmolLM2-135M; window at most and by default 4096)
 embedded   embedding  none (all-MiniLM-L6-v2, 384 dimensions)
 openai     chat       ``model`` (required), ``base_url``, ``api_key_env``, ``options``,
                       ``timeout``, ``max_retries``, ``include_usage``, ``tool_call_emulation``,
-                      ``emulated_tool_rounds``, ``headers``
+                      ``emulated_tool_rounds``, ``headers``, ``context_window``
 openai     embedding  ``model`` (required), ``base_url``, ``api_key_env``, ``dimensions``,
                       ``send_dimensions``, ``batch_size``, ``timeout``, ``max_retries``,
                       ``headers``
@@ -24,12 +25,16 @@ scripted   chat       ``responses`` (list of answers: a text, or a list of texts
                       (list of ``{"when": <regex>, "tool": <name>, "arguments"?: {...}}``:
                       call that tool when the last user message matches and the tool is
                       offered), ``after_tool`` (answer to a tool response, with
-                      ``{tool_result}``); see :mod:`.scripted`
+                      ``{tool_result}``), ``context_window``; see :mod:`.scripted`
 =========  =========  ========================================================================
 
 ``api_key_env`` defaults to ``"OPENAI_API_KEY"`` when no ``base_url`` is given (OpenAI
 itself) and to none otherwise (local servers need no key); set it to ``None`` for no key.
 ``model`` may be given for the embedded providers but must then name the embedded model.
+``context_window`` (every chat provider) is the tokens one request holds, prompt and answer:
+a positive int, or ``None``/absent for the provider's figure (embedded: 4096; others:
+unknown, prompts not checked); the built model exposes it as ``context_window`` and the model
+advisors check every prompt against it (:mod:`advisors_app.core.context_window`).
 """
 
 from __future__ import annotations
@@ -58,6 +63,9 @@ __all__ = [
 
 EMBEDDED_CHAT_MODEL = "smollm2-135m-instruct"
 EMBEDDED_EMBEDDING_MODEL = "all-minilm-l6-v2"
+#: The embedded chat model's context window (``embedded_smollm2.CONTEXT_WINDOW``; not imported
+#: from there, which would load the provider to validate a config).
+EMBEDDED_CONTEXT_WINDOW = 4096
 
 #: Aliases that always exist: the offline defaults.
 BUILTIN_CHAT_MODELS: dict[str, dict[str, Any]] = {EMBEDDED_CHAT_MODEL: {"provider": "embedded"}}
@@ -67,10 +75,11 @@ BUILTIN_EMBEDDING_MODELS: dict[str, dict[str, Any]] = {
 
 _CONNECTION = {"model", "base_url", "api_key_env", "timeout", "max_retries", "headers"}
 _KEYS: dict[tuple[str, str], set[str]] = {
-    ("chat", "embedded"): {"model", "options", "timeout", "tool_call_emulation"},
+    ("chat", "embedded"): {"model", "options", "timeout", "tool_call_emulation", "context_window"},
     ("chat", "openai"): _CONNECTION
-    | {"options", "include_usage", "tool_call_emulation", "emulated_tool_rounds"},
+    | {"options", "include_usage", "tool_call_emulation", "emulated_tool_rounds", "context_window"},
     ("chat", "scripted"): {
+        "context_window",
         "model",
         "options",
         "responses",
@@ -104,6 +113,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "dimensions": (int,),
     "send_dimensions": (bool,),
     "batch_size": (int,),
+    "context_window": (int, type(None)),
 }
 
 
@@ -162,10 +172,16 @@ def validate_model_config(config: Mapping[str, Any], kind: str, name: str = "") 
             raise ValueError(f"{label}: {exc}") from exc
     if config.get("chunk_delay", 0) < 0:
         raise ValueError(f"{label}: 'chunk_delay' must be >= 0, got {config['chunk_delay']!r}")
-    numbers = ("timeout", "batch_size", "dimensions")
+    numbers = ("timeout", "batch_size", "dimensions", "context_window")
     for key in numbers:
         if config.get(key) is not None and config[key] <= 0:
             raise ValueError(f"{label}: {key!r} must be positive, got {config[key]!r}")
+    window = config.get("context_window")
+    if provider == "embedded" and window is not None and window > EMBEDDED_CONTEXT_WINDOW:
+        raise ValueError(
+            f"{label}: 'context_window' of the embedded model is at most "
+            f"{EMBEDDED_CONTEXT_WINDOW} (one llama.cpp slot), got {window!r}"
+        )
     if config.get("max_retries", 0) < 0:
         raise ValueError(f"{label}: 'max_retries' must be >= 0, got {config['max_retries']!r}")
 
@@ -216,7 +232,7 @@ def create_chat_model(config: Mapping[str, Any], *, name: str = "") -> ChatModel
         from .embedded_smollm2 import SmolLm2ChatModel
 
         embedded: dict[str, Any] = {"default_options": options}
-        for key in ("timeout", "tool_call_emulation"):
+        for key in ("timeout", "tool_call_emulation", "context_window"):
             if key in config:
                 embedded[key] = config[key]
         return SmolLm2ChatModel(**embedded)
@@ -230,10 +246,11 @@ def create_chat_model(config: Mapping[str, Any], *, name: str = "") -> ChatModel
             repeat=config.get("repeat", True),
             tool_rules=parse_tool_rules(config.get("tool_rules", [])),
             after_tool=config.get("after_tool"),
+            context_window=config.get("context_window"),
         )
     from .openai_compatible import OpenAiCompatibleChatModel
 
-    flags = ("include_usage", "tool_call_emulation", "emulated_tool_rounds")
+    flags = ("include_usage", "tool_call_emulation", "emulated_tool_rounds", "context_window")
     extra = {k: config[k] for k in flags if k in config}
     return OpenAiCompatibleChatModel(
         model=config["model"], default_options=options, **_connection(config), **extra

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from ..aggregation import ChatResponseAccumulator
+from ..context_window import validated_context_window
 from ..exceptions import AdvisorStateError
 from ..messages import AssistantMessage, ToolCall, ToolResponseMessage, UserMessage
 from ..prompt import ChatOptions, Prompt, ToolCallingChatOptions, merge_options
@@ -224,7 +225,8 @@ class ScriptedChatModel:
     alone (see the module docstring); bad ones raise ``ValueError``. ``prompts`` records each
     prompt when its call or stream starts; ``events`` records ``"call"``, ``"stream"``,
     ``"complete"``, ``"cancel"`` and ``"error"`` so tests can see whether a stream was closed
-    early.
+    early. ``context_window`` (tokens, ``None``: unknown) makes the model advisors check each
+    prompt against it (:mod:`advisors_app.core.context_window`), deterministically.
     """
 
     def __init__(
@@ -236,7 +238,9 @@ class ScriptedChatModel:
         repeat: bool = False,
         tool_rules: Sequence[ToolRule | Mapping[str, Any]] = (),
         after_tool: str | None = None,
+        context_window: int | None = None,
     ) -> None:
+        self._context_window = validated_context_window(context_window)
         self._tool_rules = tuple(
             rule if isinstance(rule, ToolRule) else parse_tool_rules([rule])[0]
             for rule in tool_rules
@@ -257,6 +261,11 @@ class ScriptedChatModel:
     @property
     def default_options(self) -> ChatOptions | None:
         return self._default_options
+
+    @property
+    def context_window(self) -> int | None:
+        """Tokens per request, prompt and answer together (``None``: unknown)."""
+        return self._context_window
 
     def add(self, *items: ScriptItem) -> None:
         """Append items to a non-repeating script."""

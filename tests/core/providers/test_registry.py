@@ -134,3 +134,55 @@ def test_invalid_configs_name_the_problem(kind: str, config: object, fragment: s
     build = create_chat_model if kind == "chat" else create_embedding_model
     with pytest.raises(ValueError):
         build(config)  # type: ignore[arg-type]
+
+
+# --- context_window (issue 20) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "window"),
+    [
+        ({"provider": "embedded"}, 4096),
+        ({"provider": "embedded", "context_window": 2048}, 2048),
+        ({"provider": "embedded", "context_window": None}, 4096),
+        ({"provider": "openai", "model": "m", "api_key_env": None}, None),
+        (
+            {"provider": "openai", "model": "m", "api_key_env": None, "context_window": 128000},
+            128000,
+        ),
+        ({"provider": "scripted"}, None),
+        ({"provider": "scripted", "context_window": 64}, 64),
+    ],
+)
+def test_chat_models_expose_their_context_window(config, window) -> None:
+    model = create_chat_model(config)
+    assert model.context_window == window  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        model.context_window = 1  # type: ignore[attr-defined,misc]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"provider": "scripted", "context_window": 0}, "'context_window' must be positive, got 0"),
+        ({"provider": "scripted", "context_window": -1}, "must be positive"),
+        ({"provider": "scripted", "context_window": "4k"}, "'context_window' must be int or null"),
+        ({"provider": "scripted", "context_window": True}, "'context_window' must be int or null"),
+        ({"provider": "scripted", "context_window": 1.5}, "'context_window' must be int or null"),
+        ({"provider": "embedded", "context_window": 8192}, "at most 4096"),
+    ],
+)
+def test_registry_refuses_a_bad_context_window(config, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        validate_model_config(config, "chat", "small")
+
+
+def test_embedding_models_have_no_context_window() -> None:
+    with pytest.raises(ValueError, match="unknown key"):
+        validate_model_config({"provider": "embedded", "context_window": 512}, "embedding")
+
+
+def test_the_registry_knows_the_embedded_window_without_loading_the_provider() -> None:
+    from advisors_app.core.providers import embedded_smollm2, registry
+
+    assert registry.EMBEDDED_CONTEXT_WINDOW == embedded_smollm2.CONTEXT_WINDOW == 4096
