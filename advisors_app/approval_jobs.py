@@ -27,6 +27,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 
+from advisors_app.approvals import forget_decisions
 from advisors_app.consumers import user_group
 from advisors_app.conversations import public_conversation_id
 from advisors_app.events import TurnError
@@ -116,7 +117,10 @@ async def run_resume(message_id: int) -> dict[str, Any]:
             refused.message,
             refused.errors or "",
         )
-        # Nothing ran: the conversation is still there, so the frame names it.
+        # Nothing ran, and the recorded decisions cannot run: forget them, so the calls can be
+        # decided again (in a turn, the API or the admin) instead of staying stuck.
+        await sync_to_async(forget_decisions)(message_id)
+        # The conversation is still there, so the frame names it.
         event = {**refused.to_dict(), "conversation_id": public}
         await _publish(owner, {"type": TURN_EVENT, "conversation_id": public, "event": event})
         return {"status": "refused", "message_id": message_id, "error": event}

@@ -43,7 +43,7 @@ from advisors_app.core.tools.approval import (
 from advisors_app.events import TurnError
 from advisors_app.models import ChatMessage, ToolApproval, ToolApprovalGrant
 from advisors_app.models.approvals import arguments_hash
-from advisors_app.turn_input import Decision
+from advisors_app.turn_input import Decision, parse_decision
 
 __all__ = [
     "Resume",
@@ -146,7 +146,17 @@ def open_resume(
                 for r in expired
             )
         )
-    # A decision recorded outside the turn (an approver's) is checked against who made it.
+    # A decision recorded outside the turn (an approver's) stands: a resume must carry it as
+    # recorded, and it is checked against who made it, not against the caller.
+    for row in rows:
+        if row.decided_at is not None and _recorded(row) != sent[row.approval_id].decision:
+            who = row.decided_by.get_username() if row.decided_by else "someone"
+            raise TurnError(
+                "conflict",
+                f"{who} decided {row.approval_id!r} ({row.tool}) already: {row.decision}. "
+                "The turn resumes from that decision.",
+                http_status=409,
+            )
     if not all(row.may_decide(row.decided_by if row.decided_at else user) for row in rows):
         raise TurnError(
             "permission_denied",
@@ -171,6 +181,28 @@ def open_resume(
     except ToolCallDecisionError as exc:
         raise _invalid(str(exc)) from None
     return core
+
+
+def _recorded(row: ToolApproval) -> ToolCallDecision:
+    """The decision recorded on ``row`` outside a turn."""
+    return ToolCallDecision(
+        row.approval_id,
+        row.decision,
+        row.decided_arguments if row.decision == ApprovalDecision.EDIT.value else None,
+        row.decision_reason or None,
+    )
+
+
+def forget_decisions(message_id: int) -> None:
+    """Clear the decisions recorded outside a turn on the pending calls of message
+    ``message_id`` (blocking): their resume was refused, so they can be decided again."""
+    ToolApproval.objects.filter(message_id=message_id, status=ToolApproval.Status.PENDING).update(
+        decision="",
+        decided_by=None,
+        decided_at=None,
+        decision_reason="",
+        decided_arguments=None,
+    )
 
 
 def claim(user: Any, conversation_pk: int, decisions: tuple[Decision, ...]) -> Resume:
@@ -306,6 +338,10 @@ def record_decision(approval: ToolApproval, user: Any, decision: ToolCallDecisio
         approval.status = ToolApproval.Status.EXPIRED
         approval.save(update_fields=["status"])
         raise ValueError("This approval has expired.")
+    try:  # what a resume would refuse, refused now: a recorded decision must be able to run
+        parse_decision(decision.to_dict())
+    except (ToolCallDecisionError, ValueError) as exc:
+        raise ValueError(str(exc)) from None
     if decision.decision.value not in approval.allowed_decisions:
         allowed = ", ".join(approval.allowed_decisions)
         raise ValueError(

@@ -1,5 +1,6 @@
-"""Django app configuration: registers the system checks when the app registry is ready, and
-redacts secrets from every log record of the process (:mod:`advisors_app.redaction`)."""
+"""Django app configuration: registers the system checks and the ``conversation_search`` tool
+(:mod:`advisors_app.recall`) when the app registry is ready, and redacts secrets from every log
+record of the process (:mod:`advisors_app.redaction`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ class AdvisorsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from advisors_app import advisor_types, protection, redaction
+        from advisors_app import advisor_types, protection, recall, redaction
         from advisors_app.checks import (
             check_chains,
             check_databases,
@@ -32,6 +33,7 @@ class AdvisorsAppConfig(AppConfig):
         checks.register(check_model_configs)
         advisor_types.register_builtins()
         register_reference_kinds()
+        recall.register_recall_tools()
         protection.connect()
         redaction.connect()
         redaction.install_log_redaction()

@@ -17,6 +17,7 @@ runs, then counts the user's rate.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,9 +32,9 @@ from advisors_app.core.tools.approval import (
 from advisors_app.events import TurnError
 from advisors_app.models.versions import LABEL_NAME_VALIDATOR
 from advisors_app.runtime import DRAFT
-from advisors_app.validation import FieldErrors, text_problem
+from advisors_app.validation import FieldErrors, json_value_errors, text_problem
 
-__all__ = ["MESSAGE_ALIAS", "TURN_FIELDS", "Decision", "TurnInput"]
+__all__ = ["MESSAGE_ALIAS", "TURN_FIELDS", "Decision", "TurnInput", "parse_decision"]
 
 #: The fields of a turn, as every transport names them.
 TURN_FIELDS = ("message", "decisions", "conversation_id", "params", "label", "version")
@@ -41,6 +42,8 @@ TURN_FIELDS = ("message", "decisions", "conversation_id", "params", "label", "ve
 DECISION_FIELDS = ("approval_id", "decision", "arguments", "reason", "grant")
 #: Most decisions one resume may carry (a model reply with more calls is not plausible).
 MAX_DECISIONS = 64
+#: Longest edit arguments accepted, as JSON text.
+MAX_ARGUMENTS_CHARS = 16_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +130,7 @@ class TurnInput:
 
     def resume_decisions(self) -> tuple[Decision, ...]:
         """The decisions, parsed (call only when :meth:`errors` found none)."""
-        return tuple(_decision(item) for item in self.decisions)
+        return tuple(parse_decision(item) for item in self.decisions)
 
     def errors(self) -> FieldErrors:
         """Field errors: those :meth:`from_data` found, and of the shapes: the message (a
@@ -151,7 +154,7 @@ def _invalid(errors: FieldErrors) -> TurnError:
     return TurnError("invalid", "The request is invalid.", errors=errors)
 
 
-def _decision(item: Any) -> Decision:
+def parse_decision(item: Any) -> Decision:
     """One decision of the JSON shape; raises :class:`ToolCallDecisionError` or
     ``ValueError`` saying what is wrong."""
     if not isinstance(item, Mapping):
@@ -164,8 +167,25 @@ def _decision(item: Any) -> Decision:
         raise ValueError("approval_id must be the pending call's id (a non-empty string).")
     if reason is not None and (not isinstance(reason, str) or len(reason) > 2000):
         raise ValueError("reason must be a text of at most 2000 characters.")
+    if reason is not None and text_problem(reason):
+        raise ValueError(f"reason: {text_problem(reason)}")
     if grant is not None and not isinstance(grant, bool):
         raise ValueError("grant must be true or false.")
+    arguments = item.get("arguments")
+    kind = item.get("decision")
+    if arguments is not None:
+        if kind != ApprovalDecision.EDIT.value:
+            raise ValueError("arguments go with an edit only.")
+        if not isinstance(arguments, Mapping):
+            raise ValueError("Send the edit's arguments as a JSON object.")
+        text = json.dumps(arguments)
+        if len(text) > MAX_ARGUMENTS_CHARS:
+            raise ValueError(f"The edit's arguments exceed {MAX_ARGUMENTS_CHARS} characters.")
+        problems = json_value_errors(arguments, "arguments")
+        if problems:
+            raise ValueError("; ".join(f"{k}: {' '.join(v)}" for k, v in problems.items()))
+    if reason is not None and kind != ApprovalDecision.REJECT.value:
+        raise ValueError("reason goes with a reject only.")
     decision = ToolCallDecision.from_dict(item)
     if grant and decision.decision is ApprovalDecision.REJECT:
         raise ValueError("grant allows a tool: it goes with approve or edit, not reject.")
@@ -180,7 +200,7 @@ def _decisions_errors(decisions: Any) -> FieldErrors:
     problems = []
     for number, item in enumerate(decisions, start=1):
         try:
-            _decision(item)
+            parse_decision(item)
         except (ToolCallDecisionError, ValueError) as exc:
             problems.append(f"Decision {number}: {exc}")
     ids = [item.get("approval_id") for item in decisions if isinstance(item, Mapping)]

@@ -19,6 +19,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render, resolve_url
 from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from advisors_app.admin.traces import trace_rows
@@ -31,7 +32,6 @@ from advisors_app.conversations import (
 )
 from advisors_app.core.memory import APPROVAL_PENDING
 from advisors_app.core.messages import MessageType
-from advisors_app.core.tools.approval import ApprovalDecision
 from advisors_app.models import AdvisorChain, CallLog, ChatMessage, ToolApproval
 
 __all__ = ["chat", "trace"]
@@ -72,25 +72,15 @@ def _reply_details(metadata: dict[str, Any] | None) -> dict[str, Any]:
 def _pending_approvals(message: ChatMessage) -> list[dict[str, Any]]:
     """The calls of a paused tool-call message, as the ``approval_required`` event lists them.
 
-    The approval ids are the message's tool call ids; what the call's :class:`ToolApproval`
-    row knows (allowed decisions, reason, expiry) is taken from it, and a call without a
-    pending row offers every decision (the server checks the decision when it arrives)."""
-    rows = {
-        row.approval_id: row.to_pending()
-        for row in message.tool_approvals.filter(status=ToolApproval.Status.PENDING)
-    }
+    Taken from the message's pending, unexpired :class:`ToolApproval` rows (allowed decisions,
+    reason, expiry); ``[]`` when none waits any more (expired, decided): no card is offered
+    for calls that can no longer be decided."""
+    now = timezone.now()
     return [
-        rows.get(str(call.get("id")))
-        or {
-            "approval_id": str(call.get("id")),
-            "tool": call.get("name"),
-            "arguments": call.get("arguments"),
-            "allowed_decisions": [d.value for d in ApprovalDecision],
-            "reason": "",
-            "expires_at": None,
-        }
-        for call in message.tool_calls
-        if isinstance(call, dict) and call.get("id")
+        row.to_pending()
+        for row in message.tool_approvals.filter(
+            status=ToolApproval.Status.PENDING, expires_at__gt=now
+        ).order_by("pk")
     ]
 
 
@@ -129,13 +119,14 @@ def _transcript(conversation: Any) -> list[dict[str, Any]]:
             and isinstance(row.metadata, dict)
             and row.metadata.get(APPROVAL_PENDING) is True
         )
-        if not row.text.strip() and not pending:
+        approvals = _pending_approvals(row) if pending else []
+        if not row.text.strip() and not approvals:
             continue
         details = (
             _reply_details(row.metadata) if row.message_type == MessageType.ASSISTANT.value else {}
         )
-        if pending:
-            details["pending_approvals"] = _pending_approvals(row)
+        if approvals:
+            details["pending_approvals"] = approvals
         transcript.append(
             {
                 "id": row.pk,

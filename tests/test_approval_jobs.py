@@ -152,3 +152,19 @@ async def test_the_decisions_are_built_from_the_rows(alice: Any) -> None:
         {"approval_id": "b", "decision": "edit", "arguments": {"text": "x"}},
         {"approval_id": "c", "decision": "reject", "reason": "no"},
     ]
+
+
+async def test_a_refused_resume_forgets_the_recorded_decisions(
+    alice: Any, approver: Any, settings: Any
+) -> None:
+    await sync_to_async(script)(memo_call())
+    await call_turn("memos", alice, "Save a memo: milk")
+    # The owner's chat rate is used up: the resume run for them is refused (throttled).
+    settings.ADVISORS = {**getattr(settings, "ADVISORS", {}), "CHAT_THROTTLE_RATE": "1/hour"}
+    queued = await sync_to_async(decide)(approver)
+    assert queued.status_code == 202
+    assert await sync_to_async(run_queued_tasks)() == 1
+    row = await ToolApproval.objects.aget()
+    # Not stuck: still pending, and free to be decided again.
+    assert (row.status, row.decision, row.decided_at) == ("pending", "", None)
+    assert saved == []

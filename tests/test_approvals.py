@@ -14,16 +14,18 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth.models import Permission
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from advisors_app.approvals import record_decision
 from advisors_app.core import ScriptedChatModel, ToolCall
 from advisors_app.core.attributes import PRINCIPAL
 from advisors_app.core.messages import ToolResponseMessage
 from advisors_app.core.testing import tool_call_response
-from advisors_app.core.tools import ToolContext, tool
+from advisors_app.core.tools import ToolCallDecision, ToolContext, tool
 from advisors_app.definition.versions import PublishError
 from advisors_app.events import TurnError
 from advisors_app.models import CallLog, ChatMessage, ToolApproval, ToolApprovalGrant
@@ -498,3 +500,102 @@ async def test_websocket_pauses_and_resumes(memo_chain: Any, alice: Any) -> None
     finally:
         await socket.disconnect()
     assert saved == [("milk", "alice")]
+
+
+async def test_malformed_decisions_are_field_errors_not_server_errors(
+    memo_chain: Any, alice: Any
+) -> None:
+    await sync_to_async(script)(memo_call())
+    paused = await call_turn("memos", alice, "Save a memo: milk")
+    conversation = paused.conversation_id
+    cases = [
+        ({"decision": "edit", "arguments": [1, 2]}, "JSON object"),
+        ({"decision": "edit", "arguments": 5}, "JSON object"),
+        ({"decision": "edit", "arguments": ["ab"]}, "JSON object"),
+        ({"decision": "edit", "arguments": '{"text": "x"}'}, "JSON object"),
+        ({"decision": "edit", "arguments": {"text": "x" * 20_000}}, "exceed"),
+        ({"decision": "edit", "arguments": {"text": "a\x00b"}}, "arguments.text"),
+        ({"decision": "approve", "arguments": {"text": "sneaky"}}, "edit only"),
+        ({"decision": "approve", "reason": "why"}, "reject only"),
+        ({"decision": "reject", "reason": "a\x00b"}, "reason"),
+        ({"decision": "reject", "reason": "x" * 2001}, "2000"),
+    ]
+    for extra, expected in cases:
+        decisions = [{"approval_id": "m1", **extra}]
+        with pytest.raises(TurnError) as refused:
+            await call_turn("memos", alice, TurnInput(None, conversation, decisions=decisions))
+        assert refused.value.code == "invalid", extra
+        assert expected in " ".join(refused.value.errors["decisions"]), extra
+    row = await ToolApproval.objects.aget()
+    assert row.status == "pending" and saved == []
+
+
+async def test_the_owner_cannot_override_an_approvers_recorded_decision(
+    alice: Any, django_user_model: Any
+) -> None:
+    model = await sync_to_async(build)(
+        "guarded",
+        (
+            ("message_chat_memory", {}),
+            ("tool_calling", {"approvers": "advisors_app.decide_toolapproval"}),
+        ),
+        ["save_memo"],
+    )
+    model.add(memo_call(), "done")
+    paused = await call_turn("guarded", alice, "Save a memo")
+    approver = await django_user_model.objects.acreate(username="carol", is_staff=True)
+    permission = await Permission.objects.aget(codename="decide_toolapproval")
+    await sync_to_async(approver.user_permissions.add)(permission)
+    approver = await django_user_model.objects.aget(pk=approver.pk)
+    row = await ToolApproval.objects.aget()
+    reject = ToolCallDecision.reject("m1", "Denied by approver.")
+    assert await sync_to_async(record_decision)(row, approver, reject) is True
+    approve = [{"approval_id": "m1", "decision": "approve"}]
+    with pytest.raises(TurnError) as refused:
+        await call_turn(
+            "guarded", alice, TurnInput(None, paused.conversation_id, decisions=approve)
+        )
+    assert refused.value.code == "conflict" and "carol decided" in refused.value.message
+    assert saved == []
+    row = await ToolApproval.objects.select_related("decided_by").aget()
+    assert (row.status, row.decision, row.decided_by) == ("pending", "reject", approver)
+    # The recorded decision itself resumes (as the task would), checked against carol.
+    as_recorded = [{"approval_id": "m1", "decision": "reject", "reason": "Denied by approver."}]
+    resumed = await call_turn(
+        "guarded", alice, TurnInput(None, paused.conversation_id, decisions=as_recorded)
+    )
+    assert resumed.content == "done" and saved == []
+    row = await ToolApproval.objects.select_related("decided_by").aget()
+    assert (row.status, row.decided_by) == ("rejected", approver)
+
+
+async def test_record_decision_refuses_what_a_resume_would_refuse(
+    memo_chain: Any, alice: Any
+) -> None:
+    await sync_to_async(script)(memo_call())
+    await call_turn("memos", alice, "Save a memo: milk")
+    row = await ToolApproval.objects.aget()
+    for decision in (
+        ToolCallDecision.reject("m1", "x" * 5000),
+        ToolCallDecision.reject("m1", "a\x00b"),
+    ):
+        with pytest.raises(ValueError):
+            await sync_to_async(record_decision)(row, alice, decision)
+    row = await ToolApproval.objects.aget()
+    assert row.decided_at is None and row.decision == ""
+
+
+def test_a_reopened_conversation_offers_no_card_once_the_approval_expired(
+    memo_chain: Any, alice: Any
+) -> None:
+    script(memo_call())
+    paused = async_to_sync(call_turn)("memos", alice, "Save a memo: milk")
+    client = Client()
+    client.force_login(alice)
+    page = client.get(f"/chat/c/{paused.conversation_id}/")
+    assert page.status_code == 200
+    [waiting] = [m for m in page.context["messages"] if m["details"].get("pending_approvals")]
+    assert waiting["details"]["pending_approvals"][0]["approval_id"] == "m1"
+    ToolApproval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    page = client.get(page.request["PATH_INFO"])
+    assert not [m for m in page.context["messages"] if m["details"].get("pending_approvals")]

@@ -25,6 +25,7 @@ from advisors_app.api.views.documents import (
     IngestionDetailView,
     IngestionListView,
 )
+from advisors_app.api.views.recall import ConversationSearchView
 from advisors_app.api.views.versions import (
     ChainDiffView,
     ChainLabelDetailView,
@@ -67,6 +68,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
         "conversations/<str:conversation_id>/",
         ConversationDetailView.as_view(),
         name="api-conversation",
+    ),
+    path(
+        "conversations/<str:conversation_id>/search/",
+        ConversationSearchView.as_view(),
+        name="api-conversation-search",
     ),
     path(
         "conversations/<str:conversation_id>/grants/",

@@ -34,6 +34,7 @@ ENDPOINTS = {
     "/api/chains/{slug}/labels/{name}/rollback/": {"post"},
     "/api/conversations/": {"get"},
     "/api/conversations/{conversation_id}/": {"get", "patch", "delete"},
+    "/api/conversations/{conversation_id}/search/": {"get"},
     "/api/conversations/{conversation_id}/grants/": {"get"},
     "/api/conversations/{conversation_id}/grants/{tool}/": {"delete"},
     "/api/approvals/": {"get"},

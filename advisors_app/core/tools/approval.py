@@ -111,7 +111,10 @@ class ToolCallDecision:
         if kind is ApprovalDecision.EDIT:
             if arguments is None:
                 raise ToolCallDecisionError(f"an edit of {approval_id!r} needs 'arguments'")
-            parsed = parse_arguments(arguments) if isinstance(arguments, str) else dict(arguments)
+            if isinstance(arguments, str):
+                parsed = parse_arguments(arguments)
+            else:
+                parsed = dict(arguments) if isinstance(arguments, Mapping) else None
             if parsed is None:
                 raise ToolCallDecisionError(
                     f"edit arguments of {approval_id!r} must be a JSON object, got {arguments!r}"
