@@ -29,7 +29,7 @@ from .attributes import (
     STRUCTURED_OUTPUT_NATIVE,
     STRUCTURED_OUTPUT_SCHEMA,
 )
-from .context_window import check_context_window
+from .context_window import acheck_context_window
 from .exceptions import AdvisorStateError
 from .model import ChatModel
 from .observation import AdvisorObserver
@@ -251,7 +251,7 @@ class ChatModelCallAdvisor(_ModelAdvisor, CallAdvisor):
     A ``ChatModel`` under ``CHAT_MODEL_OVERRIDE`` in the context is called instead of the
     client's model (how ``FallbackAdvisor`` re-runs the chain on another model). Before the
     call, the prompt is checked against the model's context window
-    (:func:`~advisors_app.core.context_window.check_context_window`, which raises
+    (:func:`~advisors_app.core.context_window.acheck_context_window`, which raises
     ``ContextOverflowError``; a model without a window is not checked; no Spring AI
     counterpart).
     """
@@ -267,7 +267,7 @@ class ChatModelCallAdvisor(_ModelAdvisor, CallAdvisor):
     ) -> ChatClientResponse:
         model = self._model_for(request)
         prompt = augment_with_format_instructions(request)
-        check_context_window(model, prompt)
+        await acheck_context_window(model, prompt)
         response = await model.call(prompt)
         return ChatClientResponse(response, request.context)
 
@@ -293,7 +293,7 @@ class ChatModelStreamAdvisor(_ModelAdvisor, StreamAdvisor):
         context = request.context
         model = self._model_for(request)
         prompt = augment_with_format_instructions(request)
-        check_context_window(model, prompt)
+        await acheck_context_window(model, prompt)
         stream = model.stream(prompt)
         async with closing_stream(stream) as chunks:
             async for chunk in chunks:

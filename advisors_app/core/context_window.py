@@ -15,19 +15,21 @@ instructions, tool definitions and a native response schema. The prompt may take
 model's default option, else :data:`DEFAULT_ANSWER_RESERVE`; beyond that it raises
 :class:`~advisors_app.core.exceptions.ContextOverflowError` and the provider is not called.
 
-Counting uses :class:`~advisors_app.core.tokens.TiktokenTokenCountEstimator` (``cl100k_base``)
-as the rest of the engine does. The embedded model's own tokenizer is only reachable over its
-HTTP server (``/tokenize``), a round trip per call on the hot path, so it is not used: the
-count is an estimate (SmolLM2's tokenizer differs by a few percent either way) and the
-provider's own error remains the last word. It stays cheap: a prompt whose UTF-8 size
-(an upper bound of its token count: every token is at least one byte) fits is not tokenized at
-all, and counted texts are cached, so a long history is tokenized once per process, not once per
-turn. No Spring AI counterpart (issue 20).
+It stays cheap: a prompt whose UTF-8 size (an upper bound of its token count: every token is
+at least one byte) fits is not counted at all. Otherwise a model that can count its own prompt
+exactly — an async ``count_prompt_tokens(prompt) -> int``, as the embedded SmolLM2 does through
+its llama.cpp server, whose tokenizer reads 5-30 % more tokens than ``cl100k_base`` in prose
+and twice as many in digits — is asked (:func:`acheck_context_window`, what the model advisors
+use); every other model, and that one should its counter fail, is estimated with
+:class:`~advisors_app.core.tokens.TiktokenTokenCountEstimator` (``cl100k_base``, texts cached,
+so a long history is tokenized once per process, not once per turn). No Spring AI counterpart
+(issue 20).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
@@ -40,12 +42,15 @@ from .tokens import MESSAGE_OVERHEAD_TOKENS, TiktokenTokenCountEstimator, TokenC
 __all__ = [
     "DEFAULT_ANSWER_RESERVE",
     "PROMPT_OVERHEAD_TOKENS",
+    "acheck_context_window",
     "answer_reserve",
     "check_context_window",
     "context_window_of",
     "estimate_prompt_tokens",
     "validated_context_window",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: Completion tokens reserved for the answer when neither the prompt's options nor the
 #: model's default options set ``max_tokens``.
@@ -156,6 +161,51 @@ def estimate_prompt_tokens(
     return _total(prompt, options, estimator.estimate)
 
 
+def _budget(model: Any, prompt: Prompt) -> tuple[int, int, ChatOptions | None] | None:
+    """``(window, reserve, options)`` when ``prompt`` may not fit ``model``, else ``None``."""
+    window = context_window_of(model)
+    if window is None:
+        return None
+    options = merge_options(getattr(model, "default_options", None), prompt.options)
+    reserve = answer_reserve(model, options)
+    limit = window - reserve
+    if limit > 0 and _total(prompt, options, _utf8_size) <= limit:
+        return None  # fits even if every byte were a token: nothing to count
+    return window, reserve, options
+
+
+def _refuse(model: Any, tokens: int, window: int, reserve: int) -> None:
+    if tokens > window - reserve:
+        model_name = getattr(model, "model", None)
+        raise ContextOverflowError(
+            tokens,
+            window - reserve,
+            window,
+            reserve,
+            model=model_name if isinstance(model_name, str) else None,
+        )
+
+
+async def acheck_context_window(model: Any, prompt: Prompt) -> None:
+    """:func:`check_context_window`, counting with the model's own async
+    ``count_prompt_tokens(prompt)`` when it has one (exact), else estimating. What
+    ``ChatModelCallAdvisor`` and ``ChatModelStreamAdvisor`` run before each model call."""
+    budget = _budget(model, prompt)
+    if budget is None:
+        return
+    window, reserve, options = budget
+    counter = getattr(model, "count_prompt_tokens", None)
+    tokens = None
+    if counter is not None:
+        try:
+            tokens = int(await counter(prompt))
+        except Exception:
+            logger.warning("%r could not count its prompt; estimating", model, exc_info=True)
+    if tokens is None:
+        tokens = estimate_prompt_tokens(prompt, options=options)
+    _refuse(model, tokens, window, reserve)
+
+
 def check_context_window(
     model: Any, prompt: Prompt, *, estimator: TokenCountEstimator | None = None
 ) -> None:
@@ -164,23 +214,20 @@ def check_context_window(
 
     A model without a known ``context_window`` is not checked. ``prompt`` is the one sent;
     its options are merged over the model's default options, as the provider merges them
-    (tools the model carries by default count too).
+    (tools the model carries by default count too). Synchronous: it always estimates
+    (``estimator``, default ``cl100k_base``; given one, the byte bound is skipped too) and
+    never asks the model to count; :func:`acheck_context_window` may.
     """
-    window = context_window_of(model)
-    if window is None:
-        return
-    options = merge_options(getattr(model, "default_options", None), prompt.options)
-    reserve = answer_reserve(model, options)
-    limit = window - reserve
-    if limit > 0 and estimator is None and _total(prompt, options, _utf8_size) <= limit:
-        return  # fits even if every byte were a token: nothing to tokenize
-    tokens = estimate_prompt_tokens(prompt, estimator, options=options)
-    if tokens > limit:
-        model_name = getattr(model, "model", None)
-        raise ContextOverflowError(
-            tokens,
-            limit,
-            window,
-            reserve,
-            model=model_name if isinstance(model_name, str) else None,
-        )
+    if estimator is None:
+        budget = _budget(model, prompt)
+        if budget is None:
+            return
+        window, reserve, options = budget
+    else:
+        known = context_window_of(model)
+        if known is None:
+            return
+        window = known
+        options = merge_options(getattr(model, "default_options", None), prompt.options)
+        reserve = answer_reserve(model, options)
+    _refuse(model, estimate_prompt_tokens(prompt, estimator, options=options), window, reserve)

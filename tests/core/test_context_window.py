@@ -143,3 +143,52 @@ def test_answer_reserve_and_window_reading():
 def test_models_refuse_a_bad_window(bad):
     with pytest.raises(ValueError, match="context_window"):
         ScriptedChatModel(context_window=bad)
+
+
+# --- counting with the model's own tokenizer --------------------------------------------------
+
+DIGITS = "1234567890 " * 50  # SmolLM2 reads one token per digit: twice cl100k_base's count
+
+
+async def test_the_embedded_model_counts_its_prompt_exactly_and_the_check_uses_it():
+    from advisors_app.core.providers.embedded_smollm2 import SmolLm2ChatModel
+
+    prompt = Prompt([SystemMessage("Be brief."), UserMessage(DIGITS)])
+    counting = SmolLm2ChatModel(default_options=ChatOptions(max_tokens=1))
+    exact = await counting.count_prompt_tokens(prompt)
+    answered = await counting.call(prompt)
+    assert exact == answered.metadata.usage.prompt_tokens
+    estimate = estimate_prompt_tokens(prompt)
+    assert estimate < exact
+    # A window between the two: the estimate would let the prompt through, the count does not.
+    window = (estimate + exact) // 2 + 8
+    model = SmolLm2ChatModel(context_window=window, default_options=ChatOptions(max_tokens=8))
+    check_context_window(model, prompt)
+    with pytest.raises(ContextOverflowError) as caught:
+        await ChatClient(model).prompt(prompt).acall()
+    assert caught.value.prompt_tokens == exact
+
+
+class CountingModel(ScriptedChatModel):
+    def __init__(self, count, **kwargs):
+        super().__init__(["fine"], repeat=True, **kwargs)
+        self._count = count
+
+    async def count_prompt_tokens(self, prompt):
+        if isinstance(self._count, Exception):
+            raise self._count
+        return self._count
+
+
+async def test_a_models_own_count_wins_and_a_failing_counter_falls_back_to_the_estimate():
+    client = ChatClient(CountingModel(5000, context_window=1000))
+    with pytest.raises(ContextOverflowError) as caught:
+        await client.prompt(LONG * 2).acall()
+    assert caught.value.prompt_tokens == 5000
+    # Not asked when the prompt's bytes already fit.
+    assert (await client.prompt("hi").acall()).content() == "fine"
+    broken = ChatClient(CountingModel(OSError("down"), context_window=2000))
+    assert (await broken.prompt(LONG * 2).acall()).content() == "fine"  # ~800 tokens: fits
+    with pytest.raises(ContextOverflowError) as caught:
+        await broken.prompt(LONG * 5).acall()
+    assert caught.value.prompt_tokens == estimate_prompt_tokens(Prompt(LONG * 5))

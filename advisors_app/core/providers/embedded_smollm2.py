@@ -23,7 +23,7 @@ import secrets
 import threading
 
 from ..exceptions import AdvisorStateError, ProviderUnavailableError
-from ..prompt import ChatOptions, merge_options
+from ..prompt import ChatOptions, Prompt, merge_options
 from .openai_compatible import OpenAiCompatibleChatModel
 
 __all__ = [
@@ -212,3 +212,31 @@ class SmolLm2ChatModel(OpenAiCompatibleChatModel):
     async def _endpoint(self) -> tuple[str | None, str | None]:
         server = self._server or embedded_llama_server()
         return await server.aendpoint()
+
+    async def count_prompt_tokens(self, prompt: Prompt) -> int:
+        """The exact tokens of ``prompt`` as this model reads it: the request's messages
+        (tool emulation included) rendered by the model's chat template and tokenized by
+        llama.cpp (``/apply-template`` then ``/tokenize`` on the loopback server, ~2-4 ms).
+        The context-window check uses it only when a cheap bound cannot settle the question
+        (:mod:`advisors_app.core.context_window`); raises ``httpx`` errors when the server
+        does not answer."""
+        import httpx
+
+        request, _ = self._request(prompt, stream=False)
+        base_url, api_key = await self._endpoint()
+        root = (base_url or "").removesuffix("/v1")
+        headers = {"Authorization": f"Bearer {api_key}"}
+        template: dict[str, object] = {"messages": request["messages"]}
+        if "tools" in request:
+            template["tools"] = request["tools"]
+        async with httpx.AsyncClient(timeout=self._settings.timeout) as client:
+            rendered = await client.post(f"{root}/apply-template", json=template, headers=headers)
+            rendered.raise_for_status()
+            body = {
+                "content": rendered.json()["prompt"],
+                "add_special": False,
+                "parse_special": True,
+            }
+            tokens = await client.post(f"{root}/tokenize", json=body, headers=headers)
+            tokens.raise_for_status()
+        return len(tokens.json()["tokens"])
