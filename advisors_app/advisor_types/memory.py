@@ -1,12 +1,27 @@
-"""Built-in chat-memory types: conversation history as messages or in the system text."""
+"""Built-in chat-memory types: conversation history as messages or in the system text, and
+session memory (Spring AI 2.1) with compaction.
+
+``session_memory`` is **one** row that installs both session advisors (the simplest for the
+admin, and they only work as a pair): its order is the ``SessionTurnAdvisor``'s, outside the
+tool loop (default ``HIGHEST_PRECEDENCE + 200``), and ``memory_order`` places its
+``SessionMemoryAdvisor`` inside the loop (default ``HIGHEST_PRECEDENCE + 301``). The chain lint
+checks both places (``advisors_app.E116``) and refuses it next to a 2.0 memory type
+(``advisors_app.E117``). The 2.0 types (``message_chat_memory``, ``prompt_chat_memory``) are the
+compatibility layer.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from advisors_app.core.advisors.message_chat_memory import MessageChatMemoryAdvisor
 from advisors_app.core.advisors.prompt_chat_memory import PromptChatMemoryAdvisor
+from advisors_app.core.advisors.session_memory import SessionMemoryAdvisor
+from advisors_app.core.advisors.session_turn import SessionTurnAdvisor, session_advisors
 from advisors_app.registry import AdvisorSpec, AdvisorType
+from advisors_app.session_jobs import build_policy, policy_json
+from advisors_app.stores.sessions import DjangoSessionRepository
 
 from ._schema import BuiltinTypes, object_schema
 
@@ -25,6 +40,95 @@ def _prompt_chat_memory(spec: AdvisorSpec) -> Any:
     return PromptChatMemoryAdvisor(memory, system_prompt_template=template, order=spec.order)
 
 
+def _session_memory(spec: AdvisorSpec) -> Any:
+    params = spec.params
+    services = spec.services
+    chain_model = getattr(services, "chain_chat_model", None)
+    context_window = getattr(services.chat_model(chain_model), "context_window", None)
+    summary_model = prompt = None
+    if params["strategy"] == "summarize":
+        slug = params.get("summary_model") or chain_model
+        summary_model = services.chat_model_config(slug)  # type: ignore[attr-defined]
+        template = params.get("summary_prompt_template")
+        prompt = spec.template(template) if template else None
+    policy = policy_json(
+        params,
+        summary_model=summary_model,
+        summary_prompt=prompt,
+        context_window=context_window if isinstance(context_window, int) else None,
+    )
+    turn, _ = session_advisors(
+        DjangoSessionRepository(policy),
+        build_policy(policy),
+        turn_order=spec.order,
+        memory_order=params["memory_order"],
+        context_window=policy["context_window"],
+        prompt_headroom=params["prompt_headroom"],
+    )
+    return turn
+
+
+_SESSION_SCHEMA = object_schema(
+    {
+        "trigger": {
+            "type": "object",
+            "description": "When to compact, checked after each turn: more than threshold "
+            'turns ("turns") or messages ("messages") in the view, or its tokens ("tokens") '
+            "over threshold or over share of the chat model's context window.",
+            "properties": {
+                "kind": {"enum": ["turns", "messages", "tokens"]},
+                "threshold": {"type": "integer", "minimum": 1},
+                "share": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            },
+            "required": ["kind"],
+            "additionalProperties": False,
+            "default": {"kind": "turns", "threshold": 20},
+        },
+        "strategy": {
+            "enum": ["window", "summarize"],
+            "default": "window",
+            "description": "window: older turns leave the prompt; summarize: a model's summary "
+            "of them (and of the previous summary) replaces them.",
+        },
+        "keep_last_turns": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000,
+            "default": 10,
+            "description": "Turns kept verbatim after a compaction.",
+        },
+        "summary_model": {
+            "type": "string",
+            "x-reference": "chat_model",
+            "description": "Chat model writing summaries (blank: the chain's).",
+        },
+        "summary_prompt_template": {
+            "type": "string",
+            "x-reference": "prompt_template",
+            "x-required-placeholders": ["conversation"],
+            "description": "Summary prompt with {conversation} and optionally {summary}.",
+        },
+        "summary_max_tokens": {"type": "integer", "minimum": 16, "maximum": 4096, "default": 256},
+        "memory_order": {
+            "type": "integer",
+            "minimum": HIGHEST_PRECEDENCE,
+            "maximum": LOWEST_PRECEDENCE,
+            "default": SessionMemoryAdvisor.DEFAULT_ORDER,
+            "description": "Order of the inner SessionMemoryAdvisor (inside the tool loop).",
+        },
+        "prompt_headroom": {
+            "type": "number",
+            "minimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 0.25,
+            "description": "Share of the context window kept for what inner advisors add "
+            "(retrieved excerpts, tools); a turn whose prompt would not fit in the rest is "
+            "compacted first, inline.",
+        },
+    }
+)
+
+
 _MAX_MESSAGES = {
     "type": "integer",
     "minimum": 1,
@@ -35,6 +139,19 @@ _MAX_MESSAGES = {
 
 
 TYPES: BuiltinTypes = (
+    (
+        "session_memory",
+        lambda: AdvisorType(
+            key="session_memory",
+            label="Session memory (compaction)",
+            factory=_session_memory,
+            advisor_class=SessionTurnAdvisor,
+            description="Keeps the conversation as an append-only log and sends its view: the "
+            "newest summary and the turns after it; compacts by turns, messages or tokens, "
+            "with a window or a model's summary (SessionTurnAdvisor + SessionMemoryAdvisor).",
+            params_schema=_SESSION_SCHEMA,
+        ),
+    ),
     (
         "message_chat_memory",
         lambda: AdvisorType(

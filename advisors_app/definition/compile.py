@@ -18,6 +18,7 @@ from advisors_app.conf import app_settings
 from advisors_app.core.advisor import Advisor
 from advisors_app.core.advisors.base_chat_memory import BaseChatMemoryAdvisor
 from advisors_app.core.advisors.message_chat_memory import MessageChatMemoryAdvisor
+from advisors_app.core.advisors.session_turn import SessionTurnAdvisor
 from advisors_app.core.advisors.tool_calling import ToolCallingAdvisor
 from advisors_app.core.attributes import TOOL_CALLING_AUTO_REGISTER
 from advisors_app.core.client import ChatClient
@@ -64,6 +65,12 @@ class BuildServices:
         self._references: Mapping[str, Any] = snapshot["references"]
         self._default_chat_model = default_chat_model
         self._published_default = snapshot.get("default_chat_model")
+        self._chain_model: str | None = snapshot.get("chat_model")
+
+    @property
+    def chain_chat_model(self) -> str | None:
+        """The slug of the chain's own chat model (``None``: the deployment's default)."""
+        return self._chain_model
 
     def reference(self, kind: str, slug: str) -> Mapping[str, Any]:
         value = self._references.get(f"{kind}:{slug}")
@@ -76,6 +83,14 @@ class BuildServices:
         """The chat model ``slug`` names; ``None``: the deployment's default — the model-config
         row the snapshot kept for that alias, else the ``default_chat_model`` given, else
         ``ADVISORS["DEFAULT_CHAT_MODEL"]``'s settings."""
+        config = self.chat_model_config(slug)
+        try:
+            return create_chat_model(config)
+        except ValueError as exc:
+            raise ChainConfigurationError(f"chat model {slug or 'default'!r}: {exc}") from exc
+
+    def chat_model_config(self, slug: str | None) -> Mapping[str, Any]:
+        """The provider configuration :meth:`chat_model` builds from (JSON, no secret)."""
         if slug is None:
             alias = app_settings.DEFAULT_CHAT_MODEL
             # The row the version was published with, while the deployment's default is still
@@ -90,10 +105,7 @@ class BuildServices:
                 raise ChainConfigurationError(f"no chat model alias {alias!r} in the settings")
         else:
             config = self.reference("chat_model", slug)
-        try:
-            return create_chat_model(config)
-        except ValueError as exc:
-            raise ChainConfigurationError(f"chat model {slug or 'default'!r}: {exc}") from exc
+        return config  # type: ignore[no-any-return]
 
     def embedding_model(self, slug: str | None) -> EmbeddingModel:
         """The embedding model ``slug`` names; ``None``: the process-wide default (MiniLM)."""
@@ -144,9 +156,10 @@ class CompiledChain:
         """Whether a chat-memory advisor stores the turns in the conversation itself.
 
         ``VectorStoreChatMemoryAdvisor`` is a memory advisor too, but it stores into a
-        collection, so the turn service still writes the conversation's transcript.
+        collection, so the turn service still writes the conversation's transcript. Session
+        memory (``SessionTurnAdvisor``) stores the turns itself.
         """
-        return any(isinstance(a, BaseChatMemoryAdvisor) for a in self.advisors)
+        return any(isinstance(a, BaseChatMemoryAdvisor | SessionTurnAdvisor) for a in self.advisors)
 
     @property
     def memory_read(self) -> int | None:
@@ -236,14 +249,17 @@ def _advisors(
         if advisor_type is None:
             raise ChainConfigurationError(f"{where}: the advisor type is not registered")
         try:
-            advisors.append(
-                advisor_type.build(row["params"], row["order"], snapshot["slug"], services)
-            )
+            advisor = advisor_type.build(row["params"], row["order"], snapshot["slug"], services)
+            advisors.append(advisor)
+            # Advisors a configuration installs with it (session memory's inner advisor).
+            advisors.extend(getattr(advisor, "companions", ()))
         except Exception as exc:
             # Whatever a factory raises (a project's own included), the chain cannot be built:
             # say which advisor and why, rather than fail a request as an unexplained error.
             raise ChainConfigurationError(f"{where}: {type(exc).__name__}: {exc}") from exc
         types.append((advisor_type, row["params"]))
+    # Rows come sorted by order; companions join at their own order (a stable sort).
+    advisors.sort(key=lambda advisor: advisor.order)
     return advisors, types
 
 

@@ -29,6 +29,11 @@ and every labelled version). Each rule has a stable id:
 - ``advisors_app.W114``: an advisor that rewrites the user message runs inside a retrieval
   advisor: it rewrites, and sends again, the whole retrieved context.
 - ``advisors_app.E115``: default options the chat options do not accept.
+- ``advisors_app.E116``: session memory out of place (Spring AI 2.1): its turn advisor (the
+  row's order) must run outside the tool loop and its memory advisor (``memory_order``) inside
+  it — or, in a chain without a tool loop, inside the turn advisor.
+- ``advisors_app.E117``: session memory combined with a 2.0 memory advisor
+  (``message_chat_memory``, ``prompt_chat_memory``): both would store every turn.
 
 "Inside" means later in the chain's execution order (larger order; equal orders keep the
 rows' saved order).
@@ -40,7 +45,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
+from advisors_app.core.advisor import (
+    DEFAULT_TOOL_CALLING_ORDER,
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+)
 from advisors_app.core.templates import assert_balanced_braces, assert_placeholders
 from advisors_app.orders import format_order
 from advisors_app.registry import (
@@ -49,6 +58,7 @@ from advisors_app.registry import (
     params_errors,
     reference_kinds,
     references_in,
+    with_defaults,
 )
 from advisors_app.tools import tool_registry
 from advisors_app.validation import chat_options_errors
@@ -138,6 +148,7 @@ def lint(snapshot: Mapping[str, Any]) -> list[LintMessage]:
             messages.extend(_empty_guard_messages(label, advisor_type, params, references))
             rows.append(_Row(label, advisor_type, order, dict(params)))
     messages.extend(_structure_messages(rows))
+    messages.extend(_session_messages(rows, bool(snapshot["tools"])))
     return messages
 
 
@@ -346,4 +357,53 @@ def _structure_messages(rows: list[_Row]) -> list[LintMessage]:
                     "Disable it for streaming chains or use a stream-safe advisor type.",
                 )
             )
+    return messages
+
+
+#: The row type that installs session memory, and the 2.0 memory types it cannot sit beside.
+SESSION_MEMORY = "session_memory"
+CHAT_MEMORY_TYPES = ("message_chat_memory", "prompt_chat_memory")
+
+
+def _session_messages(rows: list[_Row], has_tools: bool) -> list[LintMessage]:
+    """E116 and E117 (see the module docstring)."""
+    sessions = [r for r in rows if r.type.key == SESSION_MEMORY]
+    if not sessions:
+        return []
+    messages = []
+    tools = _with_role(rows, "tool")
+    loop = tools[0].order if tools else (DEFAULT_TOOL_CALLING_ORDER if has_tools else None)
+    for row in sessions:
+        inner = int(with_defaults(row.type, row.params)["memory_order"])
+        if loop is not None and not row.order < loop < inner:
+            messages.append(
+                _error(
+                    "advisors_app.E116",
+                    f"{_describe(row)} with memory_order {format_order(inner)}: session memory "
+                    f"needs its turn advisor outside the tool loop (order "
+                    f"{format_order(loop)}) and its memory advisor inside it.",
+                    "Give the row an order below the tool loop's (default HIGHEST+200) and "
+                    "memory_order above it (default HIGHEST+301).",
+                )
+            )
+        elif loop is None and not row.order < inner:
+            messages.append(
+                _error(
+                    "advisors_app.E116",
+                    f"{_describe(row)}: memory_order {format_order(inner)} must be larger than "
+                    "the row's order (the memory advisor runs inside the turn advisor).",
+                    "Leave memory_order at its default (HIGHEST+301).",
+                )
+            )
+        for other in rows:
+            if other.type.key in CHAT_MEMORY_TYPES:
+                messages.append(
+                    _error(
+                        "advisors_app.E117",
+                        f"{_describe(row)} is combined with {_describe(other)}: both would "
+                        "store every turn of the conversation.",
+                        "Keep one memory: session memory, or the 2.0 memory advisor "
+                        "(its compatibility layer).",
+                    )
+                )
     return messages

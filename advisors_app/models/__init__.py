@@ -14,6 +14,7 @@ from advisors_app.models.ingestion import IngestionFile, IngestionJob
 from advisors_app.models.memory import ChatMessage, Conversation
 from advisors_app.models.model_configs import ChatModelConfig, EmbeddingModelConfig
 from advisors_app.models.resources import PromptTemplate, SensitiveWordList
+from advisors_app.models.sessions import ConversationBoundary
 from advisors_app.models.versions import PRODUCTION, ChainLabel, ChainLabelEvent, ChainVersion
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "ChatModelConfig",
     "Collection",
     "Conversation",
+    "ConversationBoundary",
     "Document",
     "EmbeddingModelConfig",
     "IngestionFile",

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,7 +57,7 @@ from advisors_app.core.messages import (
 from advisors_app.models import ChatMessage, Conversation
 from advisors_app.prepared import PreparedQuery
 
-__all__ = ["DjangoChatMemoryRepository", "TurnScope"]
+__all__ = ["DjangoChatMemoryRepository", "TurnScope", "current_scope"]
 
 _FIELDS = ("message_type", "text", "metadata", "tool_calls", "tool_responses", "media")
 _SYSTEM = MessageType.SYSTEM.value
@@ -90,6 +90,9 @@ class TurnScope:
     pending: list[tuple[list[Message], bool]] = field(default_factory=list)
     closed: bool = False
     written: list[ChatMessage] = field(default_factory=list)
+    #: Run by ``write_turn`` once the turn's messages are written, inside its transaction
+    #: (session memory queues its compaction there with ``transaction.on_commit``).
+    after_write: list[Callable[[], None]] = field(default_factory=list)
 
     def annotate_reply(self, metadata: dict[str, Any]) -> None:
         """Add ``metadata`` to the reply held for writing: the last assistant message of the
@@ -163,6 +166,11 @@ class _Scoped:
 
     def __exit__(self, *exc_info: object) -> None:
         _scope.reset(self._token)
+
+
+def current_scope(conversation_id: str) -> TurnScope | None:
+    """The running turn's scope of ``conversation_id`` not written yet (``None``: none)."""
+    return _scope_for(conversation_id)
 
 
 def _scope_for(conversation_id: str) -> TurnScope | None:
@@ -382,6 +390,9 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
             rows.extend(self._append(scope.conversation_id, batch, replace_system))
         scope.pending.clear()
         scope.written.extend(rows)
+        callbacks, scope.after_write = scope.after_write, []
+        for callback in callbacks:
+            callback()
         return rows
 
     def _flush(self, scope: TurnScope) -> None:

@@ -1,0 +1,185 @@
+"""Session memory on PostgreSQL (issue 20): the ``session_memory`` type through the turn service,
+the Django session repository, the compaction task in a real worker, lint rules."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from advisors_app.core import (
+    CONVERSATION_ID,
+    AssistantMessage,
+    ChatClient,
+    ScriptedChatModel,
+    SystemMessage,
+    UserMessage,
+)
+from advisors_app.core.advisors import session_advisors
+from advisors_app.core.advisors.session_memory import SUMMARY_HEADER
+from advisors_app.core.memory import (
+    CompactionPolicy,
+    RecursiveSummarizationCompactionStrategy,
+    TurnCountTrigger,
+    WindowCompactionStrategy,
+)
+from advisors_app.core.tokens import TiktokenTokenCountEstimator
+from advisors_app.definition import lint
+from advisors_app.definition.snapshot import resolve_draft
+from advisors_app.models import ChatMessage, Conversation, ConversationBoundary
+from advisors_app.runtime import clear_cache, load_chain
+from advisors_app.services import call_turn
+from advisors_app.session_jobs import compact_now
+from advisors_app.stores.sessions import DjangoSessionRepository
+from tests.core.memory.messages import A, T, U, call
+from tests.factories import make_chain, scripted_model
+from tests.task_worker import DbWorker, run_queued_tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WINDOW = {"trigger": {"kind": "turns", "threshold": 2}, "strategy": "window", "keep_last_turns": 1}
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    clear_cache()
+    yield
+    clear_cache()
+
+
+@pytest.fixture
+def user(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("alice", password="pw")
+
+
+def rows(key: str) -> list[tuple[Any, ...]]:
+    return list(
+        ChatMessage.objects.filter(conversation__conversation_id=key)
+        .order_by("sequence")
+        .values_list("pk", "sequence", "message_type", "text")
+    )
+
+
+async def test_turns_through_the_service_are_stored_once_and_compaction_never_rewrites(user):
+    await sync_to_async(make_chain)("s", advisors=(("session_memory", WINDOW),))
+    assert (await sync_to_async(load_chain)("s")).has_memory
+    first = await call_turn("s", user, "one")
+    conversation = first.conversation_id
+    for text in ("two", "three"):
+        await call_turn("s", user, text, conversation_id=conversation)
+    key = await Conversation.objects.values_list("conversation_id", flat=True).aget()
+    before = await sync_to_async(rows)(key)
+    assert [r[2:] for r in before] == [
+        ("user", "one"),
+        ("assistant", "Hello!"),
+        ("user", "two"),
+        ("assistant", "Hello!"),
+        ("user", "three"),
+        ("assistant", "Hello!"),
+    ]
+    assert await sync_to_async(run_queued_tasks)() >= 1  # queued when the third turn committed
+    boundary = await ConversationBoundary.objects.aget()
+    assert boundary.covers_up_to == before[3][1]  # the view keeps the last turn, from "three"
+    assert await sync_to_async(rows)(key) == before  # rows, ids and sequences unchanged
+
+
+async def test_the_summary_and_the_last_turns_verbatim_make_the_next_prompt():
+    repository = DjangoSessionRepository()
+    summarizer = ScriptedChatModel(["Ada likes tea."])
+    policy = CompactionPolicy(
+        TurnCountTrigger(2), RecursiveSummarizationCompactionStrategy(summarizer, last_turns=1)
+    )
+    model = ScriptedChatModel(["Hi.", "Noted.", "Sure.", "Ada."])
+    chat = ChatClient(model, default_advisors=list(session_advisors(repository, policy)))
+    for text in ("I am Ada", "I like tea", "More", "Who am I?"):
+        await chat.prompt(text).advisor_param(CONVERSATION_ID, "k1").acall()
+    boundary = await ConversationBoundary.objects.aget()
+    assert boundary.summary == "Ada likes tea." and boundary.kind == "compaction"
+    assert model.prompts[3].instructions == (
+        SystemMessage(f"{SUMMARY_HEADER}\nAda likes tea."),
+        UserMessage("More"),
+        AssistantMessage("Sure."),
+        UserMessage("Who am I?"),
+    )
+    assert len(await sync_to_async(rows)("k1")) == 8
+
+
+async def test_a_boundary_is_never_between_a_tool_call_and_its_response():
+    repository = DjangoSessionRepository()
+    await Conversation.objects.acreate(conversation_id="k2")
+    turns = [U("a"), call("t1"), T("t1"), call("t2"), T("t2"), A("done"), U("b"), A("2")]
+    await repository.aappend("k2", [*turns, U("c"), call("t3"), T("t3"), A("3")])
+    policy = {
+        "trigger": {"kind": "turns", "threshold": 1},
+        "strategy": "window",
+        "keep_last_turns": 1,
+        "summary_max_tokens": 256,
+        "summary_model": None,
+        "summary_prompt": None,
+        "context_window": None,
+    }
+    result = await sync_to_async(compact_now)("k2", policy=policy)
+    assert result.boundary.covers_up_to == 8
+    view = await repository.aload_view("k2")
+    assert view.messages[0] == U("c") and view.positions[0] == 9
+    assert view.messages[1].tool_calls[0].id == view.messages[2].responses[0].id
+
+
+async def test_inline_compaction_before_a_turn_that_would_not_fit():
+    repository = DjangoSessionRepository()
+    policy = CompactionPolicy(TurnCountTrigger(100), WindowCompactionStrategy(last_turns=2))
+    model = ScriptedChatModel(["ok"], repeat=True)
+    advisors = session_advisors(repository, policy, context_window=1000, reserve_tokens=100)
+    chat = ChatClient(model, default_advisors=list(advisors))
+    for n in range(10):
+        await chat.prompt(f"{n} " + "word " * 100).advisor_param(CONVERSATION_ID, "k3").acall()
+    estimator = TiktokenTokenCountEstimator()
+    assert max(estimator.estimate(list(p.instructions)) for p in model.prompts) <= 650
+    assert await ConversationBoundary.objects.acount() >= 2
+    assert len(await sync_to_async(rows)("k3")) == 20  # the log is complete
+
+
+@pytest.mark.slow
+def test_the_compaction_task_runs_in_a_real_worker(user, tmp_path):
+    from asgiref.sync import async_to_sync
+
+    make_chain("s", advisors=(("session_memory", WINDOW),))
+    outcome = async_to_sync(call_turn)("s", user, "one")
+    for text in ("two", "three"):
+        async_to_sync(call_turn)("s", user, text, conversation_id=outcome.conversation_id)
+    with DbWorker(tmp_path / "worker.log") as worker:
+        worker.wait_ready()
+        deadline = time.monotonic() + 60
+        while not ConversationBoundary.objects.exists():
+            assert time.monotonic() < deadline, worker.log()
+            time.sleep(0.1)
+    assert ConversationBoundary.objects.get().covers_up_to == 4
+    assert ChatMessage.objects.count() == 6
+
+
+def _lint_ids(chain: Any) -> list[str]:
+    return [m.id for m in lint(resolve_draft(chain))]
+
+
+def test_lint_places_session_memory_around_the_tool_loop_and_alone():
+    low = -(2**31)
+    model = scripted_model("m")
+    good = make_chain("good", model=model, advisors=(("session_memory", {}), ("tool_calling", {})))
+    assert not {"advisors_app.E116", "advisors_app.E117"} & set(_lint_ids(good))
+    inside = make_chain(
+        "inside",
+        model=model,
+        advisors=(("session_memory", {}, low + 400), ("tool_calling", {})),
+        publish=False,
+    )
+    assert "advisors_app.E116" in _lint_ids(inside)
+    both = make_chain(
+        "both",
+        model=model,
+        advisors=(("session_memory", {}), ("message_chat_memory", {})),
+        publish=False,
+    )
+    assert "advisors_app.E117" in _lint_ids(both)
