@@ -16,8 +16,10 @@ What it creates (slugs):
   ``corpus`` and ``python``;
 * word list ``demo-sensitive-words`` (:data:`SENSITIVE_WORDS`);
 * templates ``python-docs-context`` and ``python-docs-no-context``;
-* chain ``python-docs``: SafeGuard → MessageChatMemory → RetrievalAugmentation → ToolCalling
-  → SimpleLogger (the tool loop has no tool enabled: see ``_CHAINS``);
+* chain ``python-docs``: SafeGuard → session memory (SessionTurnAdvisor outside the tool loop,
+  summarizing with the chain's model: :data:`SESSION_MEMORY`) → RetrievalAugmentation →
+  ToolCalling → SessionMemoryAdvisor → SimpleLogger (the tool loop has no tool enabled: see
+  ``_CHAINS``); an existing ``python-docs`` chain is kept as it is (``--force`` replaces it);
 * chain ``python-docs-json``: SafeGuard → MessageChatMemory → RetrievalAugmentation →
   StructuredOutputValidation, answering ``{"answer": ..., "topics": [...]}``;
 * chat model ``notes-scripted`` (the scripted fake with tool rules, :data:`NOTES_MODEL_SETTINGS`)
@@ -66,6 +68,7 @@ __all__ = [
     "NOTES_MODEL",
     "NOTES_MODEL_SETTINGS",
     "SENSITIVE_WORDS",
+    "SESSION_MEMORY",
     "WORD_LIST",
     "DemoReport",
     "build_id",
@@ -140,6 +143,20 @@ ANSWER_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+#: Session memory of the main chain, sized for SmolLM2's 4,096-token context: after a turn
+#: whose view passes 35 % of the window, a task summarizes all but the last two turns (with the
+#: chain's own model); 35 % of the window stays free for the retrieved excerpts (3 chunks of 200
+#: tokens and the template) and tokenizer differences, so a turn whose history would not fit in
+#: the rest is compacted inline first. The conversation goes on indefinitely; the log stays
+#: complete.
+SESSION_MEMORY: dict[str, Any] = {
+    "trigger": {"kind": "tokens", "share": 0.35},
+    "strategy": "summarize",
+    "keep_last_turns": 2,
+    "summary_max_tokens": 160,
+    "prompt_headroom": 0.35,
+}
+
 _RETRIEVAL = {
     "collection": COLLECTION,
     "embedding_model": EMBEDDING_MODEL,
@@ -200,7 +217,7 @@ _CHAINS: dict[str, dict[str, Any]] = {
         "tools": [],
         "advisors": [
             ("safe_guard", _GUARD, None),
-            ("message_chat_memory", {"max_messages": 10}, None),
+            ("session_memory", SESSION_MEMORY, None),
             ("retrieval_augmentation", _RETRIEVAL, _RETRIEVAL_ORDER),
             ("tool_calling", {}, None),
             ("simple_logger", {}, None),

@@ -97,9 +97,10 @@ def test_the_demo_chains_are_clean_and_ordered_as_documented() -> None:
     names = [a.name for a in load_chain(loader.MAIN_CHAIN).advisors]
     assert names == [
         "SafeGuardAdvisor",
-        "MessageChatMemoryAdvisor",
+        "SessionTurnAdvisor",
         "RetrievalAugmentationAdvisor",
         "Tool Calling Advisor",
+        "SessionMemoryAdvisor",
         "SimpleLoggerAdvisor",
     ]
     orders = [a.order for a in load_chain(loader.MAIN_CHAIN).advisors]
