@@ -1,7 +1,8 @@
 """Recall: the ``conversation_search`` tool on the real database, alone and in a chain's turn.
 
 The tool reads the turn's user and conversation from its tool context; the first tests pass
-that context directly, the last ones let the turn service and the tool loop put it there.
+that context directly, the last ones let the turn service and the tool loop put it there (with
+a 2.0 memory window, then with session memory after a compaction).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from advisors_app.core.messages import (
 )
 from advisors_app.core.testing import tool_call_response
 from advisors_app.core.tools import ToolArgumentsError, ToolRegistry
-from advisors_app.models import Conversation
+from advisors_app.models import Conversation, ConversationBoundary
 from advisors_app.recall import (
     MAX_LIMIT,
     MAX_QUERY_CHARS,
@@ -37,6 +38,7 @@ from advisors_app.services import call_turn
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.tools import tool_registry
 from tests.factories import make_chain, scripted_model
+from tests.task_worker import run_queued_tasks
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -264,3 +266,72 @@ async def test_in_a_chain_another_users_key_never_reaches_the_tool(alice: Any, b
     assert answer.responses[0].response_data == (
         "No message of this conversation matches 'passport'."
     )
+
+
+# -- after a compaction (session memory) --------------------------------------------------------
+
+SUMMARY = "The user chatted about gardening topics."
+
+
+def session_recall_chain() -> ScriptedChatModel:
+    """A chain ``session-recall``: session memory summarizing (a scripted summary) after more
+    than three turns, keeping the last one verbatim, the tool loop and ``conversation_search``;
+    its scripted model."""
+    scripted_model("summarizer", responses=(SUMMARY,))
+    policy = {
+        "trigger": {"kind": "turns", "threshold": 3},
+        "strategy": "summarize",
+        "keep_last_turns": 1,
+        "summary_model": "summarizer",
+    }
+    make_chain(
+        "session-recall",
+        model=scripted_model("session-recall-model", responses=(), repeat=False),
+        advisors=(("session_memory", policy), ("tool_calling", {})),
+        tools=["conversation_search"],
+    )
+    chain = load_chain("session-recall")
+    model: ScriptedChatModel = chain.client.chat_model  # type: ignore[assignment]
+    return model
+
+
+def prompt_text(prompt: Any) -> str:
+    return " ".join(m.text for m in prompt.instructions)
+
+
+async def test_the_tool_finds_a_fact_that_compaction_folded_away(alice: Any, bob: Any) -> None:
+    model = await sync_to_async(session_recall_chain)()
+    model.add("Noted: passport X7-4431, Lisbon on May 3.")
+    outcome = await call_turn("session-recall", alice, FACT, "trip")
+    for n in range(1, 4):
+        model.add(filler(n)[1])
+        await call_turn("session-recall", alice, filler(n)[0], outcome.conversation_id)
+    # The fourth turn queued the compaction; a worker folds turns 1-3 into the summary.
+    assert await sync_to_async(run_queued_tasks)() == 1
+    boundary = await ConversationBoundary.objects.aget()
+    assert (boundary.covers_up_to, boundary.summary) == (6, SUMMARY)
+
+    model.add(
+        tool_call_response(("conversation_search", {"query": "passport number"})),
+        "Your passport number is X7-4431.",
+    )
+    answer = await call_turn("session-recall", alice, "What was my passport number?", "trip")
+    assert answer.content == "Your passport number is X7-4431."
+    asked, told = model.prompts[-2:]
+    # The fact left the prompt: the summary and the last turn stand in for turns 1-3 ...
+    assert SUMMARY in prompt_text(asked) and filler(3)[0] in prompt_text(asked)
+    assert "X7-4431" not in prompt_text(asked) and FACT not in prompt_text(asked)
+    # ... but the stored log still has it, and the tool brings it back.
+    [found] = [m for m in told.instructions if isinstance(m, ToolResponseMessage)]
+    assert found.responses[0].response_data.splitlines()[1].startswith("[#1 user, ")
+    assert "my **passport** **number** is X7-4431" in found.responses[0].response_data
+
+    # Owner-scoped: Bob's "trip" is his own (empty) conversation, and Alice's key is refused.
+    model.add(tool_call_response(("conversation_search", {"query": "passport"})), "Nothing.")
+    await call_turn("session-recall", bob, "What was my passport number?", "trip")
+    [theirs] = [m for m in model.prompts[-1].instructions if isinstance(m, ToolResponseMessage)]
+    assert theirs.responses[0].response_data == (
+        "No message of this conversation matches 'passport'."
+    )
+    with pytest.raises(ConversationSearchError, match="own user"):
+        await search(bob, f"{alice.pk}:trip", query="passport")

@@ -10,16 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.loader import render_to_string
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from advisors_app.admin.approvals import approval_flags, approval_inlines
 from advisors_app.admin.chains import chain_link
 from advisors_app.admin.forms import pretty_json
-from advisors_app.admin.traces import trace_rows
+from advisors_app.admin.sessions import TranscriptFormSet, compact_conversation_now
+from advisors_app.admin.traces import trace_rows, usage_line
 from advisors_app.bidi import isolated
 from advisors_app.conversations import public_conversation_id
 from advisors_app.core.messages import MessageType
@@ -155,17 +158,9 @@ def reply_details(metadata: Any) -> dict[str, Any]:
         summary.append(f"first token {_seconds(timings['time_to_first_token_ms'])}")
     if _is_number(timings.get("latency_ms")):
         summary.append(f"total {_seconds(timings['latency_ms'])}")
-    usage = metadata.get("usage") if isinstance(metadata.get("usage"), dict) else {}
-    prompt, completion, total = (
-        usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")
-    )
-    if _is_number(prompt) and _is_number(completion):
-        summary.append(
-            f"{prompt} prompt + {completion} completion"
-            + (f" = {total} tokens" if _is_number(total) else " tokens")
-        )
-    elif _is_number(total):
-        summary.append(f"{total} tokens")
+    usage = usage_line(metadata.get("usage"))
+    if usage:
+        summary.append(usage)
     sources = [
         (
             str(item.get("title") or item.get("source") or item.get("document_id") or "?"),
@@ -187,9 +182,12 @@ def reply_details(metadata: Any) -> dict[str, Any]:
 
 class ChatMessageInline(admin.TabularInline):
     """The transcript, in sequence order (read-only); an assistant reply shows its turn, a
-    tool-call message waiting for approval or resumed by decisions shows them."""
+    tool-call message waiting for approval or resumed by decisions shows them, and each
+    compaction boundary shows after the last message it covers (:mod:`.sessions`)."""
 
     model = ChatMessage
+    formset = TranscriptFormSet
+    template = "admin/advisors_app/conversation/transcript.html"
     fields = ("sequence", "message_type", "text", "flags", "turn", "created_at")
     readonly_fields = fields
     ordering = ("sequence",)
@@ -224,7 +222,12 @@ class ChatMessageInline(admin.TabularInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdmin):
+    """Conversations with their transcript; "Compact now" (action and button) for whoever may
+    change conversations."""
+
     inlines = [ChatMessageInline]
+    actions = ["compact_selected"]
+    change_form_template = "admin/advisors_app/conversation/change_form.html"
     list_display = ("public_id", "shown_title", "owner", "message_total", "updated_at")
     list_filter = ("updated_at",)
     search_fields = ("conversation_id", "title", "owner__username")
@@ -255,3 +258,49 @@ class ConversationAdmin(ReadOnlyAdmin):
     @admin.display(description="Messages", ordering="message_total")
     def message_total(self, obj: Conversation) -> int:
         return obj.message_total  # type: ignore[attr-defined, no-any-return]
+
+    def has_compact_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Compacting appends to the log: Django's change permission on conversations (the
+        page itself stays read-only)."""
+        codename = get_permission_codename("change", self.opts)
+        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
+
+    @admin.action(description="Compact now", permissions=("compact",))
+    def compact_selected(self, request: HttpRequest, queryset: QuerySet[Conversation]) -> None:
+        """Compact each selected conversation now; one message per conversation."""
+        for conversation in queryset.select_related("chain_version").order_by("pk"):
+            level, outcome = compact_conversation_now(conversation)
+            self.message_user(request, outcome, level)
+
+    def get_urls(self) -> list[URLPattern]:
+        compact = path(
+            "<path:object_id>/compact/",
+            self.admin_site.admin_view(self.compact_view),
+            name="advisors_app_conversation_compact",
+        )
+        return [compact, *super().get_urls()]
+
+    def compact_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The page's "Compact now" button (POST only): compact, report, back to the page."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_compact_permission(request):
+            raise PermissionDenied
+        conversation = self.get_object(request, object_id)
+        if conversation is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        level, outcome = compact_conversation_now(conversation)
+        self.message_user(request, outcome, level)
+        url = reverse("admin:advisors_app_conversation_change", args=[conversation.pk])
+        return HttpResponseRedirect(url)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        may_compact = self.has_compact_permission(request)
+        extra_context = {"can_compact": may_compact, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)

@@ -1,4 +1,5 @@
-"""Per-advisor traces (``core.tracing.CallTrace.to_dict()``) as rows for admin tables."""
+"""Per-advisor traces (``core.tracing.CallTrace.to_dict()``) as rows for admin tables, and
+stored token usage as one line."""
 
 from __future__ import annotations
 
@@ -6,7 +7,25 @@ from typing import Any
 
 from advisors_app.orders import format_order
 
-__all__ = ["trace_rows"]
+__all__ = ["trace_rows", "usage_line"]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def usage_line(usage: Any) -> str:
+    """A stored ``Usage.to_dict()`` as one line: ``"31 prompt + 9 completion = 40 tokens"``,
+    ``"40 tokens"`` when only the total is known, ``""`` when nothing is (or not a dict)."""
+    usage = usage if isinstance(usage, dict) else {}
+    prompt, completion, total = (
+        usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+    )
+    if _is_number(prompt) and _is_number(completion):
+        return f"{prompt} prompt + {completion} completion" + (
+            f" = {total} tokens" if _is_number(total) else " tokens"
+        )
+    return f"{total} tokens" if _is_number(total) else ""
 
 
 def _ms(seconds: Any) -> str:

@@ -36,6 +36,7 @@ from advisors_app.models import (
     ChatModelConfig,
     Collection,
     Conversation,
+    ConversationBoundary,
     Document,
     IngestionJob,
     PromptTemplate,
@@ -67,6 +68,7 @@ __all__ = [
     "ChatRequestSerializer",
     "ChatResultSerializer",
     "CollectionSerializer",
+    "ConversationBoundarySerializer",
     "ConversationDetailSerializer",
     "ConversationSerializer",
     "DocumentSerializer",
@@ -374,11 +376,45 @@ class MessageSerializer(serializers.ModelSerializer):
         ref_name = "ConversationMessage"
 
 
+@extend_schema_field(UsageSerializer(allow_null=True))
+class _StoredUsageField(serializers.JSONField):
+    """A stored ``Usage.to_dict()`` as it was written (``null``: no model was called)."""
+
+
+class ConversationBoundarySerializer(serializers.ModelSerializer):
+    """One boundary event of a conversation's session log (``ConversationBoundary``)."""
+
+    kind = serializers.CharField(help_text='What the event is: "compaction".')
+    covers_up_to = serializers.IntegerField(
+        help_text="The sequence of the last message that left the model's view (the messages "
+        "themselves stay in messages, unchanged)."
+    )
+    summary = serializers.CharField(
+        allow_blank=True,
+        help_text="What replaces the covered messages in the prompt (blank for a window).",
+    )
+    model = serializers.CharField(
+        allow_blank=True, help_text="The chat model that wrote the summary (blank for a window)."
+    )
+    usage = _StoredUsageField(help_text="The summary call's token usage (null: no model call).")
+
+    class Meta:
+        model = ConversationBoundary
+        fields = ["kind", "covers_up_to", "summary", "model", "usage", "created_at"]
+        read_only_fields = fields
+        ref_name = "ConversationBoundary"
+
+
 class ConversationDetailSerializer(ConversationSerializer):
     messages = MessageSerializer(many=True, read_only=True)
+    boundaries = ConversationBoundarySerializer(
+        many=True,
+        read_only=True,
+        help_text="Compactions of the session log, oldest first (empty without session memory).",
+    )
 
     class Meta(ConversationSerializer.Meta):
-        fields = [*ConversationSerializer.Meta.fields, "messages"]
+        fields = [*ConversationSerializer.Meta.fields, "messages", "boundaries"]
 
 
 # -- chains ----------------------------------------------------------------------------------

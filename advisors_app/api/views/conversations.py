@@ -18,7 +18,7 @@ from advisors_app.api.pagination import ApiPagination
 from advisors_app.api.serializers import ConversationDetailSerializer, ConversationSerializer
 from advisors_app.conversations import find_conversation, user_conversations
 from advisors_app.core.advisors.vector_store_chat_memory import CONVERSATION_ID_METADATA
-from advisors_app.models import ChatMessage, Conversation, Document
+from advisors_app.models import ChatMessage, Conversation, ConversationBoundary, Document
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 
 __all__ = ["ConversationDetailView", "ConversationListView", "forget_conversation"]
@@ -61,7 +61,7 @@ class ConversationListView(ApiView, generics.ListAPIView):
 @extend_schema_view(
     get=extend_schema(
         tags=["conversations"],
-        summary="One of your conversations with its messages",
+        summary="One of your conversations with its messages and boundaries",
         responses={200: ConversationDetailSerializer, **_NOT_FOUND},
     ),
     patch=extend_schema(
@@ -94,8 +94,12 @@ class ConversationDetailView(ApiView):
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = self._conversation(request, conversation_id)
         messages = ChatMessage.objects.order_by("sequence")
+        boundaries = ConversationBoundary.objects.order_by("covers_up_to", "pk")
         conversation = (
-            Conversation.objects.prefetch_related(Prefetch("messages", queryset=messages))
+            Conversation.objects.prefetch_related(
+                Prefetch("messages", queryset=messages),
+                Prefetch("boundaries", queryset=boundaries),
+            )
             .filter(pk=conversation.pk)
             .get()
         )

@@ -8,7 +8,14 @@ import pytest
 
 from advisors_app.core import AssistantMessage, UserMessage
 from advisors_app.core.vectorstore import Document as CoreDocument
-from advisors_app.models import ChatMessage, Collection, Conversation, Document
+from advisors_app.models import (
+    ChatMessage,
+    Collection,
+    Conversation,
+    ConversationBoundary,
+    Document,
+)
+from advisors_app.session_jobs import compact_now
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.stores.vectors import PgVectorStore
 from tests.api.conftest import client_for
@@ -62,6 +69,55 @@ def test_a_conversation_is_shown_with_its_messages_in_order(chats: None, api: An
     ]
     assert api.get("/api/conversations/nope/").status_code == 404
     assert api.get("/api/conversations/bad%20id/").status_code == 404
+
+
+def test_the_detail_shows_boundaries_and_leaves_the_messages_as_they_were(
+    chats: None, alice: Any, bob: Any, api: Any
+) -> None:
+    assert api.get("/api/conversations/trip/").json()["boundaries"] == []
+    window = {"trigger": {"kind": "turns", "threshold": 50}, "strategy": "window"}
+    make_chain("s", advisors=(("session_memory", {**window, "keep_last_turns": 1}),))
+    first = api.post("/api/chains/s/call/", {"message": "one"}, format="json").json()
+    public = first["conversation_id"]
+    api.post("/api/chains/s/call/", {"message": "two", "conversation_id": public}, format="json")
+    before = api.get(f"/api/conversations/{public}/").json()
+    compact_now(f"{alice.pk}:{public}")
+    row = Conversation.objects.get(conversation_id=f"{alice.pk}:{public}")
+    usage = {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48}
+    ConversationBoundary.objects.create(
+        conversation=row, covers_up_to=3, summary="<script>alert(1)</script> said one, two",
+        model="summarizer", usage=usage,
+    )  # fmt: skip
+    body = api.get(f"/api/conversations/{public}/").json()
+    assert body["messages"] == before["messages"]  # unchanged, all four
+    assert [m["text"] for m in body["messages"]] == ["one", "Hello!", "two", "Hello!"]
+    window_boundary, summary_boundary = body["boundaries"]  # oldest first
+    assert set(window_boundary) == {
+        "kind", "covers_up_to", "summary", "model", "usage", "created_at"
+    }  # fmt: skip
+    assert window_boundary | {"created_at": None} == {
+        "kind": "compaction", "covers_up_to": 2, "summary": "", "model": "", "usage": None,
+        "created_at": None,
+    }  # fmt: skip
+    assert summary_boundary["covers_up_to"] == 3 and summary_boundary["usage"] == usage
+    # JSON carries the text as stored: escaping is for whoever renders it as HTML.
+    assert summary_boundary["summary"] == "<script>alert(1)</script> said one, two"
+    assert client_for(bob).get(f"/api/conversations/{public}/").status_code == 404
+
+
+def test_the_schema_documents_boundaries(api: Any) -> None:
+    schemas = api.get("/api/schema/", {"format": "json"}).json()["components"]["schemas"]
+    detail = schemas["ConversationDetail"]["properties"]
+    assert detail["boundaries"]["items"] == {"$ref": "#/components/schemas/ConversationBoundary"}
+    assert detail["messages"]["items"] == {"$ref": "#/components/schemas/ConversationMessage"}
+    boundary = schemas["ConversationBoundary"]
+    assert set(boundary["properties"]) == {
+        "kind", "covers_up_to", "summary", "model", "usage", "created_at"
+    }  # fmt: skip
+    assert set(boundary["required"]) == set(boundary["properties"])
+    usage = boundary["properties"]["usage"]
+    assert usage["nullable"] is True
+    assert usage["allOf"] == [{"$ref": "#/components/schemas/Usage"}]
 
 
 def test_a_reopened_conversation_names_its_reply_by_the_answers_message_id(api: Any) -> None:
