@@ -18,6 +18,7 @@ chain version it started on, or one given: what an admin action or a script call
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,12 +50,19 @@ __all__ = [
     "build_policy",
     "compact_conversation",
     "compact_now",
+    "enqueue_compaction",
     "policy_from_snapshot",
     "policy_json",
 ]
 
+logger = logging.getLogger("advisors_app.sessions")
+
 #: The advisor type that installs session memory.
 SESSION_MEMORY_TYPE = "session_memory"
+
+
+#: Turns that trigger compaction when a token-share trigger meets a model of unknown window.
+UNKNOWN_WINDOW_TURNS = 20
 
 
 def policy_json(
@@ -89,10 +97,10 @@ def _trigger(policy: Mapping[str, Any]) -> CompactionTrigger:
         return TokenCountTrigger(int(trigger["threshold"]))
     window = policy.get("context_window")
     if window is None:
-        raise ValueError(
-            "trigger: a token share needs the chat model's context window; set context_window "
-            'on the chat model configuration, or give the trigger a "threshold" in tokens'
-        )
+        # A model whose window nobody stated (a hosted model without context_window): a
+        # share of it cannot be computed, and refusing the chain would break it on a model
+        # switch. Compact by turns instead, as Spring AI's default trigger does.
+        return TurnCountTrigger(UNKNOWN_WINDOW_TURNS)
     return TokenCountTrigger.share_of(int(window), float(trigger.get("share", 0.6)))
 
 
@@ -161,6 +169,14 @@ def compact_conversation(conversation_key: str, policy: dict[str, Any]) -> dict[
     """The task: compact ``conversation_key`` (a stored conversation id) if ``policy``'s
     trigger still fires on its view; what it did."""
     return _summary(_compact(conversation_key, policy, force=False))
+
+
+def enqueue_compaction(conversation_key: str, policy: dict[str, Any]) -> None:
+    """Queue :data:`compact_conversation` (called once the turn committed); never raises."""
+    try:
+        compact_conversation.enqueue(conversation_key, policy)
+    except Exception:  # the turn is committed; a lost compaction is retried after the next one
+        logger.exception("could not queue the compaction of conversation %r", conversation_key)
 
 
 def compact_now(

@@ -183,3 +183,14 @@ def test_lint_places_session_memory_around_the_tool_loop_and_alone():
         publish=False,
     )
     assert "advisors_app.E117" in _lint_ids(both)
+
+
+def test_a_token_share_on_a_model_of_unknown_window_compacts_by_turns() -> None:
+    from advisors_app.core.memory.compaction import TurnCountTrigger
+    from advisors_app.session_jobs import UNKNOWN_WINDOW_TURNS, _trigger
+
+    trigger = _trigger({"trigger": {"kind": "tokens", "share": 0.35}, "context_window": None})
+    assert isinstance(trigger, TurnCountTrigger)
+    assert trigger == TurnCountTrigger(UNKNOWN_WINDOW_TURNS) or getattr(
+        trigger, "threshold", getattr(trigger, "turns", None)
+    ) == UNKNOWN_WINDOW_TURNS

@@ -20,7 +20,7 @@ from advisors_app.core.advisors.prompt_chat_memory import PromptChatMemoryAdviso
 from advisors_app.core.advisors.session_memory import SessionMemoryAdvisor
 from advisors_app.core.advisors.session_turn import SessionTurnAdvisor, session_advisors
 from advisors_app.registry import AdvisorSpec, AdvisorType
-from advisors_app.session_jobs import build_policy, policy_json
+from advisors_app.session_jobs import build_policy, enqueue_compaction, policy_json
 from advisors_app.stores.sessions import DjangoSessionRepository
 
 from ._schema import BuiltinTypes, object_schema
@@ -58,7 +58,7 @@ def _session_memory(spec: AdvisorSpec) -> Any:
         context_window=context_window if isinstance(context_window, int) else None,
     )
     turn, _ = session_advisors(
-        DjangoSessionRepository(policy),
+        DjangoSessionRepository(policy, enqueue=enqueue_compaction),
         build_policy(policy),
         turn_order=spec.order,
         memory_order=params["memory_order"],

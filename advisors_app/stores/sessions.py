@@ -22,7 +22,6 @@ turn pipeline (DESIGN §4, :mod:`advisors_app.services`):
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
@@ -39,7 +38,6 @@ from .memory import DjangoChatMemoryRepository, _message, current_scope
 
 __all__ = ["DjangoSessionRepository"]
 
-logger = logging.getLogger("advisors_app.sessions")
 _messages = DjangoChatMemoryRepository()
 _SYSTEM = MessageType.SYSTEM.value
 
@@ -75,8 +73,17 @@ class DjangoSessionRepository(SessionRepository):
     once (the core default). Stateless otherwise: one instance serves every request.
     """
 
-    def __init__(self, policy: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        policy: Mapping[str, Any] | None = None,
+        *,
+        enqueue: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
         self.policy = dict(policy) if policy is not None else None
+        #: Queues the compaction task (``(conversation key, policy)``; see
+        #: :func:`advisors_app.session_jobs.enqueue_compaction`), handed in so the store does not
+        #: import the task module that imports it.
+        self._enqueue = enqueue
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -166,25 +173,16 @@ class DjangoSessionRepository(SessionRepository):
         self, conversation_id: str, run: Callable[[], Awaitable[Any]]
     ) -> None:
         """Queue the compaction task once the turn commits (or at once outside a transaction);
-        without a policy, run ``run`` now."""
-        if self.policy is None:
+        without a policy or a queue, run ``run`` now."""
+        if self.policy is None or self._enqueue is None:
             await run()
             return
-        enqueue = partial(_enqueue, conversation_id, self.policy)
+        enqueue = partial(self._enqueue, conversation_id, self.policy)
         scope = current_scope(conversation_id)
         if scope is not None:
             scope.after_write.append(partial(transaction.on_commit, enqueue))
         else:
             await sync_to_async(transaction.on_commit)(enqueue)
-
-
-def _enqueue(conversation_id: str, policy: dict[str, Any]) -> None:
-    from advisors_app.session_jobs import compact_conversation
-
-    try:
-        compact_conversation.enqueue(conversation_id, policy)
-    except Exception:  # the turn is committed; a lost compaction is retried after the next one
-        logger.exception("could not queue the compaction of conversation %r", conversation_id)
 
 
 def _aware(value: Any) -> datetime:
