@@ -191,6 +191,7 @@ def test_a_token_share_on_a_model_of_unknown_window_compacts_by_turns() -> None:
 
     trigger = _trigger({"trigger": {"kind": "tokens", "share": 0.35}, "context_window": None})
     assert isinstance(trigger, TurnCountTrigger)
-    assert trigger == TurnCountTrigger(UNKNOWN_WINDOW_TURNS) or getattr(
-        trigger, "threshold", getattr(trigger, "turns", None)
-    ) == UNKNOWN_WINDOW_TURNS
+    assert (
+        trigger == TurnCountTrigger(UNKNOWN_WINDOW_TURNS)
+        or getattr(trigger, "threshold", getattr(trigger, "turns", None)) == UNKNOWN_WINDOW_TURNS
+    )
