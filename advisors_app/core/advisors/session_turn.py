@@ -121,6 +121,13 @@ class SessionTurnAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         reply = getattr(options, "max_tokens", None) or self.reserve_tokens
         return int(self.context_window * (1 - self.prompt_headroom)) - reply
 
+    def _hard_limit(self, request: ChatClientRequest) -> int:
+        """Tokens a prompt may have at all: the window minus the reply's reserve."""
+        assert self.context_window is not None
+        options = request.prompt.options
+        reply = getattr(options, "max_tokens", None) or self.reserve_tokens
+        return self.context_window - reply
+
     async def _fit(
         self, conversation_id: str, view: SessionView, request: ChatClientRequest
     ) -> SessionView:
@@ -130,6 +137,10 @@ class SessionTurnAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
             return view
         own = _ESTIMATOR.estimate(list(request.prompt.instructions))
         if view_tokens(view) + own <= limit:
+            return view
+        if own > self._hard_limit(request):
+            # The request alone cannot fit, whatever history is left: compacting would only
+            # make the user wait and fold turns away for a turn the budget check refuses.
             return view
         strategies = [self.policy.strategy]
         if getattr(self.policy.strategy, "last_turns", 1) > 1:

@@ -166,3 +166,16 @@ async def test_inline_compaction_when_the_next_turn_would_not_fit():
     assert max(sizes) <= 750 - 100 < estimator.estimate([UserMessage("word " * 100)]) * 7
     assert len(repository.boundaries("c1")) >= 2
     assert len(repository.log("c1")) == 20
+
+
+async def test_a_request_that_cannot_fit_at_all_is_not_a_reason_to_compact():
+    repository = InMemorySessionRepository()
+    policy = CompactionPolicy(TurnCountTrigger(100), WindowCompactionStrategy(last_turns=1))
+    model = ScriptedChatModel(["ok"], repeat=True)
+    chat = client(model, repository, policy, tools=(), context_window=1000, reserve_tokens=100)
+    for n in range(4):
+        await turn(chat, f"message {n} " + "word " * 60, "call")
+    # A message larger than the whole window: compacting cannot make it fit, so the history
+    # is left as it is (the model's budget check, when there is one, refuses the turn).
+    await turn(chat, "word " * 2000, "call")
+    assert repository.boundaries("c1") == []
