@@ -333,6 +333,7 @@ class TurnError(Exception):
         http_status: int = 400,
         retry_after: float | None = None,
         trace_id: str | None = None,
+        conversation_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -341,6 +342,9 @@ class TurnError(Exception):
         self.http_status = http_status
         self.retry_after = retry_after
         self.trace_id = trace_id
+        #: The conversation a refusal after the turn's set-up leaves (``context_overflow`` on
+        #: an existing conversation); ``None`` for refused input.
+        self.conversation_id = conversation_id
 
     def to_event(self) -> ErrorEvent:
         """The ``error`` event a stream transport sends for this refusal."""
@@ -350,6 +354,7 @@ class TurnError(Exception):
             errors=self.errors,
             retry_after=self.retry_after,
             trace_id=self.trace_id,
+            conversation_id=self.conversation_id,
         )
 
     def to_dict(self) -> dict[str, Any]:

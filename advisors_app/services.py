@@ -716,9 +716,15 @@ async def _refuse_overflowing_message(turn: _Turn) -> None:
     overflow = _message_overflow(turn)
     if overflow is None:
         return
-    await _shielded(_finish(turn, _outcome(turn, CallLog.Status.ERROR, None), None, overflow))
+    outcome = await _shielded(
+        _finish(turn, _outcome(turn, CallLog.Status.ERROR, None), None, overflow)
+    )
     raise TurnError(
-        "context_overflow", str(overflow), http_status=400, trace_id=turn.trace_id
+        "context_overflow",
+        str(overflow),
+        http_status=400,
+        trace_id=turn.trace_id,
+        conversation_id=outcome.conversation_id,
     ) from overflow
 
 

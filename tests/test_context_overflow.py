@@ -125,6 +125,21 @@ def test_a_call_that_can_never_fit_is_a_400_naming_the_sizes(chain: Any, alice: 
     assert_only_a_failed_call_log(error)
 
 
+def test_a_refusal_on_an_existing_conversation_names_it(chain: Any, alice: Any) -> None:
+    script(chain.slug, "hi")
+    api = client_for(alice)
+    first = api.post(f"/api/chains/{chain.slug}/call/", {"message": "hi"}, format="json")
+    conversation = first.json()["conversation_id"]
+    refused = api.post(
+        f"/api/chains/{chain.slug}/call/",
+        {"message": HUGE, "conversation_id": conversation},
+        format="json",
+    )
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert (error["code"], error["conversation_id"]) == ("context_overflow", conversation)
+
+
 def test_history_that_grows_past_the_window_refuses_without_an_orphan_message(
     alice: Any,
 ) -> None:
