@@ -256,6 +256,8 @@ def test_errors_are_shown_and_a_dropped_socket_reconnects(
     expect(error).to_have_attribute("role", "alert")
     expect(error).to_contain_text("No enabled chain 'slow'.")
     expect(error).to_contain_text("chain_not_found")
+    # Nothing of the refused turn was stored: the message is back in the composer.
+    expect(page.get_by_role("textbox", name="Message")).to_have_value("Hello?")
     AdvisorChain.objects.filter(slug="slow").update(enabled=True)
 
     send(page, "Tell me a story")

@@ -968,6 +968,10 @@
           return;
         }
         followRemoval(reply, frame);
+        // A turn refused as a whole stored nothing: give the message back to edit and resend.
+        if (reply && reply.sent && REFUSED_TURN_CODES.indexOf(frame.code) >= 0 && !prompt.value) {
+          prompt.value = reply.sent;
+        }
         if (reply) finishReply({ error: frame }, reply);
         else showAlert(frame.message);
         break;
@@ -999,6 +1003,13 @@
 
   /* ---- composer -------------------------------------------------------------------- */
 
+  /* Error codes of a turn that stored nothing of the message (refused input, the context
+   * window, the rate): the composer gets the message back. */
+  var REFUSED_TURN_CODES = [
+    "invalid", "context_overflow", "throttled", "permission_denied",
+    "chain_not_found", "version_not_found",
+  ];
+
   function send() {
     var text = prompt.value;
     if (!text.trim() || state.reply || !state.ws || state.ws.readyState !== WebSocket.OPEN) return;
@@ -1009,6 +1020,7 @@
     addMessage("user", text);
     startReply();
     state.reply.question = text.replace(/\s+/g, " ").trim().slice(0, 80);
+    state.reply.sent = text;
     var frame = { type: "message", message: text };
     if (state.conversationId) frame.conversation_id = state.conversationId;
     state.ws.send(JSON.stringify(frame));
