@@ -6,6 +6,8 @@ which); editing one changes drafts, never what a label serves.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db import models
 from django.utils.html import format_html
@@ -69,6 +71,13 @@ class ChatModelConfigAdmin(ModelConfigAdmin):
         "options",
         "settings",
     )
+
+    def formfield_for_dbfield(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
+        if db_field.name == "context_window":
+            # Not the form's own "greater than or equal to 0" for a negative number: the
+            # model's validators say the one range message for every value out of it.
+            kwargs["min_value"] = None
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
 
 @admin.register(EmbeddingModelConfig)

@@ -19,12 +19,18 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from advisors_app.validation import validate_json_value
 
-__all__ = ["PROVIDERS", "ChatModelConfig", "EmbeddingModelConfig", "ModelConfig"]
+__all__ = [
+    "CONTEXT_WINDOW_RANGE",
+    "PROVIDERS",
+    "ChatModelConfig",
+    "EmbeddingModelConfig",
+    "ModelConfig",
+]
 
 #: Providers a configuration may name: the embedded models (SmolLM2 chat, MiniLM embeddings;
 #: no key), any OpenAI-compatible server, and the scripted fake (chat only).
@@ -33,6 +39,16 @@ PROVIDERS = [
     ("openai", "OpenAI-compatible HTTP API"),
     ("scripted", "Scripted (fake, for tests and demos)"),
 ]
+
+#: A chat model's ``context_window`` range in tokens: fewer than 16 hold no prompt and answer;
+#: the most is PostgreSQL's ``integer``.
+CONTEXT_WINDOW_RANGE = (16, 2_147_483_647)
+# One message for either end (and for 0 or a negative number, which the form lets through to
+# these validators), rather than Django's "greater/less than or equal to" per bound.
+_WINDOW_MESSAGE = (
+    f"Enter a number of tokens from {CONTEXT_WINDOW_RANGE[0]} to {CONTEXT_WINDOW_RANGE[1]}, "
+    "or leave it blank for the provider's figure."
+)
 
 env_var_name = RegexValidator(
     r"^[A-Za-z_][A-Za-z0-9_]*$",
@@ -131,9 +147,13 @@ class ModelConfig(models.Model):
                 }
             )
         try:
-            validate_model_config(self.to_config(), self.kind, self.slug)
+            validate_model_config(self._checked_config(), self.kind, self.slug)
         except ValueError as exc:
             raise ValidationError({_field_of(str(exc)): str(exc)}) from exc
+
+    def _checked_config(self) -> dict[str, Any]:
+        """What :meth:`clean` hands the provider registry: :meth:`to_config`."""
+        return self.to_config()
 
     @property
     def key_present(self) -> bool | None:
@@ -169,7 +189,10 @@ class ChatModelConfig(ModelConfig):
     context_window = models.PositiveIntegerField(
         null=True,
         blank=True,
-        validators=[MinValueValidator(16)],
+        validators=[
+            MinValueValidator(CONTEXT_WINDOW_RANGE[0], message=_WINDOW_MESSAGE),
+            MaxValueValidator(CONTEXT_WINDOW_RANGE[1], message=_WINDOW_MESSAGE),
+        ],
         help_text="Tokens per request, prompt and answer (blank: the provider's figure).",
     )
 
@@ -187,6 +210,16 @@ class ChatModelConfig(ModelConfig):
                 {"options": [f"{f}: {m}" if f else m for f, ms in errors.items() for m in ms]}
             )
         super().clean()
+
+    def _checked_config(self) -> dict[str, Any]:
+        config = super()._checked_config()
+        low, high = CONTEXT_WINDOW_RANGE
+        window = self.context_window
+        if window is not None and not low <= window <= high:
+            # The field's validators already refuse it, in one message; the registry's
+            # "must be positive" / "at most 4096" would be a second, disagreeing one.
+            config.pop("context_window", None)
+        return config
 
     def to_config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"provider": self.provider}

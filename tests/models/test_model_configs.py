@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib import admin
 from django.core.exceptions import ValidationError
+from django.test import RequestFactory
 
 from advisors_app.models import ChatModelConfig, EmbeddingModelConfig
 
@@ -93,3 +95,48 @@ def test_the_embedded_embedding_model_has_384_dimensions() -> None:
     assert errors_of(EmbeddingModelConfig(slug="mini", dimensions=768)) == {
         "dimensions": ["The embedded model returns 384 dimensions."]
     }
+
+
+_WINDOW_RANGE = (
+    "Enter a number of tokens from 16 to 2147483647, or leave it blank for the provider's figure."
+)
+
+
+@pytest.mark.parametrize(
+    ("provider", "value", "message"),
+    [
+        ("openai", "0", _WINDOW_RANGE),
+        ("openai", "-1", _WINDOW_RANGE),
+        ("openai", "15", _WINDOW_RANGE),
+        ("openai", "99999999999", _WINDOW_RANGE),
+        ("embedded", "0", _WINDOW_RANGE),
+        ("embedded", "-1", _WINDOW_RANGE),
+        ("embedded", "99999999999", _WINDOW_RANGE),
+        (
+            "embedded",
+            "5000",
+            "chat model 's': 'context_window' of the embedded model is at most 4096 "
+            "(one llama.cpp slot), got 5000",
+        ),
+    ],
+)
+def test_the_admin_form_says_one_thing_about_a_bad_context_window(
+    provider: str, value: str, message: str, admin_user: object
+) -> None:
+    request = RequestFactory().get("/")
+    request.user = admin_user
+    form_class = admin.site._registry[ChatModelConfig].get_form(request)
+    form = form_class(
+        data={
+            "slug": "s",
+            "provider": provider,
+            "model": "gpt-4o" if provider == "openai" else "",
+            "timeout": "60",
+            "max_retries": "2",
+            "context_window": value,
+            "options": "{}",
+            "settings": "{}",
+        }
+    )
+    assert not form.is_valid()
+    assert form.errors == {"context_window": [message]}
