@@ -19,8 +19,10 @@ from jsonschema.exceptions import ValidationError as SchemaValidationError
 
 from advisors_app.core.prompt import ChatOptions
 from advisors_app.core.vectorstore import FilterExpressionTextParser
+from advisors_app.orders import order_range_problem, parse_order
 
 __all__ = [
+    "ADVISOR_ORDER_FORMAT",
     "CHAT_OPTIONS_SCHEMA",
     "FILTER_EXPRESSION_FORMAT",
     "REQUEST_OPTIONS",
@@ -94,6 +96,20 @@ def _is_filter_expression(value: object) -> bool:
     return True
 
 
+#: ``{"type": ["integer", "string"], "format": "advisor-order"}``: an advisor order as the
+#: chain's order column takes it (``"HIGHEST+250"``, ``"LOWEST-10"``, an integer), in range.
+ADVISOR_ORDER_FORMAT = "advisor-order"
+
+
+@_formats.checks(ADVISOR_ORDER_FORMAT, raises=ValueError)
+def _is_advisor_order(value: object) -> bool:
+    if isinstance(value, str):
+        problem = order_range_problem(parse_order(value))
+        if problem:
+            raise ValueError(problem)
+    return True
+
+
 @functools.lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(schema_json), format_checker=_formats)
@@ -118,6 +134,9 @@ def _field(prefix: str, error: SchemaValidationError) -> str:
 
 
 def _message(error: SchemaValidationError) -> str:
+    # A schema may word its own refusal (``{"not": {}, "x-error": "..."}``).
+    if isinstance(error.schema, Mapping) and isinstance(error.schema.get("x-error"), str):
+        return error.schema["x-error"]
     if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
         allowed = sorted(error.schema.get("properties", {}))
         known = ", ".join(allowed) if allowed else "none"

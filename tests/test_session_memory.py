@@ -195,3 +195,79 @@ def test_a_token_share_on_a_model_of_unknown_window_compacts_by_turns() -> None:
         trigger == TurnCountTrigger(UNKNOWN_WINDOW_TURNS)
         or getattr(trigger, "threshold", getattr(trigger, "turns", None)) == UNKNOWN_WINDOW_TURNS
     )
+
+
+def test_memory_order_takes_the_forms_the_order_column_takes() -> None:
+    from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
+    from advisors_app.core.advisors.session_turn import SessionTurnAdvisor
+    from advisors_app.registry import params_errors
+
+    for good in ("HIGHEST+350", "highest_precedence + 350", "LOWEST-10", "-5", 8):
+        assert params_errors("session_memory", {"memory_order": good}) == {}, good
+    assert params_errors("session_memory", {"memory_order": "HIGHEST-1"}) == {
+        "params.memory_order": [
+            f"Use {HIGHEST_PRECEDENCE} (HIGHEST) to {LOWEST_PRECEDENCE} (LOWEST)."
+        ]
+    }
+    assert params_errors("session_memory", {"memory_order": "soon"}) == {
+        "params.memory_order": ["Enter a whole number, HIGHEST+N or LOWEST-N."]
+    }
+    model = scripted_model("m")
+    chain = make_chain(
+        "rel",
+        model=model,
+        advisors=(("session_memory", {"memory_order": "HIGHEST+350"}), ("tool_calling", {})),
+    )
+    assert not {"advisors_app.E109", "advisors_app.E116"} & set(_lint_ids(chain))
+    turn = next(a for a in load_chain("rel").advisors if isinstance(a, SessionTurnAdvisor))
+    assert [a.order for a in turn.companions] == [HIGHEST_PRECEDENCE + 350]
+    inside = make_chain(
+        "inside",
+        model=model,
+        advisors=(("session_memory", {"memory_order": "HIGHEST+250"}), ("tool_calling", {})),
+        publish=False,
+    )
+    assert "advisors_app.E116" in _lint_ids(inside)
+
+
+@pytest.mark.parametrize(
+    ("trigger", "message"),
+    [
+        (
+            {"kind": "turns", "share": 0.5},
+            'Only a "tokens" trigger takes a share; "turns" and "messages" count to threshold.',
+        ),
+        (
+            {"kind": "messages", "threshold": 4, "share": 0.5},
+            'Only a "tokens" trigger takes a share; "turns" and "messages" count to threshold.',
+        ),
+        (
+            {"kind": "tokens", "share": 0.5, "threshold": 100},
+            "Give a tokens trigger a threshold or a share, not both.",
+        ),
+    ],
+)
+def test_a_trigger_part_that_would_be_ignored_is_refused(
+    trigger: dict[str, Any], message: str
+) -> None:
+    from advisors_app.registry import params_errors
+
+    assert params_errors("session_memory", {"trigger": trigger}) == {
+        "params.trigger.share": [message]
+    }
+
+
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        {"kind": "turns"},
+        {"kind": "messages", "threshold": 4},
+        {"kind": "tokens"},
+        {"kind": "tokens", "share": 0.5},
+        {"kind": "tokens", "threshold": 100},
+    ],
+)
+def test_a_trigger_of_one_kind_is_accepted(trigger: dict[str, Any]) -> None:
+    from advisors_app.registry import params_errors
+
+    assert params_errors("session_memory", {"trigger": trigger}) == {}

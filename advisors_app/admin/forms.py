@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from django import forms
@@ -15,10 +14,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from advisors_app.admin.widgets import Textarea
-from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from advisors_app.definition import LintMessage, check_draft
 from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
-from advisors_app.orders import format_order
+from advisors_app.orders import format_order, order_range_problem, parse_order
 from advisors_app.registry import advisor_types, schema_help
 from advisors_app.runtime import DRAFT
 from advisors_app.tools import tool_registry
@@ -35,8 +33,6 @@ __all__ = [
     "params_help",
     "ref_choices",
 ]
-
-_RELATIVE = re.compile(r"^(HIGHEST|LOWEST)(?:_PRECEDENCE)?\s*(?:([+-])\s*(\d+))?$", re.IGNORECASE)
 
 
 class BlankJSONField(forms.JSONField):
@@ -69,27 +65,18 @@ class OrderField(forms.CharField):
         return value
 
     def to_python(self, value: Any) -> int | None:
-        text = str(value or "").strip().replace(" ", "")
+        text = str(value or "").strip()
         if not text:
             return None
-        match = _RELATIVE.match(text)
-        if match:
-            base = HIGHEST_PRECEDENCE if match.group(1).upper() == "HIGHEST" else LOWEST_PRECEDENCE
-            offset = int(match.group(3) or 0)
-            return base + offset if match.group(2) == "+" else base - offset
         try:
-            return int(text)
-        except ValueError:
-            raise ValidationError(
-                "Enter a whole number, HIGHEST+N or LOWEST-N.", code="invalid"
-            ) from None
+            return parse_order(text)
+        except ValueError as exc:
+            raise ValidationError(str(exc), code="invalid") from None
 
     def validate(self, value: Any) -> None:
-        if value is not None and not HIGHEST_PRECEDENCE <= value <= LOWEST_PRECEDENCE:
-            raise ValidationError(
-                f"Use {HIGHEST_PRECEDENCE} (HIGHEST) to {LOWEST_PRECEDENCE} (LOWEST).",
-                code="out_of_range",
-            )
+        problem = None if value is None else order_range_problem(value)
+        if problem:
+            raise ValidationError(problem, code="out_of_range")
 
 
 def params_help(key: str) -> str:

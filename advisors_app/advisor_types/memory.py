@@ -19,9 +19,11 @@ from advisors_app.core.advisors.message_chat_memory import MessageChatMemoryAdvi
 from advisors_app.core.advisors.prompt_chat_memory import PromptChatMemoryAdvisor
 from advisors_app.core.advisors.session_memory import SessionMemoryAdvisor
 from advisors_app.core.advisors.session_turn import SessionTurnAdvisor, session_advisors
+from advisors_app.orders import parse_order
 from advisors_app.registry import AdvisorSpec, AdvisorType
 from advisors_app.session_jobs import build_policy, enqueue_compaction, policy_json
 from advisors_app.stores.sessions import DjangoSessionRepository
+from advisors_app.validation import ADVISOR_ORDER_FORMAT
 
 from ._schema import BuiltinTypes, object_schema
 
@@ -61,11 +63,22 @@ def _session_memory(spec: AdvisorSpec) -> Any:
         DjangoSessionRepository(policy, enqueue=enqueue_compaction),
         build_policy(policy),
         turn_order=spec.order,
-        memory_order=params["memory_order"],
+        memory_order=parse_order(params["memory_order"]),
         context_window=policy["context_window"],
         prompt_headroom=params["prompt_headroom"],
     )
     return turn
+
+
+_SHARE_IS_FOR_TOKENS = (
+    'Only a "tokens" trigger takes a share; "turns" and "messages" count to threshold.'
+)
+_THRESHOLD_OR_SHARE = "Give a tokens trigger a threshold or a share, not both."
+
+
+def _refused(message: str) -> dict[str, Any]:
+    """A property schema no value matches, whose error is ``message`` (``x-error``)."""
+    return {"not": {}, "x-error": message}
 
 
 _SESSION_SCHEMA = object_schema(
@@ -73,8 +86,9 @@ _SESSION_SCHEMA = object_schema(
         "trigger": {
             "type": "object",
             "description": "When to compact, checked after each turn: more than threshold "
-            'turns ("turns") or messages ("messages") in the view, or its tokens ("tokens") '
-            "over threshold or over share of the chat model's context window.",
+            'turns ("turns", default 20) or messages ("messages", default 40) in the view, or '
+            'its tokens ("tokens") over threshold or over share of the chat model\'s context '
+            "window (default 0.6; threshold or share, not both).",
             "properties": {
                 "kind": {"enum": ["turns", "messages", "tokens"]},
                 "threshold": {"type": "integer", "minimum": 1},
@@ -82,6 +96,17 @@ _SESSION_SCHEMA = object_schema(
             },
             "required": ["kind"],
             "additionalProperties": False,
+            # A part the trigger would ignore is refused, not silently dropped.
+            "allOf": [
+                {
+                    "if": {"properties": {"kind": {"const": "tokens"}}, "required": ["kind"]},
+                    "then": {
+                        "if": {"required": ["threshold"]},
+                        "then": {"properties": {"share": _refused(_THRESHOLD_OR_SHARE)}},
+                    },
+                    "else": {"properties": {"share": _refused(_SHARE_IS_FOR_TOKENS)}},
+                }
+            ],
             "default": {"kind": "turns", "threshold": 20},
         },
         "strategy": {
@@ -110,11 +135,14 @@ _SESSION_SCHEMA = object_schema(
         },
         "summary_max_tokens": {"type": "integer", "minimum": 16, "maximum": 4096, "default": 256},
         "memory_order": {
-            "type": "integer",
+            # As the order column takes it: "HIGHEST+301" reads better than -2147483347.
+            "type": ["integer", "string"],
+            "format": ADVISOR_ORDER_FORMAT,
             "minimum": HIGHEST_PRECEDENCE,
             "maximum": LOWEST_PRECEDENCE,
             "default": SessionMemoryAdvisor.DEFAULT_ORDER,
-            "description": "Order of the inner SessionMemoryAdvisor (inside the tool loop).",
+            "description": "Order of the inner SessionMemoryAdvisor (inside the tool loop): "
+            'an integer, "HIGHEST+N" or "LOWEST-N".',
         },
         "prompt_headroom": {
             "type": "number",

@@ -51,7 +51,7 @@ from advisors_app.core.advisor import (
     LOWEST_PRECEDENCE,
 )
 from advisors_app.core.templates import assert_balanced_braces, assert_placeholders
-from advisors_app.orders import format_order
+from advisors_app.orders import format_order, parse_order
 from advisors_app.registry import (
     AdvisorType,
     advisor_types,
@@ -374,7 +374,7 @@ def _session_messages(rows: list[_Row], has_tools: bool) -> list[LintMessage]:
     tools = _with_role(rows, "tool")
     loop = tools[0].order if tools else (DEFAULT_TOOL_CALLING_ORDER if has_tools else None)
     for row in sessions:
-        inner = int(with_defaults(row.type, row.params)["memory_order"])
+        inner = parse_order(with_defaults(row.type, row.params)["memory_order"])
         if loop is not None and not row.order < loop < inner:
             messages.append(
                 _error(
