@@ -93,6 +93,10 @@ SNIPPET_CHARS = 240
 SEARCHED_TYPES = (MessageType.USER.value, MessageType.ASSISTANT.value)
 
 _MARK = "**"
+# ts_headline marks with these (private-use characters no message holds) so that matches it
+# marks back to back ("X7" and "-4431" of "X7-4431") read as one: **X7-4431**, not
+# **X7****-4431** — and a "****" the text itself holds is left alone.
+_START, _STOP = "\ue000", "\ue001"
 _ELLIPSIS = "…"
 # Phrases, exclusions and "or": the query is websearch syntax, not a literal to look for.
 _SEARCH_SYNTAX = re.compile(r'"|(?:^|\s)-\S|(?:^|\s)or(?:\s|$)', re.IGNORECASE)
@@ -215,8 +219,8 @@ def _ranked(rows: QuerySet[ChatMessage], search: SearchQuery, limit: int) -> lis
                 "text",
                 search,
                 config=SEARCH_CONFIG,
-                start_sel=_MARK,
-                stop_sel=_MARK,
+                start_sel=_START,
+                stop_sel=_STOP,
                 max_words=35,
                 min_words=15,
             ),
@@ -225,9 +229,15 @@ def _ranked(rows: QuerySet[ChatMessage], search: SearchQuery, limit: int) -> lis
         .values_list("pk", "sequence", "message_type", "snippet", "rank", "created_at")[:limit]
     )
     return [
-        RecallHit(pk, sequence, role, _clip(snippet), float(rank), created_at)
+        RecallHit(pk, sequence, role, _clip(_marked(snippet)), float(rank), created_at)
         for pk, sequence, role, snippet, rank, created_at in found
     ]
+
+
+def _marked(headline: str) -> str:
+    """``ts_headline``'s output with adjacent matches merged and each marked with ``**``."""
+    merged = headline.replace(_STOP + _START, "")
+    return merged.replace(_START, _MARK).replace(_STOP, _MARK)
 
 
 def format_hits(query: str, hits: list[RecallHit]) -> str:

@@ -200,6 +200,10 @@ def test_websearch_syntax_and_the_substring_fallback(alice: Any) -> None:
     assert partial[1].snippet == (
         "By the way, my passport number is X**7-44**31 and I fly to Lisbon on May 3."
     )
+    # A code full-text search splits into parts is marked as one, not **X7****-4431**.
+    code = search_conversation(pk, "X7-4431")
+    assert sorted(h.sequence for h in code) == [3, 4]
+    assert all("**X7-4431**" in h.snippet and "****" not in h.snippet for h in code)
     # Search syntax is never taken literally.
     assert search_conversation(pk, '"7-44"') == []
 
