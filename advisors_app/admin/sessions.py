@@ -103,7 +103,9 @@ def compact_conversation_now(conversation: Conversation) -> tuple[int, str]:
     ``django.contrib.messages`` level and a line naming the conversation: compacted (up to
     which message), nothing to compact, no session memory in its chain, or the error
     (redacted: a provider's error may quote a key)."""
-    name = public_conversation_id(conversation.conversation_id)
+    # Led by a fixed word: the admin capitalises a message's first letter (capfirst), which
+    # would misquote an id ("rest-long-1" shown as "Rest-long-1").
+    name = f"Conversation {public_conversation_id(conversation.conversation_id)}"
     version = conversation.chain_version
     try:
         policy = policy_from_snapshot(version.snapshot) if version is not None else None

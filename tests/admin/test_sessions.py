@@ -120,7 +120,10 @@ def test_the_action_reports_each_conversation_and_never_changes_a_message(
         CHANGELIST, {"action": "compact_selected", "_selected_action": selected}, follow=True
     )
     assert response.status_code == 200
-    name = {c.pk: c.conversation_id.partition(":")[2] for c in (long, short, plain, broken)}
+    name = {
+        c.pk: f"Conversation {c.conversation_id.partition(':')[2]}"
+        for c in (long, short, plain, broken)
+    }
     assert told(response) == [
         ("success", f"{name[long.pk]}: compacted up to message #4 (4 messages left the "
                     "model's view)."),
@@ -151,11 +154,24 @@ def test_the_button_compacts_one_conversation_by_post(admin_client: Client, alic
     assert response.status_code == 302
     assert response.url == f"{CHANGELIST}{conversation.pk}/change/"
     assert told(response) == [
-        ("success", f"{conversation.conversation_id.partition(':')[2]}: compacted up to message "
-                    "#2 (2 messages left the model's view).")
+        ("success", f"Conversation {conversation.conversation_id.partition(':')[2]}: compacted "
+                    "up to message #2 (2 messages left the model's view).")
     ]  # fmt: skip
     assert ConversationBoundary.objects.get().covers_up_to == 2
     assert admin_client.post(f"{CHANGELIST}999999/compact/").status_code == 302  # gone: listed
+
+
+def test_the_shown_message_quotes_the_conversation_id_as_it_is(
+    admin_client: Client, alice: Any
+) -> None:
+    make_chain("s", advisors=(("session_memory", WINDOW),))
+    key = async_to_sync(call_turn)("s", alice, "one", conversation_id="rest-long-1").conversation_id
+    conversation = Conversation.objects.get(conversation_id=f"{alice.pk}:{key}")
+    response = admin_client.post(f"{CHANGELIST}{conversation.pk}/compact/", follow=True)
+    html = response.content.decode()
+    # The admin's template capitalises each message's first letter (capfirst).
+    assert "Conversation rest-long-1: nothing to compact" in html
+    assert "Rest-long-1" not in html
 
 
 def test_compacting_needs_the_change_permission_on_conversations(
