@@ -119,8 +119,17 @@ def _strategy(policy: Mapping[str, Any]) -> CompactionStrategy:
         policy.get("summary_prompt") or DEFAULT_SUMMARY_PROMPT,
         int(policy.get("summary_max_tokens", 256)),
         window if isinstance(window, int) else policy.get("context_window"),
-        str(config.get("model") or config.get("provider") or ""),
+        _model_name(model, config),
     )
+
+
+def _model_name(model: Any, config: Mapping[str, Any]) -> str:
+    """What a summary's boundary records as its model: the name requests send (the default
+    options' model, else the model's own, e.g. the embedded ``smollm2-135m-instruct`` a config
+    without ``model`` gets), else the config's provider (a scripted model has no name)."""
+    options = getattr(model, "default_options", None)
+    name = getattr(options, "model", None) or getattr(model, "model", None)
+    return str(name or config.get("model") or config.get("provider") or "")
 
 
 def build_policy(policy: Mapping[str, Any]) -> CompactionPolicy:

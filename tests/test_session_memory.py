@@ -271,3 +271,25 @@ def test_a_trigger_of_one_kind_is_accepted(trigger: dict[str, Any]) -> None:
     from advisors_app.registry import params_errors
 
     assert params_errors("session_memory", {"trigger": trigger}) == {}
+
+
+@pytest.mark.parametrize(
+    ("config", "name"),
+    [
+        ({"provider": "embedded"}, "smollm2-135m-instruct"),
+        ({"provider": "openai", "model": "gpt-4o"}, "gpt-4o"),
+        (
+            {"provider": "openai", "model": "gpt-4o", "options": {"model": "gpt-4o-mini"}},
+            "gpt-4o-mini",
+        ),
+        ({"provider": "scripted", "responses": ["x"]}, "scripted"),
+    ],
+)
+def test_a_summary_boundary_records_the_model_name_not_the_provider(
+    config: dict[str, Any], name: str
+) -> None:
+    from advisors_app.session_jobs import _strategy
+
+    strategy = _strategy({"keep_last_turns": 1, "strategy": "summarize", "summary_model": config})
+    assert isinstance(strategy, RecursiveSummarizationCompactionStrategy)
+    assert strategy.model_name == name
