@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from advisors_app.conf import app_settings
 from advisors_app.core.memory import APPROVAL_PENDING
-from advisors_app.core.messages import AssistantMessage, ToolCall
+from advisors_app.core.messages import Message
 from advisors_app.core.tools.approval import (
     ApprovalDecision,
     ToolCallDecision,
@@ -43,6 +43,7 @@ from advisors_app.core.tools.approval import (
 from advisors_app.events import TurnError
 from advisors_app.models import ChatMessage, ToolApproval, ToolApprovalGrant
 from advisors_app.models.approvals import arguments_hash
+from advisors_app.stores.memory import _message as _stored_row_message
 from advisors_app.turn_input import Decision, parse_decision
 
 __all__ = [
@@ -67,8 +68,8 @@ class Resume:
     """A checked and claimed resume: the decisions the chain runs and the rows they decide."""
 
     decisions: tuple[ToolCallDecision, ...]
+    #: The claimed rows, each with its ``message`` (the paused tool-call message) loaded.
     rows: list[ToolApproval]
-    message_pk: int
     granted: list[str] = field(default_factory=list)
 
 
@@ -80,12 +81,11 @@ def _stored_call(message: ChatMessage, approval_id: str) -> dict[str, Any] | Non
     return next((c for c in message.tool_calls if c.get("id") == approval_id), None)
 
 
-def _assistant(message: ChatMessage) -> AssistantMessage:
-    calls = tuple(
-        ToolCall(c["id"], c["name"], c.get("arguments", "{}"), c.get("type", "function"))
-        for c in message.tool_calls
+def _stored_message(message: ChatMessage) -> Message:
+    """The stored tool-call message as the engine reads it from memory."""
+    return _stored_row_message(
+        message.message_type, message.text, dict(message.metadata), message.tool_calls, [], []
     )
-    return AssistantMessage(message.text, dict(message.metadata), calls)
 
 
 def active_grants(conversation_pk: int) -> list[str]:
@@ -113,9 +113,9 @@ def open_resume(
     decisions: tuple[Decision, ...],
     compiled: Any,
     granted: list[str],
-) -> tuple[ToolCallDecision, ...]:
+) -> list[ToolApproval]:
     """Check ``decisions`` against the conversation's pending calls (blocking; see the module
-    docstring); the core decisions to run. Claim them afterwards with :func:`claim`."""
+    docstring); the pending rows they decide. Claim them afterwards with :func:`claim`."""
     rows = _pending_rows(conversation_pk) if conversation_pk is not None else []
     if not rows:
         raise _invalid("This conversation has no tool calls waiting for a decision.")
@@ -177,10 +177,10 @@ def open_resume(
     if manager is None:
         raise _invalid("This chain version runs no tools: its paused calls cannot resume.")
     try:
-        manager.check_decisions(_assistant(message), compiled.tool_options, core, granted)
+        manager.check_decisions(_stored_message(message), compiled.tool_options, core, granted)
     except ToolCallDecisionError as exc:
         raise _invalid(str(exc)) from None
-    return core
+    return rows
 
 
 def _recorded(row: ToolApproval) -> ToolCallDecision:
@@ -205,12 +205,11 @@ def forget_decisions(message_id: int) -> None:
     )
 
 
-def claim(user: Any, conversation_pk: int, decisions: tuple[Decision, ...]) -> Resume:
-    """Record ``decisions`` on their pending rows in one conditional ``UPDATE`` per decision
-    kind, inside the caller's transaction (blocking); ``TurnError`` (409) when another request
-    decided them first. Grants asked for are created."""
+def claim(user: Any, rows: list[ToolApproval], decisions: tuple[Decision, ...]) -> Resume:
+    """Record ``decisions`` on ``rows`` (:func:`open_resume`'s) with one conditional
+    ``UPDATE`` per row, inside the caller's transaction (blocking); ``TurnError`` (409) when
+    another request decided them since. Grants asked for are created."""
     now = timezone.now()
-    rows = _pending_rows(conversation_pk)
     by_id = {row.approval_id: row for row in rows}
     claimed = 0
     for item in decisions:
@@ -243,12 +242,12 @@ def claim(user: Any, conversation_pk: int, decisions: tuple[Decision, ...]) -> R
     granted = [by_id[d.decision.approval_id].tool for d in decisions if d.grant]
     for tool in dict.fromkeys(granted):
         ToolApprovalGrant.objects.get_or_create(
-            conversation_id=conversation_pk,
+            conversation_id=rows[0].conversation_id,
             tool=tool,
             revoked_at=None,
             defaults={"granted_by_id": user.pk},
         )
-    return Resume(tuple(d.decision for d in decisions), rows, rows[0].message_id, list(granted))
+    return Resume(tuple(d.decision for d in decisions), rows, list(granted))
 
 
 def record_turn(
@@ -312,7 +311,7 @@ def _finish_resume(resume: Resume, call_log: Any, ran: list[dict[str, Any]]) -> 
     ToolApproval.objects.filter(pk__in=[row.pk for row in resume.rows]).update(
         resumed_call_log=call_log
     )
-    message = ChatMessage.objects.get(pk=resume.message_pk)
+    message = resume.rows[0].message  # loaded with the rows; the turn only appended after it
     as_run = next((m for m in ran if m.get("type") == "assistant"), None)
     if as_run is not None and as_run.get("tool_calls"):
         message.tool_calls = as_run["tool_calls"]

@@ -395,7 +395,7 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
     granted = active_grants(stored.pk) if compiled.may_pause and stored is not None else []
     if data.resumes:
         decisions = data.resume_decisions()
-        open_resume(user, stored.pk if stored else None, decisions, compiled, granted)
+        pending = open_resume(user, stored.pk if stored else None, decisions, compiled, granted)
     # Counted only now that the input is valid: refused requests never use up the rate.
     wait = chat_turn_wait(user)
     if wait is not None:
@@ -407,9 +407,8 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
         )
     resume = None
     if data.resumes:
-        assert stored is not None  # open_resume refused a conversation without pending calls
         with transaction.atomic():
-            resume = claim(user, stored.pk, decisions)
+            resume = claim(user, pending, decisions)
         granted = [*granted, *resume.granted]
     if stored is None:
         key, public, created, title = create_conversation(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from advisors_app.conf import app_settings
@@ -198,13 +199,14 @@ class CompiledChain:
         manager = self.client.tool_calling_manager
         return manager if self.client.default_tools and manager is not None else None
 
-    @property
+    @cached_property
     def may_pause(self) -> bool:
-        """Whether a reply may pause the turn for tool-call approval."""
+        """Whether a reply may pause the turn for tool-call approval (worked out once per
+        built chain: every turn asks)."""
         manager = self.tool_calling_manager
         return manager is not None and manager.may_pause(self.tool_options)
 
-    @property
+    @cached_property
     def approver_permission(self) -> str:
         """Who may decide the chain's paused calls: a permission, or ``""`` (the caller or a
         holder of ``advisors_app.decide_toolapproval``)."""

@@ -114,19 +114,18 @@ class SessionTurnAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
 
     # -- compaction ----------------------------------------------------------------------------
 
+    def _reply_reserve(self, request: ChatClientRequest) -> int:
+        return getattr(request.prompt.options, "max_tokens", None) or self.reserve_tokens
+
     def _limit(self, request: ChatClientRequest) -> int | None:
         if self.context_window is None:
             return None
-        options = request.prompt.options
-        reply = getattr(options, "max_tokens", None) or self.reserve_tokens
-        return int(self.context_window * (1 - self.prompt_headroom)) - reply
+        return int(self.context_window * (1 - self.prompt_headroom)) - self._reply_reserve(request)
 
     def _hard_limit(self, request: ChatClientRequest) -> int:
         """Tokens a prompt may have at all: the window minus the reply's reserve."""
         assert self.context_window is not None
-        options = request.prompt.options
-        reply = getattr(options, "max_tokens", None) or self.reserve_tokens
-        return self.context_window - reply
+        return self.context_window - self._reply_reserve(request)
 
     async def _fit(
         self, conversation_id: str, view: SessionView, request: ChatClientRequest
