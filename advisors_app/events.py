@@ -15,6 +15,10 @@ tool_call    ``id``, ``name``, ``arguments`` (the JSON text the model sent)
 tool_result  ``id``, ``name``, ``ok``, ``error`` (text the model got instead, or ``None``),
              ``duration_ms``
 delta        ``text`` (a non-empty piece of the answer)
+budget_      a budget that counts this turn is past its soft limit (or a ``warn`` budget past
+warning      its limit): ``budget``, ``spent`` (spent + reserved, a decimal string), ``limit``,
+             ``currency``, ``percent``, ``reset_at`` (ISO time, ``None`` for a total),
+             ``over_limit``; after ``start``, or when a later model round crosses it
 approval_    ``approvals``: the tool calls that wait for a decision (``approval_id``, ``tool``,
 required     ``arguments``, ``allowed_decisions``, ``reason``, ``expires_at``), after the
              deltas of a reply that paused (finish reason ``APPROVAL_REQUIRED``), before
@@ -29,9 +33,14 @@ done         ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` 
              ``trace_id``, ``version``, ``sources``, ``tools`` (the tool calls that ran:
              ``id``, ``name``, ``arguments``, ``ok``, ``error``, ``duration_ms``), ``timings``
              (``latency_ms``, ``time_to_first_token_ms``), ``pending_approvals`` (as in
-             ``approval_required``; ``[]``): the :class:`TurnOutcome`
+             ``approval_required``; ``[]``), ``cost`` (``input``, ``output``, ``total`` as
+             decimal strings — ``None`` when a price is unknown —, ``currency``,
+             ``price_source``), ``budget_warnings`` (as in ``budget_warning``; ``[]``): the
+             :class:`TurnOutcome`
 error        ``code``, ``message``, ``provider_status`` (the model provider's HTTP status or
-             ``None``), ``retry_after`` (seconds, for ``rate_limited``), ``errors`` (field →
+             ``None``), ``retry_after`` (seconds, for ``rate_limited``, ``throttled`` and
+             ``budget_exceeded``), ``reset_at`` (only for ``budget_exceeded``: the ISO time the
+             used-up budget resets), ``errors`` (field →
              messages, for refused input), ``conversation_id`` (``None`` for refused input,
              and when the failed turn started a conversation and stored nothing), ``trace_id``
 ===========  ===============================================================================
@@ -40,11 +49,13 @@ error        ``code``, ``message``, ``provider_status`` (the model provider's HT
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from advisors_app.core.exceptions import (
     AuthenticationError,
     BadRequestError,
+    BudgetExceededError,
     ContextOverflowError,
     MalformedResponseError,
     OutputValidationError,
@@ -58,6 +69,7 @@ from advisors_app.redaction import redact, redact_data
 
 __all__ = [
     "ApprovalRequiredEvent",
+    "BudgetWarningEvent",
     "DeltaEvent",
     "DoneEvent",
     "ErrorEvent",
@@ -68,6 +80,7 @@ __all__ = [
     "TurnError",
     "TurnEvent",
     "TurnOutcome",
+    "budget_exceeded",
     "error_event",
 ]
 
@@ -136,6 +149,10 @@ class TurnOutcome:
     stored: bool = False
     #: The tool calls that wait for a decision (finish reason ``APPROVAL_REQUIRED``).
     pending_approvals: list[dict[str, Any]] = field(default_factory=list)
+    #: What the turn's model calls cost (``advisors_app.metering``; ``{}``: no model call).
+    cost: dict[str, Any] = field(default_factory=dict)
+    #: Budgets past their soft limit (``BudgetWarningEvent`` payloads without ``type``).
+    budget_warnings: list[dict[str, Any]] = field(default_factory=list)
     prompt: dict[str, Any] | None = field(default=None, repr=False)
     trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -155,6 +172,8 @@ class TurnOutcome:
             "tools": self.tools,
             "timings": self.timings,
             "pending_approvals": self.pending_approvals,
+            "cost": self.cost,
+            "budget_warnings": self.budget_warnings,
         }
 
     def reply_metadata(self) -> dict[str, Any]:
@@ -231,6 +250,17 @@ class ApprovalRequiredEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetWarningEvent:
+    """A budget counting this turn is past its soft limit (see ``advisors_app.budgets``)."""
+
+    warning: dict[str, Any]
+    type: str = field(default="budget_warning", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, **self.warning}
+
+
+@dataclass(frozen=True, slots=True)
 class DoneEvent:
     """The turn ended: ``reason`` is ``"complete"`` or ``"cancelled"`` (the consumer stopped);
     the payload is the turn's :class:`TurnOutcome`."""
@@ -282,6 +312,7 @@ class ErrorEvent:
     errors: dict[str, list[str]] = field(default_factory=dict)
     conversation_id: str | None = None
     trace_id: str | None = None
+    reset_at: str | None = None
     type: str = field(default="error", init=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -294,6 +325,8 @@ class ErrorEvent:
             "errors": self.errors,
             "conversation_id": self.conversation_id,
             "trace_id": self.trace_id,
+            # Only for ``budget_exceeded``: the other codes' payloads keep their shape.
+            **({"reset_at": self.reset_at} if self.reset_at is not None else {}),
         }
 
 
@@ -304,6 +337,7 @@ TurnEvent = (
     | ToolResultEvent
     | DeltaEvent
     | ApprovalRequiredEvent
+    | BudgetWarningEvent
     | DoneEvent
     | ErrorEvent
 )
@@ -317,7 +351,9 @@ class TurnError(Exception):
     ``"conflict"`` (409: the tool calls a resume decides were decided meanwhile, or changed),
     ``"context_overflow"`` (400: the message alone cannot fit the chat model's context window;
     the turn's call log is written, the only thing a refused turn leaves),
-    ``"throttled"`` (429, ``retry_after`` seconds) or ``"chain_misconfigured"`` (500: the
+    ``"throttled"`` (429, ``retry_after`` seconds), ``"budget_exceeded"`` (429: a budget
+    counting the turn is used up; ``retry_after`` and ``reset_at`` say when it resets) or
+    ``"chain_misconfigured"`` (500: the
     stored chain cannot be built; the message says why). ``errors`` maps fields (``message``,
     ``conversation_id``, ``params.options.temperature``, ``chain``) to messages;
     ``http_status`` is what a REST view should answer with; ``trace_id`` names the log line of
@@ -334,9 +370,11 @@ class TurnError(Exception):
         retry_after: float | None = None,
         trace_id: str | None = None,
         conversation_id: str | None = None,
+        reset_at: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
+        self.reset_at = reset_at
         self.message = message
         self.errors = errors or {}
         self.http_status = http_status
@@ -355,10 +393,32 @@ class TurnError(Exception):
             retry_after=self.retry_after,
             trace_id=self.trace_id,
             conversation_id=self.conversation_id,
+            reset_at=self.reset_at,
         )
 
     def to_dict(self) -> dict[str, Any]:
         return self.to_event().to_dict()
+
+
+def budget_exceeded(
+    exc: BudgetExceededError,
+    *,
+    conversation_id: str | None = None,
+    trace_id: str | None = None,
+) -> TurnError:
+    """The ``budget_exceeded`` refusal (HTTP 429) for ``exc``: when its budget resets, as
+    ``retry_after`` seconds and ``reset_at``."""
+    reset = exc.reset_at
+    wait = max((reset - datetime.now(reset.tzinfo)).total_seconds(), 1.0) if reset else None
+    return TurnError(
+        "budget_exceeded",
+        str(exc),
+        http_status=429,
+        retry_after=round(wait) if wait is not None else None,
+        reset_at=reset.isoformat() if reset else None,
+        trace_id=trace_id,
+        conversation_id=conversation_id,
+    )
 
 
 # Most specific first: the first matching class decides the code.
@@ -405,6 +465,9 @@ def error_event(
             conversation_id=conversation_id,
             trace_id=trace_id,
         )
+    if isinstance(exc, BudgetExceededError):
+        refusal = budget_exceeded(exc, conversation_id=conversation_id, trace_id=trace_id)
+        return refusal.to_event()
     if isinstance(exc, ContextOverflowError):
         return ErrorEvent(
             "context_overflow", str(exc), conversation_id=conversation_id, trace_id=trace_id

@@ -71,6 +71,7 @@ from django.conf import settings
 from django.db import transaction
 
 from advisors_app.approvals import Resume, active_grants, claim, open_resume, record_turn
+from advisors_app.budgets import ApplicableBudget, BudgetWarning, applicable_budgets, precheck
 from advisors_app.conf import app_settings
 from advisors_app.conversations import (
     StoredConversation,
@@ -99,6 +100,7 @@ from advisors_app.core.context_window import check_context_window
 from advisors_app.core.exceptions import ContextOverflowError, ProviderError
 from advisors_app.core.memory import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED
 from advisors_app.core.messages import AssistantMessage, ToolCall, UserMessage
+from advisors_app.core.metering import MODEL_CALL_METER
 from advisors_app.core.prompt import ChatOptions, Prompt, merge_options
 from advisors_app.core.requests import ChatClientResponse
 from advisors_app.core.serialization import to_jsonable
@@ -106,6 +108,7 @@ from advisors_app.core.streams import closing_stream
 from advisors_app.core.tracing import CallTrace, CompositeObserver, OpenTelemetryObserver
 from advisors_app.events import (
     ApprovalRequiredEvent,
+    BudgetWarningEvent,
     DeltaEvent,
     DoneEvent,
     ErrorEvent,
@@ -116,9 +119,12 @@ from advisors_app.events import (
     TurnError,
     TurnEvent,
     TurnOutcome,
+    budget_exceeded,
     error_event,
 )
+from advisors_app.metering import TurnMeter
 from advisors_app.models import PRODUCTION, CallLog, VersionPolicy
+from advisors_app.pricing import PriceBook, price_book
 from advisors_app.redaction import redact, redact_data
 from advisors_app.runtime import (
     DRAFT,
@@ -130,6 +136,7 @@ from advisors_app.runtime import (
     compiled_chain,
     resolve_target,
 )
+from advisors_app.scoping import user_tenant
 from advisors_app.sources import cited_sources
 from advisors_app.stores.memory import DjangoChatMemoryRepository, TurnScope
 from advisors_app.throttling import chat_turn_wait
@@ -211,6 +218,8 @@ class _Turn:
     sources_sent: bool = False
     #: A resume of tool calls paused for approval: the claimed decisions (``None``: a message).
     resume: Resume | None = None
+    #: Prices and budgets every model call of the turn goes through (``advisors_app.metering``).
+    meter: TurnMeter | None = None
 
     def running(self) -> Any:
         """Enter the turn's conversation scope (around each step of the turn); the user it
@@ -373,6 +382,10 @@ class _Opened:
     #: The tools needing no approval in this conversation ("allow for this conversation").
     granted: list[str]
     resume: Resume | None
+    prices: PriceBook
+    budgets: list[ApplicableBudget]
+    #: Budgets past their soft limit as the turn opens.
+    warnings: list[BudgetWarning]
 
 
 def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id: str) -> _Opened:
@@ -396,6 +409,10 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
     if data.resumes:
         decisions = data.resume_decisions()
         pending = open_resume(user, stored.pk if stored else None, decisions, compiled, granted)
+    budgets = applicable_budgets(user, target.chain_id, lambda: user_tenant(user))
+    refusal, warnings = precheck(budgets)
+    if refusal is not None:
+        raise budget_exceeded(refusal, conversation_id=conversation_id if stored else None)
     # Counted only now that the input is valid: refused requests never use up the rate.
     wait = chat_turn_wait(user)
     if wait is not None:
@@ -430,7 +447,21 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
             if compiled.has_memory
             else TurnScope(key)
         )
-    return _Opened(target, compiled, params, key, public, created, title, scope, granted, resume)
+    return _Opened(
+        target,
+        compiled,
+        params,
+        key,
+        public,
+        created,
+        title,
+        scope,
+        granted,
+        resume,
+        price_book(),
+        budgets,
+        warnings,
+    )
 
 
 async def _prepare(
@@ -462,6 +493,9 @@ async def _prepare(
         context[TOOL_APPROVAL_GRANTS] = tuple(opened.granted)
     if opened.resume is not None:
         context[TOOL_CALL_DECISIONS] = opened.resume.decisions
+    meter = TurnMeter(compiled.model_refs, opened.prices, opened.budgets, user)
+    meter.warn(opened.warnings)
+    context[MODEL_CALL_METER] = meter
     return _Turn(
         compiled,
         opened.target,
@@ -479,6 +513,7 @@ async def _prepare(
         new_conversation=opened.created,
         title=opened.title,
         resume=opened.resume,
+        meter=meter,
     )
 
 
@@ -533,6 +568,10 @@ def _outcome(
         },
         prompt=_prompt_dict(turn.final_prompt),
         trace=turn.trace.to_dict(),
+        cost=turn.meter.cost() if turn.meter is not None else {},
+        budget_warnings=(
+            [w.to_dict() for w in turn.meter.warnings] if turn.meter is not None else []
+        ),
     )
 
 
@@ -581,7 +620,9 @@ def _refused_input(response: ChatClientResponse | None) -> bool:
 def _call_log(turn: _Turn, outcome: TurnOutcome, exc: BaseException | None) -> CallLog:
     latency_ms = outcome.timings["latency_ms"] or 0.0
     first_ms = outcome.timings.get("time_to_first_token_ms")
+    costs = turn.meter.summary() if turn.meter is not None else {}
     return CallLog(
+        **costs,
         chain_id=turn.target.chain_id,
         chain_slug=outcome.chain,
         config_hash=turn.compiled.snapshot_hash,
@@ -617,6 +658,8 @@ def _write(
     log = _call_log(turn, outcome, exc)
     try:
         with transaction.atomic():
+            if turn.meter is not None:
+                turn.meter.settle()
             _persist(turn, response, _interruption(outcome.status))
             turn.scope.annotate_reply(outcome.reply_metadata())
             _repository.write_turn(turn.scope)
@@ -630,7 +673,10 @@ def _write(
             )
     except Exception:
         log.pk = None
-        log.save(force_insert=True)
+        with transaction.atomic():
+            if turn.meter is not None:
+                turn.meter.settle()  # rolled back with the messages: booked again here
+            log.save(force_insert=True)
         raise
     return replace(
         outcome,
@@ -844,6 +890,10 @@ class TurnStream:
         try:
             turn = self._turn
             yield StartEvent(self.conversation_id, self.chain, self.trace_id, turn.target.number)
+            meter = turn.meter
+            if meter is not None:
+                for warning in meter.take_unsent_warnings():
+                    yield BudgetWarningEvent(warning.to_dict())
             accumulator = ChatClientResponseAccumulator()
             first: float | None = None
             try:
@@ -855,6 +905,10 @@ class TurnStream:
                     closing_stream(_with_tool_events(turn, chunks)) as items,
                 ):
                     async for item in items:
+                        if meter is not None and meter.unsent_warnings:
+                            # A model round passed a soft limit: said before what follows.
+                            for warning in meter.take_unsent_warnings():
+                                yield BudgetWarningEvent(warning.to_dict())
                         if not isinstance(item, ChatClientResponse):
                             yield item
                             continue

@@ -104,6 +104,14 @@ async def test_call_answers_persists_the_turn_and_logs_it(chain: Any, user: Any)
         "tools": [],
         "timings": {"latency_ms": result.timings["latency_ms"], "time_to_first_token_ms": None},
         "pending_approvals": [],
+        "cost": {
+            "input": "0",
+            "output": "0",
+            "total": "0",
+            "currency": "",
+            "price_source": "free",
+        },
+        "budget_warnings": [],
     }
     assert 0 < result.timings["latency_ms"] < 60_000
     key = f"{user.pk}:{result.conversation_id}"
@@ -265,6 +273,14 @@ async def test_stream_sends_start_deltas_and_done_then_logs(chain: Any, user: An
         "tools": [],
         "timings": events[-1].outcome.timings,
         "pending_approvals": [],
+        "cost": {
+            "input": "0",
+            "output": "0",
+            "total": "0",
+            "currency": "",
+            "price_source": "free",
+        },
+        "budget_warnings": [],
     }
     timings = events[-1].outcome.timings
     assert 0 < timings["time_to_first_token_ms"] <= timings["latency_ms"]

@@ -19,7 +19,8 @@ Every error body is::
   ``provider_unreachable``, ``provider_unavailable``, ``provider_malformed_response``,
   ``provider_authentication``, ``provider_bad_request``, ``provider_error``), ``output_invalid``,
   ``context_overflow`` (400: the prompt cannot fit the chat model's context window; the message
-  names the sizes) and ``internal_error``.
+  names the sizes), ``budget_exceeded`` (429: a budget counting the turn is used up;
+  ``retry_after`` and ``reset_at`` say when it resets) and ``internal_error``.
 - ``message``: one sentence for people. Secret values and credential-shaped tokens in it (and
   in ``fields``) are replaced by ``[REDACTED]`` (:func:`advisors_app.redaction.redact`).
 - ``fields``: dotted field path → messages (``"advisors.1.params.top_k"``); ``{}`` when the error
@@ -29,6 +30,7 @@ Every error body is::
   ``Retry-After`` header), else ``null``.
 - ``conversation_id`` and ``trace_id``: set when a chat turn failed after it started (the
   call log row has the trace id).
+- ``reset_at``: only for ``budget_exceeded``: the ISO time the budget's period ends.
 
 The ``error`` events of the SSE stream and the websocket carry the same information in the
 flat event shape of :mod:`advisors_app.events` (``errors`` instead of ``fields``).
@@ -81,6 +83,8 @@ PROVIDER_HTTP_STATUS: dict[str, int] = {
     # The prompt cannot fit the model's context window: the request is too long, not a fault
     # of the provider (it was not called).
     "context_overflow": status.HTTP_400_BAD_REQUEST,
+    # A budget counting the turn is used up (the model was not called); retry after its reset.
+    "budget_exceeded": status.HTTP_429_TOO_MANY_REQUESTS,
 }
 
 
@@ -102,6 +106,7 @@ def error_body(
     retry_after: float | None = None,
     conversation_id: str | None = None,
     trace_id: str | None = None,
+    reset_at: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of an error answer (see the module docstring). Field paths and messages
     quoting refused input are made encodable (:func:`~advisors_app.validation.printable`), and
@@ -119,6 +124,8 @@ def error_body(
             "retry_after": retry_after,
             "conversation_id": conversation_id,
             "trace_id": trace_id,
+            # Only for ``budget_exceeded``: every other error keeps its shape.
+            **({"reset_at": reset_at} if reset_at is not None else {}),
         }
     }
 
@@ -162,6 +169,7 @@ def _from_event(event: ErrorEvent, http_status: int) -> Response:
         retry_after=event.retry_after,
         conversation_id=event.conversation_id,
         trace_id=event.trace_id,
+        reset_at=event.reset_at,
     )
     return Response(body, status=http_status, headers=_retry_header(event.retry_after))
 
@@ -247,6 +255,9 @@ class _ErrorDetailSerializer(serializers.Serializer):
     )
     conversation_id = serializers.CharField(allow_null=True)
     trace_id = serializers.CharField(allow_null=True)
+    reset_at = serializers.DateTimeField(
+        required=False, help_text="When the used-up budget resets (budget_exceeded only)."
+    )
 
     class Meta:
         ref_name = "ErrorDetail"

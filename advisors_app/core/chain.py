@@ -23,6 +23,7 @@ from .advisor import (
     StreamAdvisor,
     StreamAdvisorChain,
 )
+from .aggregation import combine_stream_usage
 from .attributes import (
     CHAT_MODEL_OVERRIDE,
     OUTPUT_FORMAT,
@@ -31,10 +32,12 @@ from .attributes import (
 )
 from .context_window import acheck_context_window
 from .exceptions import AdvisorStateError
+from .metering import MODEL_CALL_METER, ModelCallMeter
 from .model import ChatModel
 from .observation import AdvisorObserver
 from .prompt import ChatOptions, Prompt
 from .requests import ChatClientRequest, ChatClientResponse
+from .response import Usage
 from .streams import closing_stream
 
 __all__ = [
@@ -267,8 +270,19 @@ class ChatModelCallAdvisor(_ModelAdvisor, CallAdvisor):
     ) -> ChatClientResponse:
         model = self._model_for(request)
         prompt = augment_with_format_instructions(request)
-        await acheck_context_window(model, prompt)
-        response = await model.call(prompt)
+        meter: ModelCallMeter | None = request.context.get(MODEL_CALL_METER)
+        if meter is None:
+            await acheck_context_window(model, prompt)
+            response = await model.call(prompt)
+            return ChatClientResponse(response, request.context)
+        metered = await meter.admit(model, prompt)
+        try:
+            await acheck_context_window(metered.model, prompt)
+            response = await metered.model.call(prompt)
+        except BaseException:
+            metered.finished(None, (), completed=False)
+            raise
+        metered.finished(response.metadata.usage, (response.text,), completed=True)
         return ChatClientResponse(response, request.context)
 
 
@@ -293,8 +307,27 @@ class ChatModelStreamAdvisor(_ModelAdvisor, StreamAdvisor):
         context = request.context
         model = self._model_for(request)
         prompt = augment_with_format_instructions(request)
-        await acheck_context_window(model, prompt)
-        stream = model.stream(prompt)
-        async with closing_stream(stream) as chunks:
-            async for chunk in chunks:
-                yield ChatClientResponse(chunk, context)
+        meter: ModelCallMeter | None = context.get(MODEL_CALL_METER)
+        if meter is None:
+            await acheck_context_window(model, prompt)
+            stream = model.stream(prompt)
+            async with closing_stream(stream) as chunks:
+                async for chunk in chunks:
+                    yield ChatClientResponse(chunk, context)
+            return
+        # Metered: what arrived is kept so an interrupted stream reports what it used.
+        metered = await meter.admit(model, prompt)
+        usages: list[Usage | None] = []
+        texts: list[str] = []
+        completed = False
+        try:
+            await acheck_context_window(metered.model, prompt)
+            stream = metered.model.stream(prompt)
+            async with closing_stream(stream) as chunks:
+                async for chunk in chunks:
+                    usages.append(chunk.metadata.usage)
+                    texts.append(chunk.text)
+                    yield ChatClientResponse(chunk, context)
+            completed = True
+        finally:
+            metered.finished(combine_stream_usage(usages), texts, completed)

@@ -6,6 +6,7 @@ The tree (Spring AI's IllegalArgumentException is Python's ``ValueError``)::
     ├── AdvisorStateError (RuntimeError)   misuse: Spring's IllegalStateException
     ├── OutputValidationError (ValueError) structured output still invalid after every attempt
     ├── ContextOverflowError (ValueError)  the prompt does not fit the model's context window
+    ├── BudgetExceededError (RuntimeError) a spending limit refuses the model call
     ├── ToolCallLimitExceededError (RuntimeError)  a turn made more tool calls than allowed
     └── ProviderError                      a model provider call failed (status/body kept)
         ├── BadRequestError                4xx other than 401/403/408/429: the request is wrong
@@ -25,6 +26,7 @@ Spring AI's ``IllegalStateException("Stream processing failed")`` wrapping, seed
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ __all__ = [
     "AdvisorStateError",
     "AuthenticationError",
     "BadRequestError",
+    "BudgetExceededError",
     "ContextOverflowError",
     "MalformedResponseError",
     "ModelFailure",
@@ -91,6 +94,31 @@ class ContextOverflowError(ValueError):
             f"(context window {context_window:,} minus {max_tokens:,} reserved for the "
             "answer): shorten the message, or start a new conversation."
         )
+
+
+class BudgetExceededError(RuntimeError):
+    """Raised before a model call that a spending limit refuses (see ``core.metering``).
+
+    ``budget`` names the limit, ``limit`` / ``currency`` / ``period`` describe it, ``reset_at``
+    is when its period ends (``None``: a total that never resets). No Spring AI counterpart.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        budget: str,
+        limit: Any = None,
+        currency: str = "",
+        period: str = "",
+        reset_at: datetime | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.limit = limit
+        self.currency = currency
+        self.period = period
+        self.reset_at = reset_at
 
 
 class ToolCallLimitExceededError(RuntimeError):

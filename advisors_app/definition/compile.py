@@ -35,6 +35,7 @@ from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
 from advisors_app.core.tools import ToolCallingManager
 from advisors_app.core.vectorstore import VectorStore
 from advisors_app.models import Collection
+from advisors_app.pricing import ModelRef
 from advisors_app.providers import chat_model_configs
 from advisors_app.registry import AdvisorType, advisor_types, reference_kinds
 from advisors_app.scoping import UserScopedVectorStore
@@ -67,6 +68,8 @@ class BuildServices:
         self._default_chat_model = default_chat_model
         self._published_default = snapshot.get("default_chat_model")
         self._chain_model: str | None = snapshot.get("chat_model")
+        #: Every chat model built, by ``id()``: the configuration it came from (for pricing).
+        self.model_refs: dict[int, ModelRef] = {}
 
     @property
     def chain_chat_model(self) -> str | None:
@@ -86,9 +89,11 @@ class BuildServices:
         ``ADVISORS["DEFAULT_CHAT_MODEL"]``'s settings."""
         config = self.chat_model_config(slug)
         try:
-            return create_chat_model(config)
+            model = create_chat_model(config)
         except ValueError as exc:
             raise ChainConfigurationError(f"chat model {slug or 'default'!r}: {exc}") from exc
+        self.model_refs[id(model)] = ModelRef.of(slug or app_settings.DEFAULT_CHAT_MODEL, config)
+        return model
 
     def chat_model_config(self, slug: str | None) -> Mapping[str, Any]:
         """The provider configuration :meth:`chat_model` builds from (JSON, no secret)."""
@@ -151,6 +156,8 @@ class CompiledChain:
     params_schema: Mapping[str, Any]
     system_template: CorePromptTemplate | None = None
     snapshot: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: The chain's chat models by ``id()``: the configuration each was built from.
+    model_refs: Mapping[int, ModelRef] = field(default_factory=dict, repr=False)
 
     @property
     def has_memory(self) -> bool:
@@ -322,6 +329,7 @@ def compile_snapshot(
         params_schema=_params_schema(types, template),
         system_template=template,
         snapshot=snapshot,
+        model_refs=services.model_refs,
     )
     _check_resumable(compiled)
     return compiled

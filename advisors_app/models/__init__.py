@@ -9,6 +9,7 @@ from advisors_app.models.audit import AuditEntry
 from advisors_app.models.cache import SemanticCacheEntry
 from advisors_app.models.call_logs import CallLog
 from advisors_app.models.chains import AdvisorChain, AdvisorConfig, VersionPolicy
+from advisors_app.models.costs import Budget, BudgetCounter, ModelPrice
 from advisors_app.models.documents import Collection, Document
 from advisors_app.models.ingestion import IngestionFile, IngestionJob
 from advisors_app.models.memory import ChatMessage, Conversation
@@ -22,6 +23,8 @@ __all__ = [
     "AdvisorChain",
     "AdvisorConfig",
     "AuditEntry",
+    "Budget",
+    "BudgetCounter",
     "CallLog",
     "ChainLabel",
     "ChainLabelEvent",
@@ -35,6 +38,7 @@ __all__ = [
     "EmbeddingModelConfig",
     "IngestionFile",
     "IngestionJob",
+    "ModelPrice",
     "PromptTemplate",
     "SemanticCacheEntry",
     "SensitiveWordList",

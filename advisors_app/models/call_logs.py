@@ -9,6 +9,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from advisors_app.models.costs import PriceSource, cost_field
+
 __all__ = ["CallLog"]
 
 
@@ -62,6 +64,16 @@ class CallLog(models.Model):
         null=True, blank=True, help_text="Seconds to the first streamed text (streams only)."
     )
     usage = models.JSONField(default=dict, blank=True)
+    #: What the turn's model calls cost (every round: tool rounds and validation retries);
+    #: ``None`` when a round's price is unknown — never a silent zero.
+    input_cost = cost_field(null=True, blank=True)
+    output_cost = cost_field(null=True, blank=True)
+    total_cost = cost_field(null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    price_source = models.CharField(max_length=16, choices=PriceSource.choices, blank=True)
+    #: One entry per model call: ``model_config``, ``provider``, ``model``, token counts,
+    #: costs as strings, ``price_source`` — what ``manage.py reprice`` recomputes from.
+    cost_rounds = models.JSONField(default=list, blank=True)
     finish_reason = models.CharField(max_length=64, blank=True)
     error_type = models.CharField(max_length=200, blank=True)
     error_message = models.TextField(blank=True)

@@ -26,6 +26,7 @@ from advisors_app.validation import validate_json_value
 
 __all__ = [
     "CONTEXT_WINDOW_RANGE",
+    "PRICING_MODES",
     "PROVIDERS",
     "ChatModelConfig",
     "EmbeddingModelConfig",
@@ -49,6 +50,15 @@ _WINDOW_MESSAGE = (
     f"Enter a number of tokens from {CONTEXT_WINDOW_RANGE[0]} to {CONTEXT_WINDOW_RANGE[1]}, "
     "or leave it blank for the provider's figure."
 )
+
+#: How a chat model's calls are priced: ``auto`` — an admin price, else the packaged
+#: genai-prices data, else unknown; ``manual`` — an admin price, else unknown; ``free`` — an
+#: admin price, else zero.
+PRICING_MODES = [
+    ("auto", "Auto (admin price, else genai-prices)"),
+    ("manual", "Manual (admin price only)"),
+    ("free", "Free"),
+]
 
 env_var_name = RegexValidator(
     r"^[A-Za-z_][A-Za-z0-9_]*$",
@@ -194,6 +204,14 @@ class ChatModelConfig(ModelConfig):
             MaxValueValidator(CONTEXT_WINDOW_RANGE[1], message=_WINDOW_MESSAGE),
         ],
         help_text="Tokens per request, prompt and answer (blank: the provider's figure).",
+    )
+    #: How calls are priced (:mod:`advisors_app.pricing`); admin prices (``ModelPrice``)
+    #: win in every mode. Not part of chain snapshots: a price fix changes no version.
+    pricing = models.CharField(
+        max_length=8,
+        choices=PRICING_MODES,
+        blank=True,
+        help_text="Blank: free for embedded, scripted, private servers; else auto.",
     )
 
     kind = "chat"

@@ -97,6 +97,7 @@ def test_the_stream_endpoint_documents_server_sent_events(openapi: dict[str, Any
         "retry_after",
         "conversation_id",
         "trace_id",
+        "reset_at",
     }
 
 

@@ -53,8 +53,9 @@ _ERRORS = {
     415: OpenApiResponse(ErrorSerializer, description="The body is not JSON."),
     429: OpenApiResponse(
         ErrorSerializer,
-        description="Too many turns (code throttled) or the provider's rate limit "
-        "(code rate_limited, provider_status 429); see Retry-After.",
+        description="Too many turns (code throttled), a used-up budget (code "
+        "budget_exceeded, with reset_at) or the provider's rate limit (code rate_limited, "
+        "provider_status 429); see Retry-After.",
     ),
 }
 _CALL_FAILURES = {
@@ -79,21 +80,28 @@ exactly one `done` or `error`:
   (`arguments`: the JSON text the model sent)
 - `tool_result`: `{"type": "tool_result", "id", "name", "ok", "error", "duration_ms"}` — it
   ended (`error`: the text the model received instead of a result)
+- `budget_warning`: `{"type": "budget_warning", "budget", "spent", "limit", "currency",
+  "percent", "reset_at", "over_limit"}` — a budget counting this turn is past its soft limit
+  (right after `start`, or when a model round crosses it)
 - `delta`: `{"type": "delta", "text"}` — the next piece of the answer
 - `done`: `{"type": "done", "reason": "complete", "conversation_id", "message_id", "stored",
   "content", "usage": {"prompt_tokens", "completion_tokens", "total_tokens"} | null,
   "metadata", "finish_reason", "trace_id", "version", "sources", "tools", "timings":
-  {"latency_ms", "time_to_first_token_ms"}}` — the same body as `call` answers with;
+  {"latency_ms", "time_to_first_token_ms"}, "pending_approvals", "cost": {"input", "output",
+  "total", "currency", "price_source"}, "budget_warnings"}` — the same body as `call` answers
+  with (cost amounts are decimal strings, null when a price is unknown);
   `message_id` is the stored reply's id; a turn
   that stored nothing (a guard refused the message) has `"stored": false` and `"message_id":
   null`, and `"conversation_id": null` when it was the conversation's first turn (the
   conversation `start` named was removed)
 - `error`: `{"type": "error", "code", "message", "provider_status", "retry_after", "errors",
   "conversation_id", "trace_id"}` — the turn failed after it started (codes as in the error
-  body: rate_limited, provider_timeout, provider_unavailable, ..., internal_error);
-  `conversation_id` is null when it was a first turn that stored nothing
+  body: rate_limited, provider_timeout, provider_unavailable, ..., budget_exceeded — with
+  `reset_at` —, internal_error); `conversation_id` is null when it was a first turn that
+  stored nothing
 
-Refused input is answered before the stream opens, with a JSON error and a 4xx status.
+Refused input is answered before the stream opens, with a JSON error and a 4xx status — as
+is a turn whose budget is used up already (429 `budget_exceeded`).
 While the turn is silent (a slow model, a tool round), a `: keep-alive` comment line is sent
 every `ADVISORS["SSE_KEEPALIVE_SECONDS"]` (default 15); SSE clients ignore comments.
 Closing the connection stops the model at once; the partial answer is stored flagged as

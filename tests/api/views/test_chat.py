@@ -96,6 +96,14 @@ def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any,
         "tools": [],
         "timings": {"latency_ms": body["timings"]["latency_ms"], "time_to_first_token_ms": None},
         "pending_approvals": [],
+        "cost": {
+            "input": "0",
+            "output": "0",
+            "total": "0",
+            "currency": "",
+            "price_source": "free",
+        },
+        "budget_warnings": [],
     }
     assert len(body["conversation_id"]) == 32
     assert model.prompts[-1].user_message.text == "hello!"
@@ -377,6 +385,14 @@ def test_stream_sends_start_deltas_and_done_as_server_sent_events(
         "tools": [],
         "timings": done["timings"],
         "pending_approvals": [],
+        "cost": {
+            "input": "0",
+            "output": "0",
+            "total": "0",
+            "currency": "",
+            "price_source": "free",
+        },
+        "budget_warnings": [],
     }
     assert 0 < done["timings"]["time_to_first_token_ms"] <= done["timings"]["latency_ms"]
     assert [t for _, t, _ in transcript(alice, start["conversation_id"])] == ["hi", "Hello!"]
