@@ -51,7 +51,7 @@ from advisors_app.core.tokens import TiktokenTokenCountEstimator
 from advisors_app.models.costs import PriceSource
 from advisors_app.pricing import Cost, ModelRef, Price, PriceBook, cost_of
 
-__all__ = ["UNBOUNDED_ANSWER_TOKENS", "TurnMeter"]
+__all__ = ["UNBOUNDED_ANSWER_TOKENS", "TurnMeter", "cost_summary"]
 
 logger = logging.getLogger(__name__)
 _ZERO = Decimal(0)
@@ -294,28 +294,34 @@ class TurnMeter:
         }
 
     def summary(self) -> dict[str, Any]:
-        """The call log's cost fields: ``input_cost``, ``output_cost``, ``total_cost`` (``None``
-        when a round's price is unknown), ``currency``, ``price_source``, ``cost_rounds``."""
-        rounds = [r for r in self.rounds if r.cost is not None]
-        if not rounds:
-            return {"cost_rounds": []}
-        costs = [r.cost for r in rounds if r.cost is not None]
-        sources = {c.source for c in costs}
-        currencies = {c.currency for c in costs if c.currency}
-        known = all(c.known for c in costs) and len(currencies) <= 1
-        summary: dict[str, Any] = {
-            "cost_rounds": [r.to_dict() for r in rounds],
-            "currency": next(iter(currencies), ""),
-            "price_source": (
-                PriceSource.UNKNOWN
-                if not all(c.known for c in costs)
-                else next(iter(sources))
-                if len(sources) == 1
-                else PriceSource.MIXED
-            ),
-        }
-        if known:
-            summary["input_cost"] = sum((c.input or _ZERO for c in costs), _ZERO)
-            summary["output_cost"] = sum((c.output or _ZERO for c in costs), _ZERO)
-            summary["total_cost"] = summary["input_cost"] + summary["output_cost"]
-        return summary
+        """The call log's cost fields (:func:`cost_summary` of the priced rounds)."""
+        return cost_summary([(r.to_dict(), r.cost) for r in self.rounds if r.cost is not None])
+
+
+def cost_summary(rounds: Sequence[tuple[Mapping[str, Any], Cost]]) -> dict[str, Any]:
+    """The call log's cost fields for a turn's model rounds — each one's ``cost_rounds`` entry
+    and its cost: ``input_cost``, ``output_cost``, ``total_cost`` (left out when a round's
+    price is unknown or the rounds' currencies differ), ``currency``, ``price_source``,
+    ``cost_rounds``. Also what ``manage.py reprice`` recomputes a stored log with."""
+    if not rounds:
+        return {"cost_rounds": []}
+    costs = [cost for _, cost in rounds]
+    sources = {c.source for c in costs}
+    currencies = {c.currency for c in costs if c.currency}
+    known = all(c.known for c in costs) and len(currencies) <= 1
+    summary: dict[str, Any] = {
+        "cost_rounds": [dict(entry) for entry, _ in rounds],
+        "currency": next(iter(currencies), ""),
+        "price_source": (
+            PriceSource.UNKNOWN
+            if not all(c.known for c in costs)
+            else next(iter(sources))
+            if len(sources) == 1
+            else PriceSource.MIXED
+        ),
+    }
+    if known:
+        summary["input_cost"] = sum((c.input or _ZERO for c in costs), _ZERO)
+        summary["output_cost"] = sum((c.output or _ZERO for c in costs), _ZERO)
+        summary["total_cost"] = summary["input_cost"] + summary["output_cost"]
+    return summary
