@@ -1,5 +1,6 @@
 """The app's admin: chains (with their versions, labels and the playground), what they refer
-to, logs, conversations, documents (with upload), ingestion jobs and tool-call approvals.
+to, logs, conversations, documents (with upload), ingestion jobs, tool-call approvals, model
+prices and budgets (with the spend report).
 
 Importing this package registers every ``ModelAdmin`` with the default admin site.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from advisors_app.admin.approvals import ToolApprovalAdmin, ToolApprovalGrantAdmin
 from advisors_app.admin.chains import AdvisorChainAdmin, AdvisorConfigInline
+from advisors_app.admin.costs import BudgetAdmin, ModelPriceAdmin
 from advisors_app.admin.documents import CollectionAdmin, DocumentAdmin
 from advisors_app.admin.ingestion import IngestionJobAdmin
 from advisors_app.admin.logs import CallLogAdmin, ConversationAdmin
@@ -22,6 +24,7 @@ from advisors_app.admin.versions import ChainLabelAdmin, ChainLabelEventAdmin, C
 __all__ = [
     "AdvisorChainAdmin",
     "AdvisorConfigInline",
+    "BudgetAdmin",
     "CallLogAdmin",
     "ChainLabelAdmin",
     "ChainLabelEventAdmin",
@@ -32,6 +35,7 @@ __all__ = [
     "DocumentAdmin",
     "EmbeddingModelConfigAdmin",
     "IngestionJobAdmin",
+    "ModelPriceAdmin",
     "PromptTemplateAdmin",
     "SensitiveWordListAdmin",
     "ToolApprovalAdmin",

@@ -1,5 +1,6 @@
-"""Admin of call logs (read-only, filterable, with the per-advisor trace and the tool-call
-approvals a turn paused for or ran) and conversations.
+"""Admin of call logs (read-only, filterable, with the per-advisor trace, the cost of each model
+call and the tool-call approvals a turn paused for or ran; the spend report is one of its
+pages) and conversations.
 
 A call log's error message and trace are shown redacted (:mod:`advisors_app.redaction`), so
 rows stored before secrets were redacted on the way in do not show a key either.
@@ -20,6 +21,7 @@ from django.utils.html import format_html
 
 from advisors_app.admin.approvals import approval_flags, approval_inlines
 from advisors_app.admin.chains import chain_link
+from advisors_app.admin.costs import cost_rounds_table, cost_text, spend_report
 from advisors_app.admin.forms import pretty_json
 from advisors_app.admin.sessions import TranscriptFormSet, compact_conversation_now
 from advisors_app.admin.traces import trace_rows, usage_line
@@ -54,9 +56,10 @@ class CallLogAdmin(ReadOnlyAdmin):
         "seconds",
         "ttft",
         "total_tokens",
+        "cost",
         "error_type",
     )
-    list_filter = ("status", "mode", "chain_slug", "created", "error_type")
+    list_filter = ("status", "mode", "chain_slug", "price_source", "created", "error_type")
     date_hierarchy = "created"
     search_fields = ("trace_id", "conversation_id", "error_message", "user__username")
     list_select_related = ("user", "chain_version")
@@ -73,6 +76,7 @@ class CallLogAdmin(ReadOnlyAdmin):
         "latency",
         "time_to_first_token",
         "usage_json",
+        "cost_detail",
         "finish_reason",
         "error_type",
         "error_text",
@@ -83,6 +87,27 @@ class CallLogAdmin(ReadOnlyAdmin):
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list[Any]:
         return approval_inlines(obj)
+
+    def get_urls(self) -> list[URLPattern]:
+        report = path(
+            "report/",
+            self.admin_site.admin_view(self.spend_report_view),
+            name="advisors_app_calllog_report",
+        )
+        return [report, *super().get_urls()]
+
+    def spend_report_view(self, request: HttpRequest) -> HttpResponse:
+        """Spend by day, user, chain and model, and the budgets (:mod:`.costs`)."""
+        return spend_report(self, request)
+
+    @admin.display(description="Cost", ordering="total_cost")
+    def cost(self, obj: CallLog) -> str:
+        """The total with its currency; an unknown price is flagged, never shown as 0."""
+        return cost_text(obj)
+
+    @admin.display(description="Cost")
+    def cost_detail(self, obj: CallLog) -> str:
+        return cost_rounds_table(obj)
 
     @admin.display(description="Latency", ordering="latency")
     def seconds(self, obj: CallLog) -> str:

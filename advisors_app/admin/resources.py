@@ -12,6 +12,7 @@ from django.contrib import admin
 from django.db import models
 from django.utils.html import format_html
 
+from advisors_app.admin.costs import price_status
 from advisors_app.admin.forms import PromptTemplateForm, SensitiveWordListForm
 from advisors_app.admin.protected import ReferencedByVersionsAdmin
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
@@ -52,11 +53,15 @@ class ModelConfigAdmin(ReferencedByVersionsAdmin):
 
 @admin.register(ChatModelConfig)
 class ChatModelConfigAdmin(ModelConfigAdmin):
+    """Also shows how the model's calls are priced: an unknown price is flagged."""
+
     list_display = (
         *ModelConfigAdmin.list_display[:5],
         "context_window",
+        "price",
         *ModelConfigAdmin.list_display[5:],
     )
+    readonly_fields = (*ModelConfigAdmin.readonly_fields, "price")
     fields = (
         "slug",
         "name",
@@ -68,9 +73,16 @@ class ChatModelConfigAdmin(ModelConfigAdmin):
         "timeout",
         "max_retries",
         "context_window",
+        "pricing",
+        "price",
         "options",
         "settings",
     )
+
+    @admin.display(description="Price")
+    def price(self, obj: ChatModelConfig) -> str:
+        """The price its calls get now, and where from; ``unknown`` flagged."""
+        return price_status(obj)
 
     def formfield_for_dbfield(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
         if db_field.name == "context_window":

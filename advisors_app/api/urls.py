@@ -26,6 +26,7 @@ from advisors_app.api.views.documents import (
     IngestionListView,
 )
 from advisors_app.api.views.recall import ConversationSearchView
+from advisors_app.api.views.usage import UsageView
 from advisors_app.api.views.versions import (
     ChainDiffView,
     ChainLabelDetailView,
@@ -98,6 +99,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("documents/<str:document_id>/", DocumentDetailView.as_view(), name="api-document"),
     path("ingestions/", IngestionListView.as_view(), name="api-ingestions"),
     path("ingestions/<str:job_id>/", IngestionDetailView.as_view(), name="api-ingestion"),
+    path("usage/", UsageView.as_view(), name="api-usage"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
         "docs/", SpectacularSwaggerView.as_view(url_name="advisors_app:api-schema"), name="api-docs"

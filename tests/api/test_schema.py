@@ -47,6 +47,7 @@ ENDPOINTS = {
     "/api/documents/search/": {"post"},
     "/api/ingestions/": {"get"},
     "/api/ingestions/{job_id}/": {"get"},
+    "/api/usage/": {"get"},
 }
 
 #: Operations without a request body (the URL says everything).
