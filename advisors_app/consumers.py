@@ -23,6 +23,14 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
   conversation and stored nothing (a guard refused the message, it failed before any text)
   ends with ``conversation_id: null`` in its ``done`` or ``error`` frame: that conversation
   is gone.
+* Client ``{"type": "feedback", "message_id": int, "key"?: str, "value", "reason"?: str,
+  "comment"?: str}`` rates one of the user's replies (the ``message_id`` of its ``done`` frame)
+  through :mod:`advisors_app.feedback` — the function ``PUT /api/messages/<id>/feedback/``
+  calls —, ``"value": null`` undoing the vote. It is answered at once, even while a turn runs,
+  with ``{"type": "feedback", "message_id", "key", "score"}`` (the stored vote, ``null`` once
+  undone) or an ``error`` frame with ``"in_reply_to": "feedback"`` and the ``message_id`` sent
+  (code ``invalid`` with field ``errors``, or ``not_found`` for a message that is not one of
+  the user's); the running turn is never disturbed.
 * Client ``{"type": "cancel"}`` stops the turn being generated: the model stream is closed at
   once, the partial answer stored flagged ``interrupted`` (memory advisor or service, bug
   cases B06/B31), any text not yet sent is sent, then one ``done`` frame with
@@ -65,10 +73,12 @@ import json
 import logging
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from advisors_app.conversations import afind_conversation
 from advisors_app.events import DoneEvent, ErrorEvent, TurnError, TurnOutcome, error_event
+from advisors_app.feedback import FeedbackError, feedback_frame, parse_vote, record_vote
 from advisors_app.services import TurnStream, stream_turn
 from advisors_app.streaming import DeltaCoalescer
 from advisors_app.turn_input import TurnInput
@@ -80,7 +90,7 @@ logger = logging.getLogger(__name__)
 #: Close code for a connection without a logged-in user (4000-4999: application codes).
 CLOSE_NOT_AUTHENTICATED = 4401
 
-_FRAME_TYPES = ("cancel", "message")
+_FRAME_TYPES = ("cancel", "feedback", "message")
 
 
 def user_group(user: Any) -> str:
@@ -107,7 +117,7 @@ def _frame(content: Any) -> tuple[str, TurnInput | None]:
     if kind not in _FRAME_TYPES:
         known = ", ".join(_FRAME_TYPES)
         raise _invalid({"type": [f"Unknown frame type {kind!r}. Known types: {known}."]})
-    if kind == "cancel":
+    if kind in ("cancel", "feedback"):
         return kind, None
     return kind, TurnInput.from_data(content, envelope=("type",), alias=True)
 
@@ -168,6 +178,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         if kind == "cancel":
             await self._cancel_generation()
+        elif kind == "feedback":
+            await self._feedback(content)
         elif self._turn_active:
             await self.send_json(
                 ErrorEvent(
@@ -181,6 +193,25 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self._turn_active = True
             assert turn is not None
             self._generation = asyncio.create_task(self._generate(turn))
+
+    async def _feedback(self, content: dict[str, Any]) -> None:
+        """Store or undo a vote (:mod:`advisors_app.feedback`) and acknowledge it."""
+        try:
+            vote = parse_vote(content, envelope=("type",), allow_withdraw=True)
+            score, _ = await sync_to_async(record_vote)(self.user, vote)
+        except FeedbackError as refused:
+            event = refused.to_event()
+        except Exception as exc:  # the database failed: the socket stays usable
+            logger.exception("Feedback on message %r failed", content.get("message_id"))
+            event = error_event(exc)
+        else:
+            await self.send_json(feedback_frame(vote, score))
+            return
+        sent = content.get("message_id")
+        frame = event.to_dict() | {"in_reply_to": "feedback"}
+        # The page finds the thumbs to reset by the id it sent (a well-formed one only).
+        frame["message_id"] = sent if type(sent) is int else None
+        await self.send_json(frame)
 
     async def _cancel_generation(self) -> None:
         """Cancel the running turn and wait until it has sent its final frame."""

@@ -32,7 +32,8 @@ from advisors_app.conversations import (
 )
 from advisors_app.core.memory import APPROVAL_PENDING
 from advisors_app.core.messages import MessageType
-from advisors_app.models import AdvisorChain, CallLog, ChatMessage, ToolApproval
+from advisors_app.models import AdvisorChain, CallLog, ChatMessage, Score, ToolApproval
+from advisors_app.models.scores import REASONS
 
 __all__ = ["chat", "trace"]
 
@@ -84,6 +85,25 @@ def _pending_approvals(message: ChatMessage) -> list[dict[str, Any]]:
     ]
 
 
+def _own_votes(conversation: Any) -> dict[int, dict[str, dict[str, Any]]]:
+    """The owner's votes on the conversation's replies: message id → key → ``{"value",
+    "reason", "comment"}`` (one query)."""
+    votes: dict[int, dict[str, dict[str, Any]]] = {}
+    rows = Score.objects.filter(
+        message__conversation=conversation,
+        source=Score.Source.USER,
+        author_id=conversation.owner_id,
+    )
+    for score in rows:
+        assert score.message_id is not None
+        votes.setdefault(score.message_id, {})[score.key] = {
+            "value": score.value,
+            "reason": score.reason,
+            "comment": score.comment,
+        }
+    return votes
+
+
 def _transcript(conversation: Any) -> list[dict[str, Any]]:
     """The user and assistant messages to show (tool rounds and system text are not).
 
@@ -95,7 +115,9 @@ def _transcript(conversation: Any) -> list[dict[str, Any]]:
     for replies stored before replies were tagged. When the conversation's last message is a
     tool-call message waiting for approval (``metadata["approval_pending"]``), it is shown
     even without text, its ``details`` holding ``pending_approvals``
-    (:func:`_pending_approvals`), so the page shows its approval card again.
+    (:func:`_pending_approvals`), so the page shows its approval card again. A reply the
+    owner rated has their votes under ``feedback`` (:func:`_own_votes`), so the page shows
+    the 👍/👎 pressed.
     """
     rows = list(
         ChatMessage.objects.filter(
@@ -108,6 +130,7 @@ def _transcript(conversation: Any) -> list[dict[str, Any]]:
         ).order_by("sequence")
     )
     last = rows[-1] if rows else None
+    votes = _own_votes(conversation)
     transcript = []
     for row in rows:
         if row.message_type == MessageType.TOOL.value:
@@ -127,6 +150,8 @@ def _transcript(conversation: Any) -> list[dict[str, Any]]:
         )
         if approvals:
             details["pending_approvals"] = approvals
+        if row.pk in votes:
+            details["feedback"] = votes[row.pk]
         transcript.append(
             {
                 "id": row.pk,
@@ -189,6 +214,8 @@ def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpRespon
             "wsPath": "/ws/chat/",
             "loginUrl": resolve_url(settings.LOGIN_URL),
             "traceUrl": reverse("advisors_app:chat-trace", args=["TRACE_ID"]) if staff else None,
+            # Offered after a 👎 (the codes the feedback frame's reason takes).
+            "feedbackReasons": [[code, label] for code, label in REASONS.items()],
         },
     }
     return render(request, "advisors_app/chat.html", context)

@@ -358,10 +358,13 @@ async def test_a_message_right_after_done_is_accepted(socket: Any, chain: Any) -
         ("not json", {"frame": ["Not valid JSON."]}),
         ("[1, 2]", {"frame": ["Expected a JSON object."]}),
         ('"text"', {"frame": ["Expected a JSON object."]}),
-        ('{"text": "hi"}', {"type": ["Unknown frame type None. Known types: cancel, message."]}),
+        (
+            '{"text": "hi"}',
+            {"type": ["Unknown frame type None. Known types: cancel, feedback, message."]},
+        ),
         (
             '{"type": "shout"}',
-            {"type": ["Unknown frame type 'shout'. Known types: cancel, message."]},
+            {"type": ["Unknown frame type 'shout'. Known types: cancel, feedback, message."]},
         ),
         ('{"type": "message"}', {"message": ["This field is required."]}),
         ('{"type": "message", "text": 5}', {"text": ["Not a valid string."]}),

@@ -76,6 +76,13 @@ def test_the_page_lists_chains_and_own_conversations_only(alice: Any, bob: Any) 
         "wsPath": "/ws/chat/",
         "loginUrl": "/accounts/login/",
         "traceUrl": None,
+        "feedbackReasons": [
+            ["wrong", "Wrong or made up"],
+            ["incomplete", "Incomplete"],
+            ["unhelpful", "Not helpful"],
+            ["unsafe", "Unsafe or offensive"],
+            ["other", "Other"],
+        ],
     }
     assert 'id="chat-config" type="application/json"' in page
     assert "vendor/markdown-it/markdown-it.umd.min.js" in page

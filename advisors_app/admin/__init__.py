@@ -19,6 +19,7 @@ from advisors_app.admin.resources import (
     PromptTemplateAdmin,
     SensitiveWordListAdmin,
 )
+from advisors_app.admin.scores import ScoreAdmin
 from advisors_app.admin.versions import ChainLabelAdmin, ChainLabelEventAdmin, ChainVersionAdmin
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "IngestionJobAdmin",
     "ModelPriceAdmin",
     "PromptTemplateAdmin",
+    "ScoreAdmin",
     "SensitiveWordListAdmin",
     "ToolApprovalAdmin",
     "ToolApprovalGrantAdmin",

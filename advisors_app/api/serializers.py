@@ -54,6 +54,7 @@ from advisors_app.scoping import visible_collections
 from advisors_app.validation import text_problem, validate_json_value
 
 __all__ = [
+    "OWN_VOTES",
     "AdvisorRowSerializer",
     "ApprovalDecisionRequestSerializer",
     "ApprovalQueuedSerializer",
@@ -364,16 +365,44 @@ class ConversationSerializer(serializers.ModelSerializer):
         return public_conversation_id(conversation.conversation_id)
 
 
+class OwnVoteSerializer(serializers.Serializer):
+    """The caller's vote on a reply (``PUT /api/messages/<id>/feedback/``)."""
+
+    value = serializers.JSONField(help_text="true/false (thumbs), a number or a label.")
+    reason = serializers.CharField(allow_blank=True)
+    comment = serializers.CharField(allow_blank=True)
+
+    class Meta:
+        ref_name = "OwnVote"
+
+
+#: The attribute holding a message's votes by its reader (prefetched by the conversation view).
+OWN_VOTES = "own_votes"
+
+
 class MessageSerializer(serializers.ModelSerializer):
     """One stored message; ``id`` is what a turn's answer calls ``message_id``."""
 
+    # ``feedback`` reads the caller's votes from the OWN_VOTES attribute the view prefetches.
+
     type = serializers.CharField(source="message_type")
+    feedback = serializers.SerializerMethodField(
+        help_text='Your votes on this reply by key, e.g. {"thumbs": {"value": false, '
+        '"reason": "wrong", "comment": ""}}; {} when you have not rated it.'
+    )
 
     class Meta:
         model = ChatMessage
         fields = ["id", "sequence", "type", "text", "metadata", "tool_calls", "tool_responses"]
-        fields += ["created_at"]
+        fields += ["created_at", "feedback"]
         ref_name = "ConversationMessage"
+
+    @extend_schema_field(serializers.DictField(child=OwnVoteSerializer()))
+    def get_feedback(self, message: ChatMessage) -> dict[str, dict[str, Any]]:
+        return {
+            score.key: {"value": score.value, "reason": score.reason, "comment": score.comment}
+            for score in getattr(message, OWN_VOTES)
+        }
 
 
 @extend_schema_field(UsageSerializer(allow_null=True))

@@ -25,6 +25,7 @@ from advisors_app.api.views.documents import (
     IngestionDetailView,
     IngestionListView,
 )
+from advisors_app.api.views.feedback import MessageFeedbackView
 from advisors_app.api.views.recall import ConversationSearchView
 from advisors_app.api.views.usage import UsageView
 from advisors_app.api.views.versions import (
@@ -84,6 +85,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
         "conversations/<str:conversation_id>/grants/<str:tool>/",
         ConversationGrantDetailView.as_view(),
         name="api-conversation-grant",
+    ),
+    path(
+        "messages/<int:message_id>/feedback/",
+        MessageFeedbackView.as_view(),
+        name="api-message-feedback",
     ),
     path("approvals/", ApprovalListView.as_view(), name="api-approvals"),
     path("approvals/<int:pk>/", ApprovalDetailView.as_view(), name="api-approval"),

@@ -15,6 +15,7 @@ from advisors_app.models.ingestion import IngestionFile, IngestionJob
 from advisors_app.models.memory import ChatMessage, Conversation
 from advisors_app.models.model_configs import ChatModelConfig, EmbeddingModelConfig
 from advisors_app.models.resources import PromptTemplate, SensitiveWordList
+from advisors_app.models.scores import Score
 from advisors_app.models.sessions import ConversationBoundary
 from advisors_app.models.versions import PRODUCTION, ChainLabel, ChainLabelEvent, ChainVersion
 
@@ -40,6 +41,7 @@ __all__ = [
     "IngestionJob",
     "ModelPrice",
     "PromptTemplate",
+    "Score",
     "SemanticCacheEntry",
     "SensitiveWordList",
     "ToolApproval",

@@ -37,6 +37,7 @@ ENDPOINTS = {
     "/api/conversations/{conversation_id}/search/": {"get"},
     "/api/conversations/{conversation_id}/grants/": {"get"},
     "/api/conversations/{conversation_id}/grants/{tool}/": {"delete"},
+    "/api/messages/{message_id}/feedback/": {"put", "delete"},
     "/api/approvals/": {"get"},
     "/api/approvals/{id}/": {"get"},
     "/api/approvals/{id}/decision/": {"post"},

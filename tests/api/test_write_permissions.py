@@ -209,6 +209,8 @@ OWN = {
     ("api-document", "delete"): "the caller's own chunks (a shared one: WRITES)",
     ("api-approval-decision", "post"): "the caller's own approval (others': an approver's)",
     ("api-conversation-grant", "delete"): "a grant of the caller's own conversation",
+    ("api-message-feedback", "put"): "a vote on a reply of the caller's own conversation",
+    ("api-message-feedback", "delete"): "a vote on a reply of the caller's own conversation",
 }
 
 OWN_WRITES = [
@@ -240,6 +242,14 @@ OWN_WRITES = [
         ok=202,
     ),
     Write("api-conversation-grant", "delete", "/api/conversations/talk/grants/t/", None, ok=204),
+    Write(
+        "api-message-feedback",
+        "put",
+        "/api/messages/{own_reply}/feedback/",
+        {"key": "thumbs", "value": True},
+        ok=201,
+    ),
+    Write("api-message-feedback", "delete", "/api/messages/{own_reply}/feedback/", None, ok=204),
 ]
 
 
@@ -289,6 +299,7 @@ def world(bare_staff: Any) -> dict[str, Any]:
     )
     return {
         "own_approval": approval.pk,
+        "own_reply": paused.pk,
         "shared_document": Document.objects.get(collection=shared).pk,
         "own_document": Document.objects.get(collection=mine).pk,
     }

@@ -15,10 +15,14 @@ from rest_framework.response import Response
 from advisors_app.api.base import ApiView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.pagination import ApiPagination
-from advisors_app.api.serializers import ConversationDetailSerializer, ConversationSerializer
+from advisors_app.api.serializers import (
+    OWN_VOTES,
+    ConversationDetailSerializer,
+    ConversationSerializer,
+)
 from advisors_app.conversations import find_conversation, user_conversations
 from advisors_app.core.advisors.vector_store_chat_memory import CONVERSATION_ID_METADATA
-from advisors_app.models import ChatMessage, Conversation, ConversationBoundary, Document
+from advisors_app.models import ChatMessage, Conversation, ConversationBoundary, Document, Score
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 
 __all__ = ["ConversationDetailView", "ConversationListView", "forget_conversation"]
@@ -93,7 +97,10 @@ class ConversationDetailView(ApiView):
 
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = self._conversation(request, conversation_id)
-        messages = ChatMessage.objects.order_by("sequence")
+        votes = Score.objects.filter(source=Score.Source.USER, author_id=request.user.pk)
+        messages = ChatMessage.objects.order_by("sequence").prefetch_related(
+            Prefetch("scores", queryset=votes.order_by("key"), to_attr=OWN_VOTES)
+        )
         boundaries = ConversationBoundary.objects.order_by("covers_up_to", "pk")
         conversation = (
             Conversation.objects.prefetch_related(

@@ -12,6 +12,12 @@
  * the page sends one message frame with the decisions and shows the resumed turn in place,
  * under the card. A turn resumed elsewhere (another tab, the admin) arrives as frames flagged
  * resumed_elsewhere and is drawn the same way when its conversation is open.
+ *
+ * Every stored reply gets 👍/👎 (its message id: the done frame's message_id live, the
+ * article's data-reply-id reopened, where "chat-replies" holds the user's vote as feedback).
+ * A click sends a feedback frame; the buttons show what the server acknowledged (the feedback
+ * frame's score), clicking the pressed one again undoes the vote, and after 👎 an optional
+ * reason can be picked (config.feedbackReasons).
  */
 (function () {
   "use strict";
@@ -408,9 +414,10 @@
   }
 
   /* What the reply shows once it has ended, from a done frame or the stored metadata: every
-   * tool call with its result, the sources (unless shown already), the meta line and, for
-   * staff, the trace button. ``cards`` are the tool cards the live frames made ({} otherwise). */
-  function showReplyDetails(article, details, cards, traceId) {
+   * tool call with its result, the sources (unless shown already), the meta line, for staff
+   * the trace button and, for a stored reply (``messageId``), the 👍/👎. ``cards`` are the
+   * tool cards the live frames made ({} otherwise). */
+  function showReplyDetails(article, details, cards, traceId, messageId) {
     (Array.isArray(details.tools) ? details.tools : []).forEach(function (tool) {
       showToolResult(cardFor(article, cards, tool), tool);
     });
@@ -422,6 +429,10 @@
     var meta = metaText(details);
     if (meta) footer.appendChild(el("p", "msg-meta", meta));
     if (config.traceUrl && traceId) footer.appendChild(traceButton(traceId));
+    var waiting = Array.isArray(details.pending_approvals) && details.pending_approvals.length;
+    if (messageId && !waiting) {
+      footer.appendChild(feedbackBox(messageId, (details.feedback || {}).thumbs || null));
+    }
     if (footer.firstChild) article.appendChild(footer);
   }
 
@@ -447,9 +458,11 @@
         usage: done.usage,
         finish_reason: done.finish_reason,
         timings: done.timings && isNumber(done.timings.latency_ms) ? done.timings : details.timings,
+        pending_approvals: done.pending_approvals,
       };
     }
-    showReplyDetails(reply.article, details, reply.toolCards, reply.traceId);
+    var messageId = done && done.stored !== false && isNumber(done.message_id) ? done.message_id : null;
+    showReplyDetails(reply.article, details, reply.toolCards, reply.traceId, messageId);
     scrollToEnd();
     updateControls();
     if (document.activeElement === stopButton || document.activeElement === document.body) prompt.focus();
@@ -479,6 +492,112 @@
     }
     box.appendChild(el("span", "msg-error-code", frame.code));
     return box;
+  }
+
+  /* ---- feedback: 👍/👎 on a stored reply ---------------------------------------------- */
+
+  /* A thumb drawn as SVG, so it shows without an emoji font (the shape is Feather's
+   * thumbs-up, MIT licence); turned over for 👎. */
+  var SVG = "http://www.w3.org/2000/svg";
+  var THUMB = "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3z" +
+    "M7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3";
+
+  function thumbButton(label, className, down, onClick) {
+    var node = button("", className, onClick);
+    node.setAttribute("aria-label", label);
+    node.title = label;
+    var icon = document.createElementNS(SVG, "svg");
+    [["viewBox", "0 0 24 24"], ["width", "16"], ["height", "16"], ["fill", "none"],
+     ["stroke", "currentColor"], ["stroke-width", "2"], ["stroke-linecap", "round"],
+     ["stroke-linejoin", "round"], ["aria-hidden", "true"], ["focusable", "false"]]
+      .forEach(function (pair) { icon.setAttribute(pair[0], pair[1]); });
+    var path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", THUMB);
+    if (down) path.setAttribute("transform", "rotate(180 12 12)");
+    icon.appendChild(path);
+    node.appendChild(icon);
+    return node;
+  }
+
+  function feedbackBoxOf(messageId) {
+    return messages.querySelector('.msg-feedback[data-message-id="' + CSS.escape(String(messageId)) + '"]');
+  }
+
+  /* The 👍/👎 of reply ``messageId``; ``vote`` is the user's stored thumbs vote ({value,
+   * reason}) or null. */
+  function feedbackBox(messageId, vote) {
+    var box = el("div", "msg-feedback");
+    box.dataset.messageId = String(messageId);
+    box.setAttribute("role", "group");
+    box.setAttribute("aria-label", "Rate this reply");
+    var up = thumbButton("Good reply", "feedback-up", false, function () {
+      sendVote(box, box.dataset.vote === "up" ? null : true, "");
+    });
+    var down = thumbButton("Bad reply", "feedback-down", true, function () {
+      sendVote(box, box.dataset.vote === "down" ? null : false, "");
+    });
+    box.appendChild(up);
+    box.appendChild(down);
+    var reasons = el("div", "feedback-reasons");
+    reasons.setAttribute("role", "group");
+    reasons.setAttribute("aria-label", "What was wrong? (optional)");
+    reasons.appendChild(el("span", "feedback-ask", "What was wrong?"));
+    (config.feedbackReasons || []).forEach(function (pair) {
+      var chip = button(pair[1], "feedback-reason", function () {
+        sendVote(box, false, box.dataset.reason === pair[0] ? "" : pair[0]);
+      });
+      chip.dataset.reason = pair[0];
+      reasons.appendChild(chip);
+    });
+    box.appendChild(reasons);
+    var status = el("span", "feedback-status");
+    status.setAttribute("role", "status");
+    box.appendChild(status);
+    showVote(box, vote);
+    return box;
+  }
+
+  /* Draw ``vote`` ({value, reason} or null) as the pressed buttons; the box's data-vote
+   * ("up", "down" or "") and data-reason say what is stored. */
+  function showVote(box, vote) {
+    var value = vote ? vote.value : null;
+    box.dataset.vote = value === true ? "up" : value === false ? "down" : "";
+    box.dataset.reason = vote && vote.reason ? vote.reason : "";
+    box.removeAttribute("aria-busy");
+    box.querySelector(".feedback-up").setAttribute("aria-pressed", String(value === true));
+    box.querySelector(".feedback-down").setAttribute("aria-pressed", String(value === false));
+    box.querySelector(".feedback-reasons").hidden = value !== false;
+    box.querySelectorAll(".feedback-reason").forEach(function (chip) {
+      chip.setAttribute("aria-pressed", String(chip.dataset.reason === box.dataset.reason));
+    });
+  }
+
+  function sendVote(box, value, reason) {
+    var status = box.querySelector(".feedback-status");
+    if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
+      status.textContent = "Not connected: try again in a moment.";
+      return;
+    }
+    status.textContent = "";
+    box.setAttribute("aria-busy", "true");
+    var frame = { type: "feedback", message_id: Number(box.dataset.messageId), key: "thumbs", value: value };
+    if (reason) frame.reason = reason;
+    state.ws.send(JSON.stringify(frame));
+  }
+
+  /* The server's answer to a feedback frame: the stored vote, or why it was refused. */
+  function handleFeedback(frame) {
+    var box = frame.message_id !== null && frame.message_id !== undefined ? feedbackBoxOf(frame.message_id) : null;
+    if (frame.type === "feedback") {
+      if (box && frame.key === "thumbs") showVote(box, frame.score);
+      return;
+    }
+    if (!box) {
+      showAlert(frame.message);
+      return;
+    }
+    box.removeAttribute("aria-busy");
+    box.querySelector(".feedback-status").textContent = "Not saved: " + (frame.message || frame.code);
   }
 
   /* ---- approval cards: tool calls that wait for the user's decision ----------------- */
@@ -903,7 +1022,8 @@
   }
 
   function handleFrame(frame) {
-    if (frame.resumed_elsewhere === true) handleElsewhere(frame);
+    if (frame.type === "feedback" || frame.in_reply_to === "feedback") handleFeedback(frame);
+    else if (frame.resumed_elsewhere === true) handleElsewhere(frame);
     else handleTurnFrame(frame, state.reply);
   }
 
@@ -1149,7 +1269,7 @@
   var stored = JSON.parse($("chat-replies").textContent);
   messages.querySelectorAll("article[data-reply-id]").forEach(function (article) {
     var details = stored[article.dataset.replyId] || {};
-    showReplyDetails(article, details, {}, details.trace_id);
+    showReplyDetails(article, details, {}, details.trace_id, Number(article.dataset.replyId));
     if (Array.isArray(details.pending_approvals) && details.pending_approvals.length) {
       approvalBox(article, details.pending_approvals, config.conversationId);
     }
