@@ -56,6 +56,7 @@ from advisors_app.models import Document as DocumentRow
 
 from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, TitledTextSplitter
 from .corpus import CORPUS, Topic, corpus_fingerprint, python_reference_topics
+from .dataset import ensure_demo_dataset
 
 __all__ = [
     "ANSWER_SCHEMA",
@@ -398,6 +399,8 @@ def ensure_demo_rows(force: bool = False, report: DemoReport | None = None) -> C
     )
     for slug, spec in _CHAINS.items():
         _ensure_chain(slug, spec, force, report)
+    # The demo's retrieval questions, as an evaluation dataset (unchanged ones stay as they are).
+    ensure_demo_dataset()
     return collection
 
 

@@ -11,6 +11,7 @@ from advisors_app.models.call_logs import CallLog
 from advisors_app.models.chains import AdvisorChain, AdvisorConfig, VersionPolicy
 from advisors_app.models.costs import Budget, BudgetCounter, ModelPrice
 from advisors_app.models.documents import Collection, Document
+from advisors_app.models.evaluation import Dataset, DatasetItem, EvalResult, EvalRun, items_as_of
 from advisors_app.models.ingestion import IngestionFile, IngestionJob
 from advisors_app.models.memory import ChatMessage, Conversation
 from advisors_app.models.model_configs import ChatModelConfig, EmbeddingModelConfig
@@ -35,8 +36,12 @@ __all__ = [
     "Collection",
     "Conversation",
     "ConversationBoundary",
+    "Dataset",
+    "DatasetItem",
     "Document",
     "EmbeddingModelConfig",
+    "EvalResult",
+    "EvalRun",
     "IngestionFile",
     "IngestionJob",
     "ModelPrice",
@@ -47,4 +52,5 @@ __all__ = [
     "ToolApproval",
     "ToolApprovalGrant",
     "VersionPolicy",
+    "items_as_of",
 ]

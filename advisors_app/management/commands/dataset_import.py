@@ -1,0 +1,57 @@
+"""``manage.py dataset_import FILE [--slug SLUG] [--name NAME] [--prune]``: load evaluation items.
+
+``FILE`` is a JSON list of ``{"key"?, "input": {"message", "history"?, "params"?}, "expected":
+{"output"?, "json"?, "documents"?, "tool_calls"?}, "tags"?}`` (:mod:`advisors_app.datasets`);
+the dataset's slug is the file name without its extension unless ``--slug`` is given, and the
+dataset is created when new. Items are upserted by key: a changed item gets a new version (the
+old one stays for runs *as of* before), an unchanged one stays; ``--prune`` removes (closes)
+current items the file does not name. Every problem of the file is reported at once and
+nothing is stored then.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.text import slugify
+
+from advisors_app.datasets import import_items, parse_items
+from advisors_app.models import Dataset
+
+
+class Command(BaseCommand):
+    help = "Import evaluation items from a JSON file into a dataset (upsert by key)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", help="A JSON file: a list of items.")
+        parser.add_argument("--slug", help="The dataset's slug (default: the file's name).")
+        parser.add_argument("--name", help="The dataset's name, when it is created.")
+        parser.add_argument(
+            "--prune", action="store_true", help="Remove current items the file does not name."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        path = Path(options["file"])
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise CommandError(f"Cannot read {path}: {exc}") from exc
+        except ValueError as exc:
+            raise CommandError(f"{path} is not JSON: {exc}") from exc
+        slug = options["slug"] or slugify(path.stem)
+        if not slug:
+            raise CommandError(f"Cannot make a slug of {path.name!r}: give --slug.")
+        try:
+            items = parse_items(data)
+        except ValueError as exc:
+            raise CommandError(f"{path}:\n{exc}") from exc
+        defaults = {"name": options["name"] or slug}
+        if isinstance(data, dict) and isinstance(data.get("description"), str):
+            defaults["description"] = data["description"]
+        dataset, created = Dataset.objects.get_or_create(slug=slug, defaults=defaults)
+        report = import_items(dataset, items, prune=options["prune"])
+        made = " (new dataset)" if created else ""
+        self.stdout.write(f"Dataset {slug!r}{made}: {report}.")
