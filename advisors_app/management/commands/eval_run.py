@@ -1,0 +1,125 @@
+"""``manage.py eval_run DATASET --chain SLUG [--version N|--label L] [--evaluator KEY[:JSON]]...
+[--as-of TIME] [--json]``: evaluate a chain version on a dataset, synchronously.
+
+Runs what a queued run runs (:mod:`advisors_app.eval_runs`: every item through the real turn
+pipeline, the evaluators, the results and scores stored), in this process, and prints the
+summary — per score key the mean and pass rate — or, with ``--json``, ``{"run", "status",
+"dataset", "chain", "version", "label", "summary"}``. ``--version`` takes a number or
+``draft``; without it, ``--label`` (default ``production``). ``--evaluator`` (repeatable)
+names a registered evaluator with optional JSON params (``contains:{"values": ["5 days"]}``);
+without any, the defaults for what the items expect. Exit status 0 when the run completed,
+whatever it scored (``eval_gate`` judges); 1 with a message when it could not run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from advisors_app.eval_runs import EvalRunError, create_run, execute_run
+from advisors_app.models import EvalRun
+
+__all__ = ["Command", "parse_evaluator", "run_payload", "summary_lines"]
+
+
+def parse_evaluator(text: str) -> dict[str, Any]:
+    """``KEY`` or ``KEY:{json params}`` as ``{"key", "params"}``; ``CommandError`` otherwise."""
+    key, _, params_text = text.partition(":")
+    params: Any = {}
+    if params_text:
+        try:
+            params = json.loads(params_text)
+        except ValueError as exc:
+            raise CommandError(f"--evaluator {text!r}: the params are not JSON: {exc}") from exc
+        if not isinstance(params, dict):
+            raise CommandError(f"--evaluator {text!r}: the params must be a JSON object.")
+    return {"key": key.strip(), "params": params}
+
+
+def run_payload(run: EvalRun) -> dict[str, Any]:
+    """What ``--json`` prints of a run."""
+    return {
+        "run": run.pk,
+        "status": run.status,
+        "dataset": run.dataset.slug,
+        "chain": run.chain_slug,
+        "version": run.version_number,
+        "label": run.label or None,
+        "as_of": run.as_of.isoformat(),
+        "summary": run.summary,
+    }
+
+
+def summary_lines(run: EvalRun) -> list[str]:
+    """The summary as a person reads it: a heading, then one line per score key."""
+    summary = run.summary or {}
+    lines = [
+        f"Run {run.pk}: {run.chain_slug} {run.target_display()} on {run.dataset.slug}: "
+        f"{summary.get('items', 0)} items, {summary.get('errors', 0)} errors."
+    ]
+    for key, row in (summary.get("evaluators") or {}).items():
+        mean = "-" if row["mean"] is None else f"{row['mean']:.3f}"
+        rate = "-" if row["pass_rate"] is None else f"{row['pass_rate']:.1%}"
+        lines.append(f"  {key}: mean {mean}, pass rate {rate} ({row['passed']}/{row['judged']})")
+    return lines
+
+
+class Command(BaseCommand):
+    help = "Evaluate a chain version on a dataset (synchronously) and print the summary."
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        # --version names a chain version here, not Django's: let it replace that option.
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("dataset", help="The dataset's slug.")
+        parser.add_argument("--chain", required=True, help="The chain's slug.")
+        which = parser.add_mutually_exclusive_group()
+        which.add_argument("--version", help='A version number, or "draft".')
+        which.add_argument("--label", help="A label (default: production).")
+        parser.add_argument(
+            "--evaluator",
+            action="append",
+            default=[],
+            metavar="KEY[:JSON]",
+            help="An evaluator with optional JSON params; repeatable (default: by the items).",
+        )
+        parser.add_argument("--as-of", help="The dataset as it was then (ISO date/time).")
+        parser.add_argument("--json", action="store_true", help="Print the result as JSON.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        evaluators = [parse_evaluator(text) for text in options["evaluator"]] or None
+        as_of = None
+        if options["as_of"]:
+            try:
+                as_of = parse_datetime(options["as_of"].strip())
+            except ValueError:
+                as_of = None
+            if as_of is None:
+                raise CommandError(f"--as-of {options['as_of']!r} is not an ISO date or time.")
+            if timezone.is_naive(as_of):
+                as_of = timezone.make_aware(as_of)
+        try:
+            run = create_run(
+                options["dataset"],
+                options["chain"],
+                label=options["label"],
+                version=options["version"],
+                evaluators=evaluators,
+                as_of=as_of,
+            )
+        except EvalRunError as exc:
+            raise CommandError(str(exc)) from exc
+        try:
+            execute_run(run.pk)
+        except Exception as exc:
+            raise CommandError(f"Run {run.pk} failed: {type(exc).__name__}: {exc}") from exc
+        run.refresh_from_db()
+        if options["json"]:
+            self.stdout.write(json.dumps(run_payload(run), indent=2))
+        else:
+            self.stdout.write("\n".join(summary_lines(run)))

@@ -1,0 +1,194 @@
+"""Evaluation runs (issue 22, "Runs"): a chain version answers a dataset through the real turn
+pipeline, synchronously (``manage.py eval_run``) or in a task worker, with the same summary."""
+
+from __future__ import annotations
+
+import json
+import time
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from advisors_app.eval_runs import (
+    EVAL_USERNAME,
+    EvalRunError,
+    create_run,
+    default_evaluators,
+    execute_run,
+    submit_run,
+)
+from advisors_app.models import CallLog, Conversation, EvalRun, Score
+from advisors_app.runtime import clear_cache, load_chain
+from tests.eval_fixtures import make_dataset, make_versions
+from tests.task_worker import DbWorker, run_queued_tasks
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_chains() -> Any:
+    clear_cache()
+    yield
+    clear_cache()
+
+
+def eval_run(*args: str) -> str:
+    out = StringIO()
+    call_command("eval_run", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_a_run_answers_every_item_through_the_turn_pipeline_and_stores_scores() -> None:
+    make_versions()
+    dataset = make_dataset()
+    run = create_run(dataset, "support")  # production: version 1
+    assert (run.status, run.total, run.version_number, run.label) == ("queued", 3, 1, "production")
+    assert run.evaluators == [{"key": "contains", "params": {"ignore_case": True}}]
+    run = execute_run(run.pk)
+    assert run is not None and run.status == "done" and run.done == 3
+    results = {r.item_key: r for r in run.results.all()}
+    assert {k: r.scores["contains"]["passed"] for k, r in results.items()} == {
+        "days": True,
+        "bank": False,
+        "followup": True,
+    }
+    assert run.summary["evaluators"]["contains"] == {
+        "mean": pytest.approx(2 / 3, abs=1e-6),
+        "pass_rate": pytest.approx(2 / 3, abs=1e-6),
+        "scored": 3,
+        "judged": 3,
+        "passed": 2,
+    }
+    assert (run.summary["items"], run.summary["errors"]) == (3, 0)
+    days = results["days"]
+    assert days.output == "Refunds take 5 days." and days.latency_ms is not None
+    assert days.call_log is not None and days.call_log.trace_id == days.trace_id
+    assert days.call_log.chain_version_id == run.chain_version_id
+    # One Score row per judgement, by the evaluator, on the turn's call log.
+    scores = Score.objects.filter(source="evaluator")
+    assert scores.count() == 3
+    assert {s.call_log_id for s in scores} == {r.call_log_id for r in results.values()}
+    assert all(s.chain_slug == "support" and s.message_id is None for s in scores)
+    # The throwaway conversations are gone; the history item's turn saw its history.
+    assert not Conversation.objects.filter(owner__username=EVAL_USERNAME).exists()
+    followup = CallLog.objects.get(trace_id=results["followup"].trace_id)
+    assert followup.status == "ok"
+    # Run again: a second run leaves the first alone.
+    again = execute_run(run.pk)
+    assert again is None  # not queued any more
+
+
+def test_the_history_of_an_item_reaches_the_model() -> None:
+    make_versions()
+    dataset = make_dataset()
+    run = create_run(dataset, "support", evaluators=[{"key": "contains", "params": {}}])
+    execute_run(run.pk)
+    model = load_chain("support").client.chat_model  # the version 1 the run built
+    texts = [[m.text for m in prompt.instructions] for prompt in model.prompts]
+    assert ["I want a refund.", "Sure.", "And how long?"] in texts
+    assert ["How long do refunds take?"] in texts
+
+
+def test_what_a_run_cannot_do_is_refused_before_it_is_stored() -> None:
+    make_versions()
+    make_dataset()
+    for kwargs, message in (
+        ({"chain": "nope"}, "No enabled chain 'nope'"),
+        ({"chain": "support", "label": "qa"}, "label 'qa'"),
+        ({"chain": "support", "version": "x"}, 'give a number or "draft"'),
+        ({"chain": "support", "evaluators": [{"key": "nope"}]}, "Unknown evaluator 'nope'"),
+        (
+            {"chain": "support", "evaluators": [{"key": "contains"}, {"key": "contains"}]},
+            "one key",
+        ),
+    ):
+        with pytest.raises(EvalRunError, match=message):
+            create_run("refunds", **kwargs)
+    with pytest.raises(EvalRunError, match="No dataset 'missing'"):
+        create_run("missing", "support")
+    assert not EvalRun.objects.exists()
+
+
+def test_default_evaluators_follow_what_the_items_expect() -> None:
+    from advisors_app.models import DatasetItem
+
+    items = [
+        DatasetItem(key="a", input={}, expected={"documents": {"topic": ["x"]}}),
+        DatasetItem(key="b", input={}, expected={"tool_calls": [{"name": "t"}]}),
+    ]
+    assert [e["key"] for e in default_evaluators(items)] == [
+        "retrieval_hit_at_k",
+        "mrr",
+        "tool_call_match",
+    ]
+
+
+def test_the_command_prints_the_summary_and_json(capsys: Any) -> None:
+    make_versions()
+    make_dataset()
+    text = eval_run("refunds", "--chain", "support", "--label", "staging")
+    assert "support v2 (staging) on refunds: 3 items, 0 errors." in text
+    assert "contains: mean 0.667, pass rate 66.7% (2/3)" in text
+    body = json.loads(
+        eval_run(
+            "refunds",
+            "--chain",
+            "support",
+            "--version",
+            "1",
+            "--evaluator",
+            'contains:{"strings": ["5 days"], "key": "five"}',
+            "--json",
+        )
+    )
+    assert body["version"] == 1 and body["status"] == "done"
+    assert body["summary"]["evaluators"]["five"]["pass_rate"] == 1.0
+    with pytest.raises(CommandError, match="not JSON"):
+        eval_run("refunds", "--chain", "support", "--evaluator", "contains:{")
+    with pytest.raises(CommandError, match="No enabled chain"):
+        eval_run("refunds", "--chain", "other")
+
+
+def test_a_run_of_the_draft() -> None:
+    chain = make_versions()
+    chain.chat_model.settings = {"responses": ["Refunds take 5 days by bank transfer."]}
+    chain.chat_model.save()
+    make_dataset()
+    text = eval_run("refunds", "--chain", "support", "--version", "draft")
+    assert "support draft on refunds" in text and "pass rate 100.0% (3/3)" in text
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(180)
+def test_a_run_in_a_task_worker_gives_the_summary_the_command_gives(tmp_path: Path) -> None:
+    make_versions()
+    make_dataset()
+    synchronous = json.loads(eval_run("refunds", "--chain", "support", "--json"))
+    queued = submit_run("refunds", "support")
+    assert queued.status == "queued" and queued.task_id
+    with DbWorker(tmp_path / "worker.log") as worker:
+        worker.wait_ready()
+        deadline = time.monotonic() + 120
+        while not (run := EvalRun.objects.get(pk=queued.pk)).finished:
+            assert worker.process is not None and worker.process.poll() is None, worker.log()
+            assert time.monotonic() < deadline, worker.log()
+            time.sleep(0.1)
+    assert run.status == "done", (run.error, worker.log())
+    assert (run.done, run.total) == (3, 3)
+    for part in ("items", "errors", "evaluators"):
+        assert run.summary[part] == synchronous["summary"][part]
+    assert Score.objects.filter(source="evaluator").count() == 6
+
+
+def test_the_queued_task_runs_in_process_too() -> None:
+    make_versions()
+    make_dataset()
+    run = submit_run("refunds", "support", label="staging")
+    assert run_queued_tasks() == 1
+    run.refresh_from_db()
+    assert run.status == "done"
+    assert run.summary["evaluators"]["contains"]["passed"] == 2  # bank, followup
