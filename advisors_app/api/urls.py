@@ -25,6 +25,7 @@ from advisors_app.api.views.documents import (
     IngestionDetailView,
     IngestionListView,
 )
+from advisors_app.api.views.evaluation import EvalRunCompareView
 from advisors_app.api.views.feedback import MessageFeedbackView
 from advisors_app.api.views.recall import ConversationSearchView
 from advisors_app.api.views.usage import UsageView
@@ -106,6 +107,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("ingestions/", IngestionListView.as_view(), name="api-ingestions"),
     path("ingestions/<str:job_id>/", IngestionDetailView.as_view(), name="api-ingestion"),
     path("usage/", UsageView.as_view(), name="api-usage"),
+    path(
+        "eval-runs/<int:a>/compare/<int:b>/",
+        EvalRunCompareView.as_view(),
+        name="api-eval-run-compare",
+    ),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
         "docs/", SpectacularSwaggerView.as_view(url_name="advisors_app:api-schema"), name="api-docs"

@@ -49,6 +49,7 @@ ENDPOINTS = {
     "/api/ingestions/": {"get"},
     "/api/ingestions/{job_id}/": {"get"},
     "/api/usage/": {"get"},
+    "/api/eval-runs/{a}/compare/{b}/": {"get"},
 }
 
 #: Operations without a request body (the URL says everything).

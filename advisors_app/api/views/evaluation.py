@@ -1,0 +1,122 @@
+"""Evaluation runs compared: ``GET /api/eval-runs/<a>/compare/<b>/`` (issue 22, "Compare").
+
+Run ``a`` is the baseline, run ``b`` the candidate; the body is
+:meth:`advisors_app.eval_compare.Comparison.to_dict`: counts of regressed / improved /
+unchanged items, per score key the means, pass rates and the mean paired delta with its
+bootstrap 95 % interval, and per item the deltas and status. For staff with
+``advisors_app.view_evalrun`` (who may see runs in the admin); anyone else gets 403, an
+unknown run 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from advisors_app.api.base import ApiView
+from advisors_app.api.errors import ErrorSerializer
+from advisors_app.api.permissions import model_permission
+from advisors_app.eval_compare import compare_runs
+from advisors_app.models import EvalRun
+
+__all__ = ["EvalRunCompareView", "sees_eval_runs"]
+
+
+def sees_eval_runs(user: Any) -> bool:
+    """Whether ``user`` may read evaluation runs: staff with ``advisors_app.view_evalrun``."""
+    return bool(
+        getattr(user, "is_staff", False) and user.has_perm(model_permission("view", EvalRun))
+    )
+
+
+class _ScoreComparisonSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    baseline_mean = serializers.FloatField(allow_null=True)
+    candidate_mean = serializers.FloatField(allow_null=True)
+    delta = serializers.FloatField(
+        allow_null=True, help_text="Mean of candidate minus baseline over the paired items."
+    )
+    ci_low = serializers.FloatField(allow_null=True, help_text="Bootstrap 95 % interval, low.")
+    ci_high = serializers.FloatField(allow_null=True, help_text="Bootstrap 95 % interval, high.")
+    paired = serializers.IntegerField(help_text="Items both runs scored with a number.")
+    regressed = serializers.IntegerField()
+    improved = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    baseline_pass_rate = serializers.FloatField(allow_null=True)
+    candidate_pass_rate = serializers.FloatField(allow_null=True)
+
+    class Meta:
+        ref_name = "EvalScoreComparison"
+
+
+class _ItemComparisonSerializer(serializers.Serializer):
+    key = serializers.CharField(help_text="The dataset item's key.")
+    status = serializers.ChoiceField(choices=["regressed", "improved", "unchanged"])
+    deltas = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        help_text="Score key → candidate minus baseline (null: not both numbers).",
+    )
+    baseline = serializers.DictField(help_text='Score key → {"value", "passed", "comment"}.')
+    candidate = serializers.DictField(help_text='Score key → {"value", "passed", "comment"}.')
+    baseline_error = serializers.CharField()
+    candidate_error = serializers.CharField()
+    regressed = serializers.ListField(child=serializers.CharField())
+    improved = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        ref_name = "EvalItemComparison"
+
+
+class EvalRunComparisonSerializer(serializers.Serializer):
+    """The comparison of two runs (see the module docstring)."""
+
+    baseline = serializers.IntegerField(help_text="Run a's id.")
+    candidate = serializers.IntegerField(help_text="Run b's id.")
+    counts = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="regressed, improved, unchanged, only_baseline, only_candidate (items).",
+    )
+    scores = serializers.DictField(child=_ScoreComparisonSerializer())
+    items = _ItemComparisonSerializer(many=True)
+    only_baseline = serializers.ListField(child=serializers.CharField())
+    only_candidate = serializers.ListField(child=serializers.CharField())
+    bootstrap = serializers.DictField(help_text="resamples, seed, confidence.")
+
+    class Meta:
+        ref_name = "EvalRunComparison"
+
+
+class EvalRunCompareView(ApiView):
+    """``GET /api/eval-runs/<a>/compare/<b>/``."""
+
+    @extend_schema(
+        tags=["evaluation"],
+        summary="Compare two evaluation runs item by item",
+        description="Run a is the baseline, run b the candidate, matched by dataset item key: "
+        "per item the delta of every score and whether it regressed, improved or stayed; per "
+        "score key the mean delta with a bootstrap 95 % interval (fixed seed). Staff with "
+        "advisors_app.view_evalrun only.",
+        responses={
+            200: EvalRunComparisonSerializer,
+            401: OpenApiResponse(ErrorSerializer, description="Not authenticated."),
+            403: OpenApiResponse(
+                ErrorSerializer, description="Not staff with advisors_app.view_evalrun."
+            ),
+            404: OpenApiResponse(ErrorSerializer, description="No run has one of these ids."),
+        },
+    )
+    def get(self, request: Request, a: int, b: int) -> Response:
+        if not sees_eval_runs(request.user):
+            raise PermissionDenied("This needs staff status and advisors_app.view_evalrun.")
+        runs = EvalRun.objects.in_bulk([a, b])
+        for run_id in (a, b):
+            if run_id not in runs:
+                raise Http404(f"No evaluation run {run_id}.")
+        comparison = compare_runs(runs[a], runs[b])
+        return Response(EvalRunComparisonSerializer(comparison.to_dict()).data)
