@@ -1,0 +1,399 @@
+"""Admin of evaluation (issue 22): datasets with their current items, runs with their progress
+and results, starting a run, and two runs compared.
+
+- **Datasets** list their current items (read-only here: an edit is a new item version, made
+  by ``manage.py dataset_import``); the "Run evaluation" page
+  (``/admin/advisors_app/dataset/<id>/run/``, also the action of the same name) asks for a
+  chain, what to run (a label, a version number or ``draft``) and optionally the evaluators as
+  JSON, and enqueues the run (:func:`advisors_app.eval_runs.submit_run`; a task worker runs
+  it).
+- **Runs** show status and progress (``done/total``), the summary per score key and every
+  item's result (answer, scores, latency, error, call log); "Run again" enqueues a run of the
+  same dataset, chain, target and evaluators (the dataset as of now). Each run's page lists the
+  other finished runs of its dataset to compare with.
+- The **compare page** (``/admin/advisors_app/evalrun/<a>/compare/<b>/``: ``a`` baseline,
+  ``b`` candidate) shows per score key the means, pass rates and the mean delta with its
+  bootstrap 95 % interval as a chart (Chart.js, vendored) and a table, then every item with its
+  status and deltas, regressions first (:mod:`advisors_app.eval_compare`).
+
+Runs and results are read-only; starting a run needs ``add_evalrun``, seeing them
+``view_evalrun``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+
+from advisors_app.eval_compare import REGRESSED, compare_runs
+from advisors_app.eval_runs import EvalRunError, submit_run
+from advisors_app.models import AdvisorChain, Dataset, DatasetItem, EvalResult, EvalRun
+
+__all__ = ["DatasetAdmin", "EvalRunAdmin", "RunEvaluationForm"]
+
+EXCERPT_CHARS = 80
+#: Other runs of the dataset a run's page offers to compare with.
+COMPARE_CHOICES = 20
+
+
+class CurrentItemInline(admin.TabularInline):
+    """The dataset's current items (read-only)."""
+
+    model = DatasetItem
+    fields = ("key", "message_excerpt", "expected", "tags", "valid_from")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+    verbose_name = "current item"
+    verbose_name_plural = "current items (edit by importing a file: an edit is a new version)"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DatasetItem]:
+        return super().get_queryset(request).filter(valid_to__isnull=True).order_by("key")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Message")
+    def message_excerpt(self, obj: DatasetItem) -> str:
+        return Truncator(obj.message).chars(EXCERPT_CHARS)
+
+
+class RunEvaluationForm(forms.Form):
+    """What a run evaluates: a chain, a label / version / draft, evaluators (JSON)."""
+
+    chain = forms.ModelChoiceField(
+        queryset=AdvisorChain.objects.filter(enabled=True).order_by("slug"),
+        to_field_name="slug",
+    )
+    target = forms.CharField(
+        initial="production",
+        max_length=50,
+        help_text='A label ("production", "staging"), a version number, or "draft".',
+    )
+    evaluators = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+        help_text='JSON list of {"key": ..., "params": {...}}; blank: the defaults for what '
+        "the items expect.",
+    )
+
+    def clean_evaluators(self) -> list[dict[str, Any]] | None:
+        text = self.cleaned_data["evaluators"].strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not JSON: {exc}") from exc
+        if not isinstance(value, list):
+            raise forms.ValidationError('Enter a JSON list of {"key", "params"} objects.')
+        return value
+
+    def target_kwargs(self) -> dict[str, Any]:
+        target = self.cleaned_data["target"].strip()
+        if target == "draft" or target.isdigit():
+            return {"version": target}
+        return {"label": target}
+
+
+def _enqueue(request: HttpRequest, dataset: Dataset, **kwargs: Any) -> EvalRun | None:
+    try:
+        run = submit_run(dataset, created_by=request.user, **kwargs)
+    except EvalRunError as exc:
+        messages.error(request, str(exc))
+        return None
+    messages.success(request, f"Run {run.pk} queued: {run.total} items; a task worker runs it.")
+    return run
+
+
+@admin.register(Dataset)
+class DatasetAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "current_count", "runs_link", "updated_at")
+    search_fields = ("slug", "name", "description")
+    fields = ("slug", "name", "description", "created_at", "updated_at", "run_link")
+    readonly_fields = ("created_at", "updated_at", "run_link")
+    inlines = (CurrentItemInline,)
+    actions = ("run_evaluation",)
+
+    def get_urls(self) -> list[URLPattern]:
+        run = path(
+            "<int:dataset_id>/run/",
+            self.admin_site.admin_view(self.run_view),
+            name="advisors_app_dataset_run",
+        )
+        return [run, *super().get_urls()]
+
+    @admin.display(description="Current items")
+    def current_count(self, obj: Dataset) -> int:
+        return obj.current_items().count()
+
+    @admin.display(description="Runs")
+    def runs_link(self, obj: Dataset) -> str:
+        url = reverse("admin:advisors_app_evalrun_changelist") + f"?dataset__id__exact={obj.pk}"
+        return format_html('<a href="{}">{}</a>', url, obj.runs.count())
+
+    @admin.display(description="Evaluate")
+    def run_link(self, obj: Dataset) -> str:
+        if obj.pk is None:
+            return "-"
+        url = reverse("admin:advisors_app_dataset_run", args=[obj.pk])
+        return format_html('<a class="button" href="{}">Run evaluation</a>', url)
+
+    @admin.action(description="Run evaluation", permissions=["add_run"])
+    def run_evaluation(self, request: HttpRequest, queryset: QuerySet[Dataset]) -> Any:
+        if queryset.count() != 1:
+            self.message_user(request, "Choose one dataset to run.", messages.WARNING)
+            return None
+        return HttpResponseRedirect(
+            reverse("admin:advisors_app_dataset_run", args=[queryset.get().pk])
+        )
+
+    def has_add_run_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("advisors_app.add_evalrun")
+
+    def run_view(self, request: HttpRequest, dataset_id: int) -> HttpResponse:
+        """The "Run evaluation" page: a form, then the run enqueued."""
+        if not self.has_add_run_permission(request):
+            raise PermissionDenied
+        dataset = get_object_or_404(Dataset, pk=dataset_id)
+        form = RunEvaluationForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            run = _enqueue(
+                request,
+                dataset,
+                chain=form.cleaned_data["chain"].slug,
+                evaluators=form.cleaned_data["evaluators"],
+                **form.target_kwargs(),
+            )
+            if run is not None:
+                return HttpResponseRedirect(
+                    reverse("admin:advisors_app_evalrun_change", args=[run.pk])
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Run an evaluation on {dataset}",
+            "dataset": dataset,
+            "form": form,
+            "items": dataset.current_items().count(),
+        }
+        return TemplateResponse(request, "admin/advisors_app/dataset_run.html", context)
+
+
+class ResultInline(admin.TabularInline):
+    model = EvalResult
+    fields = ("item_key", "output_excerpt", "shown_scores", "latency_ms", "error", "call_log_link")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EvalResult]:
+        return super().get_queryset(request).select_related("call_log")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Answer")
+    def output_excerpt(self, obj: EvalResult) -> str:
+        return Truncator(" ".join(obj.output.split())).chars(EXCERPT_CHARS)
+
+    @admin.display(description="Scores")
+    def shown_scores(self, obj: EvalResult) -> str:
+        return format_html_join(
+            "",
+            '<div title="{}">{}: {}{}</div>',
+            (
+                (
+                    score.get("comment", ""),
+                    key,
+                    score.get("value"),
+                    {True: " ✔", False: " ✘"}.get(score.get("passed"), ""),
+                )
+                for key, score in obj.scores.items()
+            ),
+        )
+
+    @admin.display(description="Call log")
+    def call_log_link(self, obj: EvalResult) -> str:
+        if obj.call_log_id is None:
+            return "-"
+        url = reverse("admin:advisors_app_calllog_change", args=[obj.call_log_id])
+        return format_html('<a href="{}">{}</a>', url, obj.trace_id)
+
+
+def _summary_html(run: EvalRun) -> str:
+    rows = (run.summary or {}).get("evaluators") or {}
+    if not rows:
+        return "-"
+    return format_html_join(
+        "",
+        "<div>{}: mean {}, pass rate {}</div>",
+        (
+            (
+                key,
+                "-" if row["mean"] is None else f"{row['mean']:.3f}",
+                "-" if row["pass_rate"] is None else f"{row['pass_rate']:.1%}",
+            )
+            for key, row in rows.items()
+        ),
+    )
+
+
+@admin.register(EvalRun)
+class EvalRunAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "dataset",
+        "chain_slug",
+        "target",
+        "status",
+        "progress",
+        "summary_text",
+        "created_at",
+        "created_by",
+    )
+    list_filter = ("status", "dataset", "chain_slug", "created_at")
+    list_select_related = ("dataset", "created_by")
+    search_fields = ("chain_slug", "dataset__slug", "label")
+    fields = (
+        "dataset",
+        "as_of",
+        "chain_slug",
+        "target",
+        "chain_version",
+        "evaluators",
+        "status",
+        "progress",
+        "summary_text",
+        "error",
+        "created_by",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "task_id",
+        "compare_links",
+    )
+    readonly_fields = fields
+    inlines = (ResultInline,)
+    actions = ("run_again",)
+
+    def get_urls(self) -> list[URLPattern]:
+        compare = path(
+            "<int:a>/compare/<int:b>/",
+            self.admin_site.admin_view(self.compare_view),
+            name="advisors_app_evalrun_compare",
+        )
+        return [compare, *super().get_urls()]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_add_run_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("advisors_app.add_evalrun")
+
+    @admin.display(description="Ran")
+    def target(self, obj: EvalRun) -> str:
+        return obj.target_display()
+
+    @admin.display(description="Progress")
+    def progress(self, obj: EvalRun) -> str:
+        return f"{obj.done}/{obj.total}"
+
+    @admin.display(description="Summary")
+    def summary_text(self, obj: EvalRun) -> str:
+        return _summary_html(obj)
+
+    @admin.display(description="Compare with")
+    def compare_links(self, obj: EvalRun) -> str:
+        """Links to compare this run (as candidate) with other finished runs of its dataset."""
+        others = (
+            EvalRun.objects.filter(dataset_id=obj.dataset_id, status=EvalRun.Status.DONE)
+            .exclude(pk=obj.pk)
+            .order_by("-created_at")[:COMPARE_CHOICES]
+        )
+        links = [
+            (
+                reverse("admin:advisors_app_evalrun_compare", args=[other.pk, obj.pk]),
+                f"run {other.pk}: {other.chain_slug} {other.target_display()}",
+            )
+            for other in others
+        ]
+        if not links:
+            return "-"
+        return format_html_join(" · ", '<a href="{}">{}</a>', links)
+
+    @admin.action(
+        description="Run again (same dataset, chain, target, evaluators)", permissions=["add_run"]
+    )
+    def run_again(self, request: HttpRequest, queryset: QuerySet[EvalRun]) -> None:
+        for run in queryset.select_related("dataset"):
+            target: dict[str, Any] = (
+                {"version": run.version_asked} if run.version_asked else {"label": run.label}
+            )
+            _enqueue(
+                request, run.dataset, chain=run.chain_slug, evaluators=run.evaluators, **target
+            )
+
+    def compare_view(self, request: HttpRequest, a: int, b: int) -> HttpResponse:
+        """Run ``a`` (baseline) against run ``b`` (candidate)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        baseline = get_object_or_404(EvalRun.objects.select_related("dataset"), pk=a)
+        candidate = get_object_or_404(EvalRun.objects.select_related("dataset"), pk=b)
+        comparison = compare_runs(baseline, candidate)
+        items = sorted(comparison.items, key=lambda item: (item.status != REGRESSED, item.key))
+        chart = {
+            "labels": list(comparison.scores),
+            "baseline": [s.baseline_mean for s in comparison.scores.values()],
+            "candidate": [s.candidate_mean for s in comparison.scores.values()],
+            "delta": [s.delta for s in comparison.scores.values()],
+            "low": [s.ci_low for s in comparison.scores.values()],
+            "high": [s.ci_high for s in comparison.scores.values()],
+            "names": [f"run {a} (baseline)", f"run {b} (candidate)"],
+        }
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Run {b} compared with run {a}",
+            "baseline": baseline,
+            "candidate": candidate,
+            "comparison": comparison,
+            "counts": comparison.counts(),
+            "scores": list(comparison.scores.values()),
+            "items": [
+                {
+                    "key": item.key,
+                    "status": item.status,
+                    "deltas": [
+                        (key, delta, item.baseline.get(key), item.candidate.get(key))
+                        for key, delta in item.deltas.items()
+                    ],
+                    "errors": (item.baseline_error, item.candidate_error),
+                }
+                for item in items
+            ],
+            "chart": chart,
+            "other_dataset": baseline.dataset_id != candidate.dataset_id,
+        }
+        return TemplateResponse(request, "admin/advisors_app/evalrun_compare.html", context)
