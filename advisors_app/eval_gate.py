@@ -1,0 +1,159 @@
+"""The evaluation gate: is a candidate label's version no worse than the baseline's on a
+dataset? (issue 22, "Gate").
+
+:func:`run_gate` resolves both labels to the versions they point at now, gets a finished run of
+each on the dataset — **reusing** the newest done run of that version with the same evaluators
+whose dataset is unchanged since (no item version started or ended after the run's ``as_of``),
+else running one synchronously (:mod:`advisors_app.eval_runs`) — and compares them
+(:func:`advisors_app.eval_compare.compare_runs`, baseline first). The candidate **fails** when
+more items regressed than ``max_regressions`` (default 0: none may), or, with ``min_delta``,
+when some score key's mean paired delta is below it (``-0.02``: at most two points worse on
+average). ``manage.py eval_gate`` exits 1 then, so CI can block a promotion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
+
+from advisors_app.eval_compare import Comparison, compare_runs
+from advisors_app.eval_runs import EvalRunError, create_run, default_evaluators, execute_run
+from advisors_app.models import Dataset, DatasetItem, EvalRun, items_as_of
+from advisors_app.runtime import ChainNotFound, VersionNotFound, resolve_target
+
+__all__ = ["GateResult", "find_reusable_run", "judge", "run_gate"]
+
+
+@dataclass
+class GateResult:
+    """The gate's verdict: ``passed``, why not (``reasons``), the two runs and their comparison;
+    ``reused`` names the runs taken from before (``"baseline"``, ``"candidate"``)."""
+
+    passed: bool
+    reasons: list[str]
+    baseline: EvalRun
+    candidate: EvalRun
+    comparison: Comparison
+    reused: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "reasons": self.reasons,
+            "baseline": {"run": self.baseline.pk, "version": self.baseline.version_number},
+            "candidate": {"run": self.candidate.pk, "version": self.candidate.version_number},
+            "reused": self.reused,
+            "comparison": self.comparison.to_dict(),
+        }
+
+
+def judge(
+    comparison: Comparison, *, max_regressions: int = 0, min_delta: float | None = None
+) -> list[str]:
+    """Why the candidate fails (empty: it passes); see the module docstring."""
+    reasons = []
+    regressed = comparison.regressed
+    if len(regressed) > max_regressions:
+        keys = ", ".join(item.key for item in regressed[:10])
+        more = "…" if len(regressed) > 10 else ""
+        reasons.append(
+            f"{len(regressed)} item(s) regressed ({keys}{more}); at most {max_regressions} may"
+        )
+    if min_delta is not None:
+        for key, score in comparison.scores.items():
+            if score.delta is not None and score.delta < min_delta:
+                reasons.append(
+                    f"{key}: mean delta {score.delta:+.4f} is below {min_delta:+.4f} "
+                    f"(95% interval [{score.ci_low:+.4f}, {score.ci_high:+.4f}])"
+                )
+    return reasons
+
+
+def _unchanged_since(dataset: Dataset, at: Any) -> bool:
+    return (
+        not DatasetItem.objects.filter(dataset=dataset)
+        .filter(Q(valid_from__gt=at) | Q(valid_to__gt=at))
+        .exists()
+    )
+
+
+def find_reusable_run(
+    dataset: Dataset, chain: str, version_id: int, evaluators: Sequence[Mapping[str, Any]]
+) -> EvalRun | None:
+    """The newest done run of version ``version_id`` of ``chain`` on ``dataset`` with these
+    ``evaluators``, if the dataset did not change since its ``as_of``."""
+    candidates = EvalRun.objects.filter(
+        dataset=dataset,
+        chain_slug=chain,
+        chain_version_id=version_id,
+        status=EvalRun.Status.DONE,
+        evaluators=list(evaluators),
+    ).order_by("-as_of", "-pk")
+    run = candidates.first()
+    return run if run is not None and _unchanged_since(dataset, run.as_of) else None
+
+
+def run_gate(
+    dataset: Dataset | str,
+    chain: str,
+    *,
+    candidate: str,
+    baseline: str,
+    max_regressions: int = 0,
+    min_delta: float | None = None,
+    evaluators: Sequence[Mapping[str, Any]] | None = None,
+    reuse: bool = True,
+    created_by: Any = None,
+) -> GateResult:
+    """Compare ``candidate``'s version with ``baseline``'s on ``dataset`` (see the module
+    docstring). Blocking; :class:`~advisors_app.eval_runs.EvalRunError` when it cannot run."""
+    if isinstance(dataset, str):
+        try:
+            dataset = Dataset.objects.get(slug=dataset)
+        except Dataset.DoesNotExist:
+            raise EvalRunError(f"No dataset {dataset!r}.") from None
+    config = (
+        [dict(e) for e in evaluators]
+        if evaluators is not None
+        else default_evaluators(items_as_of(dataset))
+    )
+    runs: dict[str, EvalRun] = {}
+    reused: list[str] = []
+    for role, label in (("baseline", baseline), ("candidate", candidate)):
+        try:
+            target = resolve_target(chain, label=label)
+        except ChainNotFound:
+            raise EvalRunError(f"No enabled chain {chain!r}.") from None
+        except VersionNotFound as exc:
+            raise EvalRunError(f"{role}: {exc}") from None
+        found = None
+        if reuse and target.version_id is not None:
+            found = find_reusable_run(dataset, chain, target.version_id, config)
+        if found is not None:
+            runs[role] = found
+            reused.append(role)
+            continue
+        run = create_run(
+            dataset,
+            chain,
+            version=target.number,
+            evaluators=config,
+            created_by=created_by,
+        )
+        # Run by number (a label moved meanwhile changes nothing); shown with the label.
+        EvalRun.objects.filter(pk=run.pk).update(label=label)
+        execute_run(run.pk)
+        runs[role] = EvalRun.objects.get(pk=run.pk)
+    comparison = compare_runs(runs["baseline"], runs["candidate"])
+    reasons = judge(comparison, max_regressions=max_regressions, min_delta=min_delta)
+    return GateResult(
+        passed=not reasons,
+        reasons=reasons,
+        baseline=runs["baseline"],
+        candidate=runs["candidate"],
+        comparison=comparison,
+        reused=reused,
+    )

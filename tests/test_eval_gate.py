@@ -1,0 +1,94 @@
+"""The evaluation gate (issue 22, "Gate"): ``manage.py eval_gate`` exits 0 when the candidate
+is no worse, 1 when it is worse, 2 when it cannot run; runs of unchanged versions and datasets
+are reused."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from advisors_app.datasets import import_items, parse_items
+from advisors_app.models import EvalRun
+from advisors_app.runtime import clear_cache
+from tests.eval_fixtures import ITEMS, make_dataset, make_versions
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_chains() -> Any:
+    clear_cache()
+    yield
+    clear_cache()
+
+
+def gate(*args: str) -> tuple[int, str]:
+    """``(exit status, output)`` of ``eval_gate refunds --chain support ...``."""
+    out = StringIO()
+    try:
+        call_command("eval_gate", "refunds", "--chain", "support", *args, stdout=out)
+    except CommandError as exc:
+        return exc.returncode, out.getvalue() + str(exc)
+    return 0, out.getvalue()
+
+
+STAGING = ("--candidate", "staging", "--baseline", "production")
+
+
+def test_a_worse_candidate_fails_the_gate() -> None:
+    make_versions()
+    make_dataset()
+    status, text = gate(*STAGING)
+    assert status == 1
+    assert "1 regressed, 1 improved, 1 unchanged" in text
+    assert "The candidate is worse: 1 item(s) regressed (days); at most 0 may" in text
+    assert EvalRun.objects.filter(status="done").count() == 2
+    staging = EvalRun.objects.get(version_number=2)
+    assert (staging.label, staging.version_asked) == ("staging", "2")
+
+
+def test_thresholds_and_reused_runs() -> None:
+    make_versions()
+    make_dataset()
+    assert gate(*STAGING)[0] == 1
+    status, text = gate(*STAGING, "--max-regressions", "1")
+    assert status == 0 and "Gate passed." in text
+    assert "reused the baseline and candidate run" in text
+    assert EvalRun.objects.count() == 2  # nothing ran again
+    status, text = gate(*STAGING, "--max-regressions", "1", "--min-delta", "0.01")
+    assert status == 1 and "contains: mean delta +0.0000 is below +0.0100" in text
+    # The same version on both sides passes.
+    assert gate("--candidate", "production", "--baseline", "production")[0] == 0
+
+
+def test_a_changed_dataset_is_run_again() -> None:
+    make_versions()
+    dataset = make_dataset()
+    gate(*STAGING)
+    edited = json.loads(json.dumps(ITEMS))
+    edited[0]["expected"]["output"] = "days"  # both versions say "days" now
+    import_items(dataset, parse_items(edited))
+    status, text = gate(*STAGING, "--json")
+    body = json.loads(text)
+    assert status == 0 and body["passed"] and body["reused"] == []
+    assert EvalRun.objects.count() == 4
+    assert gate(*STAGING, "--no-reuse")[0] == 0
+    assert EvalRun.objects.count() == 6
+
+
+def test_a_gate_that_cannot_run_exits_2() -> None:
+    make_versions()
+    make_dataset()
+    assert gate("--candidate", "qa", "--baseline", "production")[0] == 2
+    assert gate(*STAGING, "--evaluator", "nope")[0] == 2
+    assert gate(*STAGING, "--evaluator", "contains:[")[0] == 2
+    assert gate(*STAGING, "--max-regressions", "-1")[0] == 2
+    out = StringIO()
+    with pytest.raises(CommandError) as caught:
+        call_command("eval_gate", "missing", "--chain", "support", *STAGING, stdout=out)
+    assert caught.value.returncode == 2
