@@ -7,14 +7,14 @@ description; third parties register theirs): see :mod:`.registry`.
 
 Built-ins, one module per family: :mod:`.text` (``exact``, ``contains``, ``regex``),
 :mod:`.json_schema` (``json_schema``), :mod:`.retrieval` (``retrieval_hit_at_k``, ``mrr``),
-:mod:`.tools` (``tool_call_match``) and :mod:`.thresholds` (``latency_under``, ``cost_under``).
-They are registered when this package is imported; a key already registered (a third
-party's replacement) is left alone.
+:mod:`.tools` (``tool_call_match``), :mod:`.thresholds` (``latency_under``, ``cost_under``)
+and :mod:`.llm_judge` (``llm_judge``). They are registered when this package is imported; a
+key already registered (a third party's replacement) is left alone.
 """
 
 from __future__ import annotations
 
-from . import json_schema, retrieval, text, thresholds, tools
+from . import json_schema, llm_judge, retrieval, text, thresholds, tools
 from .base import (
     INVALID,
     MAX_COMMENT_CHARS,
@@ -64,6 +64,7 @@ BUILTIN_EVALUATORS: tuple[EvaluatorType, ...] = (
     *retrieval.TYPES,
     *tools.TYPES,
     *thresholds.TYPES,
+    *llm_judge.TYPES,
 )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
-from advisors_app.validation import printable
+from advisors_app.validation import FieldErrors, printable
 
 __all__ = [
     "INVALID",
@@ -30,6 +30,7 @@ __all__ = [
     "EvalCase",
     "EvalScore",
     "Evaluator",
+    "EvaluatorParamsError",
     "json_equal",
     "storable_comment",
 ]
@@ -81,6 +82,20 @@ class EvalScore:
     value: float | bool | str
     passed: bool | None
     comment: str = ""
+
+
+class EvaluatorParamsError(ValueError):
+    """Raised when an evaluator cannot be built from its key and params.
+
+    ``errors`` maps each field (``"evaluator"`` for an unknown key, ``"params.<name>"`` for a
+    param) to its messages, as the admin forms and the API report them.
+    """
+
+    def __init__(self, errors: FieldErrors, key: str = "") -> None:
+        self.errors: FieldErrors = {field: list(messages) for field, messages in errors.items()}
+        details = "; ".join(f"{f}: {' '.join(m)}" for f, m in self.errors.items())
+        prefix = f"invalid params for evaluator {key!r}" if key else "invalid evaluator"
+        super().__init__(f"{prefix}: {details}")
 
 
 @runtime_checkable

@@ -44,7 +44,8 @@ from typing import Any, Protocol
 from advisors_app.core.model import ChatModel
 from advisors_app.validation import FieldErrors, check_schema, schema_errors
 
-from .base import Evaluator
+from .base import Evaluator, EvaluatorParamsError
+from .services import DjangoEvaluatorServices
 
 __all__ = [
     "SCORE_KEY_SCHEMA",
@@ -79,23 +80,9 @@ def object_schema(properties: dict[str, Any], required: tuple[str, ...] = ()) ->
     return schema
 
 
-class EvaluatorParamsError(ValueError):
-    """Raised when an evaluator cannot be built from its key and params.
-
-    ``errors`` maps each field (``"evaluator"`` for an unknown key, ``"params.<name>"`` for a
-    param) to its messages, as the admin forms and the API report them.
-    """
-
-    def __init__(self, errors: FieldErrors, key: str = "") -> None:
-        self.errors: FieldErrors = {field: list(messages) for field, messages in errors.items()}
-        details = "; ".join(f"{f}: {' '.join(m)}" for f, m in self.errors.items())
-        prefix = f"invalid params for evaluator {key!r}" if key else "invalid evaluator"
-        super().__init__(f"{prefix}: {details}")
-
-
 class EvaluatorServices(Protocol):
     """What a factory's evaluators resolve models through
-    (:class:`advisors_app.evaluators.llm_judge.DjangoEvaluatorServices` by default)."""
+    (:class:`advisors_app.evaluators.services.DjangoEvaluatorServices` by default)."""
 
     async def chat_model(self, slug: str | None) -> ChatModel: ...
 
@@ -117,11 +104,7 @@ class EvaluatorSpec:
     async def chat_model(self, slug: str | None) -> ChatModel:
         """The chat model ``slug`` names (``None``: the default), through ``services`` or else
         :class:`~advisors_app.evaluators.services.DjangoEvaluatorServices`."""
-        services = self.services
-        if services is None:
-            from .services import DjangoEvaluatorServices
-
-            services = DjangoEvaluatorServices()
+        services = self.services or DjangoEvaluatorServices()
         return await services.chat_model(slug)
 
     def error(self, param: str, message: str) -> EvaluatorParamsError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .registry import EvaluatorParamsError
+from .base import EvaluatorParamsError
 
 if TYPE_CHECKING:
     from advisors_app.core.model import ChatModel

@@ -32,6 +32,7 @@ BUILTINS = (
     "tool_call_match",
     "latency_under",
     "cost_under",
+    "llm_judge",
 )
 
 
@@ -41,7 +42,7 @@ def test_every_builtin_is_registered_in_order_with_a_description() -> None:
         assert evaluator_type.description and evaluator_type.label
         assert evaluator_type.params_schema["properties"]["key"]["type"] == "string"
     assert ("mrr", "Reciprocal rank (MRR) (mrr)") in evaluator_registry.choices()
-    assert "mrr" in evaluator_registry and "nope" not in evaluator_registry
+    assert "llm_judge" in evaluator_registry and "nope" not in evaluator_registry
     register_builtins()  # idempotent
     assert len([k for k in evaluator_registry.keys if k == "exact"]) == 1
 
@@ -102,6 +103,27 @@ def test_every_builtin_is_registered_in_order_with_a_description() -> None:
                     "the given schemas"
                 ]
             },
+        ),
+        ("llm_judge", {}, {"params.rubric": ["This field is required."]}),
+        (
+            "llm_judge",
+            {"rubric": "r", "scale_min": 5, "scale_max": 5},
+            {"params.scale_max": ["Must be greater than scale_min (5)."]},
+        ),
+        (
+            "llm_judge",
+            {"rubric": "r", "scale_max": 4.5},
+            {"params.scale_max": ["Enter a whole number, or set integer_scores to false."]},
+        ),
+        (
+            "llm_judge",
+            {"rubric": "r", "pass_threshold": 7},
+            {"params.pass_threshold": ["Must lie on the scale, 1 to 5."]},
+        ),
+        (
+            "llm_judge",
+            {"rubric": "r", "model": "../etc"},
+            {"params.model": ["'../etc' does not match '^[-a-zA-Z0-9_.]+$'"]},
         ),
         (
             "nope",
@@ -270,6 +292,7 @@ def test_a_private_registry_takes_the_builtins() -> None:
         "advisors_app.evaluators.retrieval",
         "advisors_app.evaluators.tools",
         "advisors_app.evaluators.thresholds",
+        "advisors_app.evaluators.llm_judge",
     ],
 )
 def test_all_names_resolve(module_name: str) -> None:
