@@ -24,7 +24,7 @@ from advisors_app.eval_runs import EvalRunError, create_run, default_evaluators,
 from advisors_app.models import Dataset, DatasetItem, EvalRun, items_as_of
 from advisors_app.runtime import ChainNotFound, VersionNotFound, resolve_target
 
-__all__ = ["GateResult", "find_reusable_run", "judge", "run_gate"]
+__all__ = ["GateResult", "find_reusable_run", "judge", "promotion_evidence", "run_gate"]
 
 
 @dataclass
@@ -157,3 +157,33 @@ def run_gate(
         comparison=comparison,
         reused=reused,
     )
+
+
+def promotion_evidence(version_id: int, current_version_id: int | None) -> dict[str, Any] | None:
+    """What the admin's Promote page shows of a move from ``current_version_id`` (what the
+    label serves; ``None``: a new label) to ``version_id``: the newest done run of the new
+    version, and — when the served version has a done run on the same dataset — its comparison
+    with the newest such run (``counts``, ``scores``, ``baseline``, ``passed``: no item
+    regressed). ``None`` when the new version has no done run."""
+    done = EvalRun.objects.filter(status=EvalRun.Status.DONE).select_related("dataset")
+    candidate = done.filter(chain_version_id=version_id).order_by("-finished_at", "-pk").first()
+    if candidate is None:
+        return None
+    evidence: dict[str, Any] = {"candidate": candidate, "baseline": None}
+    if current_version_id is None or current_version_id == version_id:
+        return evidence
+    baseline = (
+        done.filter(chain_version_id=current_version_id, dataset_id=candidate.dataset_id)
+        .order_by("-finished_at", "-pk")
+        .first()
+    )
+    if baseline is None:
+        return evidence
+    comparison = compare_runs(baseline, candidate)
+    evidence.update(
+        baseline=baseline,
+        counts=comparison.counts(),
+        scores=list(comparison.scores.values()),
+        passed=not judge(comparison),
+    )
+    return evidence

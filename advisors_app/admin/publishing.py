@@ -37,6 +37,7 @@ from advisors_app.definition import (
     rollback,
     rollback_target,
 )
+from advisors_app.eval_gate import promotion_evidence
 from advisors_app.models import PRODUCTION, AdvisorChain, ChainLabelEvent, ChainVersion
 from advisors_app.models.versions import LABEL_NAME_VALIDATOR
 from advisors_app.runtime import DRAFT
@@ -352,6 +353,7 @@ class ChainWorkflowAdmin(admin.ModelAdmin):
             "current": current.version if current else None,
             "diff": diff,
             "allowed": self.may_move(request, chain, name),
+            "evaluation": promotion_evidence(version.pk, current.version_id if current else None),
         }
 
     def rollback_view(self, request: HttpRequest, object_id: str, label: str) -> HttpResponse:

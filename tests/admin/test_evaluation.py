@@ -86,3 +86,23 @@ def test_run_again_and_permissions(admin_client: Client, django_user_model: Any)
     client.force_login(viewer)
     assert client.get(f"/admin/advisors_app/dataset/{dataset.pk}/run/").status_code == 403
     assert client.get(f"/admin/advisors_app/evalrun/{run.pk}/compare/{run.pk}/").status_code == 200
+
+
+def test_the_promote_page_shows_the_candidates_runs(admin_client: Client) -> None:
+    from advisors_app.eval_runs import create_run, execute_run
+
+    chain = make_versions()
+    dataset = make_dataset()
+    url = f"/admin/advisors_app/advisorchain/{chain.pk}/promote/?label=production&version=2"
+    page = admin_client.get(url).content.decode()
+    assert "No finished evaluation run of" in page
+    candidate = execute_run(create_run(dataset, "support", label="staging").pk)
+    assert candidate is not None
+    page = admin_client.get(url).content.decode()
+    assert f"Run {candidate.pk}</a> of" in page and "contains 0.667 pass rate" in page
+    assert "No finished run of" in page  # production's version has no run on the dataset
+    baseline = execute_run(create_run(dataset, "support").pk)
+    assert baseline is not None
+    page = admin_client.get(url).content.decode()
+    assert "1 regressed, 1 improved, 1 unchanged" in page and "— worse" in page
+    assert f"/admin/advisors_app/evalrun/{baseline.pk}/compare/{candidate.pk}/" in page
