@@ -1,0 +1,114 @@
+"""What a run reads from the turn besides the answer (issue 22): the retrieved documents with
+their metadata in rank order (``retrieval_hit_at_k``, ``mrr``) and the tool calls
+(``tool_call_match``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from advisors_app.datasets import import_items, parse_items
+from advisors_app.eval_runs import create_run, execute_run
+from advisors_app.ingestion import ingest_text
+from advisors_app.models import ChatModelConfig, Collection, Dataset
+from advisors_app.runtime import clear_cache
+from tests.factories import make_chain, scripted_model
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_chains() -> Any:
+    clear_cache()
+    yield
+    clear_cache()
+
+
+def dataset(items: list[dict[str, Any]]) -> Dataset:
+    row = Dataset.objects.create(slug="ctx")
+    import_items(row, parse_items(items))
+    return row
+
+
+def test_retrieved_documents_are_judged_by_their_metadata() -> None:
+    collection = Collection.objects.create(slug="kb", name="KB")
+    ingest_text(collection, "refunds.md", "Refunds take 5 days.", metadata={"topic": "refunds"})
+    ingest_text(
+        collection, "parcels.md", "Parcels arrive within a week.", metadata={"topic": "shipping"}
+    )
+    make_chain(
+        "rag",
+        model=scripted_model("rag-model", responses=("ok",)),
+        advisors=(("question_answer", {"collection": "kb", "top_k": 1}),),
+    )
+    data = dataset(
+        [
+            {
+                "key": "refund",
+                "input": {"message": "How long do refunds take?"},
+                "expected": {"documents": {"topic": ["refunds"]}},
+            },
+            {
+                "key": "wrong",
+                "input": {"message": "How long do refunds take?"},
+                "expected": {"documents": {"topic": ["shipping"]}},
+            },
+        ]
+    )
+    run = create_run(data, "rag")
+    assert [e["key"] for e in run.evaluators] == ["retrieval_hit_at_k", "mrr"]
+    run = execute_run(run.pk)
+    assert run is not None and run.status == "done"
+    results = {r.item_key: r for r in run.results.all()}
+    [document] = results["refund"].documents
+    assert document["metadata"]["topic"] == "refunds" and document["id"]
+    assert "Refunds take 5 days." in document["text"]
+    assert results["refund"].scores["retrieval_hit_at_k"]["passed"] is True
+    assert results["refund"].scores["mrr"]["value"] == 1.0
+    assert results["wrong"].scores["retrieval_hit_at_k"]["passed"] is False
+    assert run.summary["evaluators"]["mrr"]["mean"] == 0.5
+
+
+def test_tool_calls_are_judged() -> None:
+    model = ChatModelConfig.objects.create(
+        slug="tool-model",
+        provider="scripted",
+        settings={
+            "responses": ["No tool."],
+            "repeat": True,
+            "tool_rules": [
+                {"when": "compute", "tool": "calculator", "arguments": {"expression": "6 * 7"}}
+            ],
+            "after_tool": "It is {tool_result}.",
+        },
+    )
+    make_chain(
+        "tools",
+        model=model,
+        advisors=(("tool_calling", {}),),
+        tools=["calculator"],
+    )
+    data = dataset(
+        [
+            {
+                "key": "calc",
+                "input": {"message": "Please compute six times seven"},
+                "expected": {
+                    "tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]
+                },
+            },
+            {
+                "key": "none",
+                "input": {"message": "Hello"},
+                "expected": {"tool_calls": [{"name": "calculator"}]},
+            },
+        ]
+    )
+    run = execute_run(create_run(data, "tools").pk)
+    assert run is not None and run.status == "done", run and run.error
+    results = {r.item_key: r for r in run.results.all()}
+    assert results["calc"].output == "It is 42."
+    assert [c["name"] for c in results["calc"].tool_calls] == ["calculator"]
+    assert results["calc"].scores["tool_call_match"]["passed"] is True
+    assert results["none"].scores["tool_call_match"]["passed"] is False
