@@ -111,10 +111,17 @@ def format_instructions(schema: Mapping[str, Any]) -> str:
 def parse_json_output(text: str) -> Any:
     """Parse model output as JSON, after stripping a surrounding Markdown code fence.
 
-    Raises ``json.JSONDecodeError`` (a ``ValueError``) when the text is not JSON.
+    Raises ``json.JSONDecodeError`` (a ``ValueError``) when the text is not JSON — including
+    ``NaN`` and ``Infinity``, which Python's parser accepts but RFC 8259 does not (and which
+    pass every ``minimum``/``maximum`` of a schema).
     """
     match = _FENCE.match(text)
-    return json.loads(match.group(1) if match else text)
+    body = match.group(1) if match else text
+    return json.loads(body, parse_constant=lambda name: _not_json(name, body))
+
+
+def _not_json(name: str, text: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not JSON (RFC 8259)", text, text.find(name))
 
 
 def to_entity(data: Any, target: Any) -> Any:

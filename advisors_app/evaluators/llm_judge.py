@@ -4,7 +4,7 @@ The judge is asked for ``{"score": number, "reason": string}`` through a ``ChatC
 only advisor is our :class:`~advisors_app.core.advisors.structured_output_validation.
 StructuredOutputValidationAdvisor`: the verdict's JSON Schema bounds ``score`` to
 ``[scale_min, scale_max]`` (an integer by default) and caps ``reason``; an answer that is no
-JSON, breaks the schema or holds NaN is sent back with the error, up to
+JSON (NaN and Infinity are not) or breaks the schema is sent back with the error, up to
 ``max_repeat_attempts`` more times. With ``constrained`` (the default) the schema also goes to
 the model as ``response_format``, so llama.cpp's embedded SmolLM2 decodes under a grammar
 (which bounds integers, not fractional numbers: those rely on the retries).
@@ -49,7 +49,6 @@ from advisors_app.core.exceptions import (
 from advisors_app.core.model import ChatModel
 from advisors_app.core.prompt import ChatOptions
 from advisors_app.core.structured import parse_json_output
-from advisors_app.validation import json_value_errors
 
 from .base import INVALID, BaseEvaluator, EvalCase, EvalScore
 from .registry import EvaluatorSpec, EvaluatorType, object_schema
@@ -82,22 +81,6 @@ def verdict_schema(scale_min: float, scale_max: float, *, integer: bool = True) 
         "required": ["score", "reason"],
         "additionalProperties": False,
     }
-
-
-class _VerdictValidation(StructuredOutputValidationAdvisor):
-    """The structured-output advisor, also refusing NaN and infinities.
-
-    Python's JSON parser reads ``NaN``, and NaN passes every ``minimum``/``maximum`` check
-    (each comparison is false), so a bounded schema alone would let ``{"score": NaN}`` through.
-    """
-
-    __slots__ = ()
-
-    def validate(self, text: str | None) -> str | None:
-        error = super().validate(text)
-        if error is None and text is not None and json_value_errors(parse_json_output(text)):
-            return "Invalid JSON: NaN and Infinity are not JSON numbers"
-        return error
 
 
 def _number(value: float) -> str:
@@ -153,7 +136,7 @@ class LlmJudgeEvaluator(BaseEvaluator):
         self.constrained = constrained
         self.normalize = normalize
         self.schema = verdict_schema(scale_min, scale_max, integer=integer_scores)
-        self.validation = _VerdictValidation(
+        self.validation = StructuredOutputValidationAdvisor(
             output_json_schema=self.schema, max_repeat_attempts=max_repeat_attempts
         )
         self._resolve_model = resolve_model
