@@ -112,3 +112,38 @@ def test_tool_calls_are_judged() -> None:
     assert [c["name"] for c in results["calc"].tool_calls] == ["calculator"]
     assert results["calc"].scores["tool_call_match"]["passed"] is True
     assert results["none"].scores["tool_call_match"]["passed"] is False
+
+
+def test_a_tool_needing_approval_is_recorded_not_run() -> None:
+    from advisors_app.demo.loader import NOTES_MODEL_SETTINGS
+    from advisors_app.demo.models import DemoNote
+    from advisors_app.models import ToolApproval
+
+    model = ChatModelConfig.objects.create(
+        slug="notes-model", provider="scripted", settings=NOTES_MODEL_SETTINGS
+    )
+    make_chain(
+        "notes",
+        model=model,
+        advisors=(("message_chat_memory", {"max_messages": 10}), ("tool_calling", {})),
+        tools=["save_note", "list_notes"],
+    )
+    data = dataset(
+        [
+            {
+                "key": "save",
+                "input": {"message": "Save a note: buy milk"},
+                "expected": {"tool_calls": [{"name": "save_note"}]},
+            }
+        ]
+    )
+    run = execute_run(create_run(data, "notes").pk)
+    assert run is not None and run.status == "done", run and run.error
+    result = run.results.get()
+    assert result.tool_calls == [
+        {"name": "save_note", "arguments": result.tool_calls[0]["arguments"], "skipped": True}
+    ]
+    assert "buy milk" in str(result.tool_calls[0]["arguments"])
+    assert result.scores["tool_call_match"]["passed"] is True
+    assert not DemoNote.objects.exists()  # the side effect did not happen
+    assert not ToolApproval.objects.exists()  # gone with the throwaway conversation
