@@ -92,6 +92,10 @@ def test_validation_messages():
         "$: 'age' is a required property; $.name: 1 is not of type 'string'"
     )
     assert advisor.validate('```json\n{"name": "a", "age": 1, "extra": true}\n```') is None
+    # Python's parser reads them, RFC 8259 does not; NaN would pass any minimum/maximum.
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        error = advisor.validate('{"name": "a", "age": ' + constant + "}")
+        assert error is not None and f"{constant} is not JSON" in error
 
 
 @pytest.mark.parametrize("mode", MODES)
