@@ -21,10 +21,25 @@ from django.db.models import Q
 
 from advisors_app.eval_compare import Comparison, compare_runs
 from advisors_app.eval_runs import EvalRunError, create_run, default_evaluators, execute_run
-from advisors_app.models import Dataset, DatasetItem, EvalRun, items_as_of
+from advisors_app.models import (
+    AdvisorChain,
+    ChainVersion,
+    Dataset,
+    DatasetItem,
+    EvalRun,
+    PromotionGate,
+    items_as_of,
+)
 from advisors_app.runtime import ChainNotFound, VersionNotFound, resolve_target
 
-__all__ = ["GateResult", "find_reusable_run", "judge", "promotion_evidence", "run_gate"]
+__all__ = [
+    "GateResult",
+    "find_reusable_run",
+    "gate_refusal",
+    "judge",
+    "promotion_evidence",
+    "run_gate",
+]
 
 
 @dataclass
@@ -187,3 +202,41 @@ def promotion_evidence(version_id: int, current_version_id: int | None) -> dict[
         passed=not judge(comparison),
     )
     return evidence
+
+
+def _gate_config(gate: PromotionGate) -> list[dict[str, Any]]:
+    if gate.evaluators:
+        return [dict(entry) for entry in gate.evaluators]
+    return default_evaluators(items_as_of(gate.dataset))
+
+
+def gate_refusal(chain: AdvisorChain, label: str, version: ChainVersion) -> list[str]:
+    """Why moving ``label`` of ``chain`` to ``version`` is refused by the chain's
+    :class:`~advisors_app.models.PromotionGate` (empty: allowed — no gate on that label, a gate
+    turned off, a new label, or the version it serves already).
+
+    Both the version and the one the label serves need a finished run on the gate's dataset
+    with its evaluators, made since the dataset last changed (``manage.py eval_gate`` makes
+    them; reused here, never run); the comparison must pass the gate's thresholds."""
+    gate = PromotionGate.objects.filter(chain=chain, label=label, enabled=True).first()
+    if gate is None:
+        return []
+    served = chain.labels.filter(name=label).values_list("version_id", flat=True).first()
+    if served is None or served == version.pk:
+        return []
+    config = _gate_config(gate)
+    runs = {}
+    for role, version_id in (("candidate", version.pk), ("baseline", served)):
+        run = find_reusable_run(gate.dataset, chain.slug, version_id, config)
+        if run is None:
+            number = ChainVersion.objects.filter(pk=version_id).values_list("number", flat=True)
+            return [
+                f"{label} is gated by dataset {gate.dataset.slug!r}: version "
+                f"{number.first()} ({role}) has no finished run on it since it last changed; "
+                f"run manage.py eval_gate {gate.dataset.slug} --chain {chain.slug} "
+                f"--candidate <label of version {version.number}> --baseline {label}"
+            ]
+        runs[role] = run
+    comparison = compare_runs(runs["baseline"], runs["candidate"])
+    reasons = judge(comparison, max_regressions=gate.max_regressions, min_delta=gate.min_delta)
+    return [f"{label} is gated by dataset {gate.dataset.slug!r}: {r}" for r in reasons]

@@ -92,3 +92,61 @@ def test_a_gate_that_cannot_run_exits_2() -> None:
     with pytest.raises(CommandError) as caught:
         call_command("eval_gate", "missing", "--chain", "support", *STAGING, stdout=out)
     assert caught.value.returncode == 2
+
+
+# -- the promotion gate -----------------------------------------------------------------------
+
+
+def test_promote_is_blocked_by_a_failing_gate(admin_user: Any, admin_client: Any) -> None:
+    from advisors_app.models import PromotionGate
+    from tests.api.conftest import client_for
+
+    chain = make_versions()
+    dataset = make_dataset()
+    gate_row = PromotionGate.objects.create(chain=chain, dataset=dataset)
+    api = client_for(admin_user)
+    url = "/api/chains/support/labels/production/"
+    move = {"version": 2, "reason": "ship it"}
+
+    # No run yet: refused, saying what to run.
+    response = api.put(url, move, format="json")
+    assert response.status_code == 409, response.content
+    assert "has no finished run on it" in response.json()["error"]["message"]
+    # The runs show a regression: refused, on the API and the admin's Promote page.
+    assert gate(*STAGING)[0] == 1
+    response = api.put(url, move, format="json")
+    assert response.status_code == 409
+    assert "1 item(s) regressed (days)" in response.json()["error"]["message"]
+    promote = f"/admin/advisors_app/advisorchain/{chain.pk}/promote/"
+    page = admin_client.post(promote, {"label": "production", "version": 2, "reason": "x"})
+    assert page.status_code == 200 and "1 item(s) regressed (days)" in page.content.decode()
+    preview = admin_client.get(promote + "?label=production&version=2").content.decode()
+    assert "Blocked: production is gated by dataset" in preview
+    chain.refresh_from_db()
+    assert chain.labels.get(name="production").version.number == 1
+    # Other labels are not gated; a gate that allows one regression lets production move.
+    assert api.put("/api/chains/support/labels/qa/", move, format="json").status_code == 200
+    gate_row.max_regressions = 1
+    gate_row.save()
+    response = api.put(url, move, format="json")
+    assert response.status_code == 200, response.content
+    assert chain.labels.get(name="production").version.number == 2
+
+
+def test_a_gate_turned_off_or_a_dataset_changed(admin_user: Any) -> None:
+    from advisors_app.models import PromotionGate
+    from tests.api.conftest import client_for
+
+    chain = make_versions()
+    dataset = make_dataset()
+    PromotionGate.objects.create(chain=chain, dataset=dataset, max_regressions=1)
+    gate(*STAGING)
+    edited = json.loads(json.dumps(ITEMS))
+    edited[1]["expected"]["output"] = "bank"
+    import_items(dataset, parse_items(edited))  # the runs are out of date now
+    api = client_for(admin_user)
+    move = {"version": 2, "reason": "ship it"}
+    url = "/api/chains/support/labels/production/"
+    assert api.put(url, move, format="json").status_code == 409
+    PromotionGate.objects.update(enabled=False)
+    assert api.put(url, move, format="json").status_code == 200

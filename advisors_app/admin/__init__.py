@@ -11,7 +11,7 @@ from advisors_app.admin.approvals import ToolApprovalAdmin, ToolApprovalGrantAdm
 from advisors_app.admin.chains import AdvisorChainAdmin, AdvisorConfigInline
 from advisors_app.admin.costs import BudgetAdmin, ModelPriceAdmin
 from advisors_app.admin.documents import CollectionAdmin, DocumentAdmin
-from advisors_app.admin.evaluation import DatasetAdmin, EvalRunAdmin
+from advisors_app.admin.evaluation import DatasetAdmin, EvalRunAdmin, PromotionGateAdmin
 from advisors_app.admin.ingestion import IngestionJobAdmin
 from advisors_app.admin.logs import CallLogAdmin, ConversationAdmin
 from advisors_app.admin.resources import (
@@ -40,6 +40,7 @@ __all__ = [
     "EvalRunAdmin",
     "IngestionJobAdmin",
     "ModelPriceAdmin",
+    "PromotionGateAdmin",
     "PromptTemplateAdmin",
     "ScoreAdmin",
     "SensitiveWordListAdmin",

@@ -16,6 +16,10 @@ and results, starting a run, and two runs compared.
   bootstrap 95 % interval as a chart (Chart.js, vendored) and a table, then every item with its
   status and deltas, regressions first (:mod:`advisors_app.eval_compare`).
 
+- **Promotion gates**: a chain's label (``production``) moves only to a version no worse than
+  the one it serves on a dataset (:func:`advisors_app.eval_gate.gate_refusal`; the Promote
+  page and ``PUT /api/chains/<slug>/labels/<name>/`` refuse the move otherwise).
+
 Runs and results are read-only; starting a run needs ``add_evalrun``, seeing them
 ``view_evalrun``.
 """
@@ -38,9 +42,16 @@ from django.utils.text import Truncator
 
 from advisors_app.eval_compare import REGRESSED, compare_runs
 from advisors_app.eval_runs import EvalRunError, submit_run
-from advisors_app.models import AdvisorChain, Dataset, DatasetItem, EvalResult, EvalRun
+from advisors_app.models import (
+    AdvisorChain,
+    Dataset,
+    DatasetItem,
+    EvalResult,
+    EvalRun,
+    PromotionGate,
+)
 
-__all__ = ["DatasetAdmin", "EvalRunAdmin", "RunEvaluationForm"]
+__all__ = ["DatasetAdmin", "EvalRunAdmin", "PromotionGateAdmin", "RunEvaluationForm"]
 
 EXCERPT_CHARS = 80
 #: Other runs of the dataset a run's page offers to compare with.
@@ -397,3 +408,40 @@ class EvalRunAdmin(admin.ModelAdmin):
             "other_dataset": baseline.dataset_id != candidate.dataset_id,
         }
         return TemplateResponse(request, "admin/advisors_app/evalrun_compare.html", context)
+
+
+class PromotionGateForm(forms.ModelForm):
+    class Meta:
+        model = PromotionGate
+        fields = (
+            "chain",
+            "label",
+            "dataset",
+            "evaluators",
+            "max_regressions",
+            "min_delta",
+            "enabled",
+        )
+
+    def clean_evaluators(self) -> Any:
+        from advisors_app.evaluators import evaluator_registry
+
+        value = self.cleaned_data["evaluators"] or []
+        if not isinstance(value, list):
+            raise forms.ValidationError('Enter a JSON list of {"key", "params"} objects.')
+        for index, entry in enumerate(value):
+            if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+                raise forms.ValidationError(f'Evaluator {index}: expected {{"key", "params"?}}.')
+            for field, problems in evaluator_registry.params_errors(
+                entry["key"], entry.get("params") or {}
+            ).items():
+                raise forms.ValidationError(f"Evaluator {index}: {field}: {' '.join(problems)}")
+        return value
+
+
+@admin.register(PromotionGate)
+class PromotionGateAdmin(admin.ModelAdmin):
+    form = PromotionGateForm
+    list_display = ("chain", "label", "dataset", "max_regressions", "min_delta", "enabled")
+    list_filter = ("enabled", "label")
+    list_select_related = ("chain", "dataset")

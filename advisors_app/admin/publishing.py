@@ -37,7 +37,7 @@ from advisors_app.definition import (
     rollback,
     rollback_target,
 )
-from advisors_app.eval_gate import promotion_evidence
+from advisors_app.eval_gate import gate_refusal, promotion_evidence
 from advisors_app.models import PRODUCTION, AdvisorChain, ChainLabelEvent, ChainVersion
 from advisors_app.models.versions import LABEL_NAME_VALIDATOR
 from advisors_app.runtime import DRAFT
@@ -320,6 +320,11 @@ class ChainWorkflowAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         if not self.may_move(request, chain, name):
             raise PermissionDenied
+        refused = gate_refusal(chain, name, version)
+        if refused:  # the chain's promotion gate: the version is not shown to be no worse
+            for reason in refused:
+                form.add_error(None, reason)
+            return self._promote_page(request, chain, form, None)
         before = chain.labels.select_related("version").filter(name=name).first()
         try:
             move_label(chain, name, version, user=request.user, reason=form.cleaned_data["reason"])
@@ -354,6 +359,7 @@ class ChainWorkflowAdmin(admin.ModelAdmin):
             "diff": diff,
             "allowed": self.may_move(request, chain, name),
             "evaluation": promotion_evidence(version.pk, current.version_id if current else None),
+            "gate": gate_refusal(chain, name, version),
         }
 
     def rollback_view(self, request: HttpRequest, object_id: str, label: str) -> HttpResponse:

@@ -11,7 +11,14 @@ from advisors_app.models.call_logs import CallLog
 from advisors_app.models.chains import AdvisorChain, AdvisorConfig, VersionPolicy
 from advisors_app.models.costs import Budget, BudgetCounter, ModelPrice
 from advisors_app.models.documents import Collection, Document
-from advisors_app.models.evaluation import Dataset, DatasetItem, EvalResult, EvalRun, items_as_of
+from advisors_app.models.evaluation import (
+    Dataset,
+    DatasetItem,
+    EvalResult,
+    EvalRun,
+    PromotionGate,
+    items_as_of,
+)
 from advisors_app.models.ingestion import IngestionFile, IngestionJob
 from advisors_app.models.memory import ChatMessage, Conversation
 from advisors_app.models.model_configs import ChatModelConfig, EmbeddingModelConfig
@@ -45,6 +52,7 @@ __all__ = [
     "IngestionFile",
     "IngestionJob",
     "ModelPrice",
+    "PromotionGate",
     "PromptTemplate",
     "Score",
     "SemanticCacheEntry",

@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from advisors_app.validation import validate_json_value
 
-__all__ = ["Dataset", "DatasetItem", "EvalResult", "EvalRun", "items_as_of"]
+__all__ = ["Dataset", "DatasetItem", "EvalResult", "EvalRun", "PromotionGate", "items_as_of"]
 
 
 class Dataset(models.Model):
@@ -221,3 +221,31 @@ class EvalResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item_key} in run {self.run_id}"
+
+
+class PromotionGate(models.Model):
+    """A chain's requirement that a label (``production`` by default) moves only to a version
+    no worse than the one it serves on ``dataset`` (:mod:`advisors_app.eval_gate`): both
+    versions need a finished, up-to-date run with these evaluators (blank: the defaults for
+    the items), at most ``max_regressions`` items may regress and, when set, no score key's
+    mean delta may be below ``min_delta``."""
+
+    chain = models.OneToOneField(
+        "advisors_app.AdvisorChain", on_delete=models.CASCADE, related_name="promotion_gate"
+    )
+    label = models.CharField(max_length=50, default="production")
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="gates")
+    evaluators = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='[{"key", "params"}, ...]; blank: the defaults for the items.',
+    )
+    max_regressions = models.PositiveIntegerField(default=0)
+    min_delta = models.FloatField(
+        null=True, blank=True, help_text="Lowest mean delta allowed per score key (e.g. -0.02)."
+    )
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.label} of {self.chain} gated by {self.dataset}"

@@ -53,6 +53,7 @@ from advisors_app.definition import (
     restore_to_draft,
     rollback,
 )
+from advisors_app.eval_gate import gate_refusal
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,
@@ -338,7 +339,8 @@ _LABEL_MISSING = {
         "needed, and records who, when and why in its history. Callers of the label get "
         "that version from their next request on, in every server process. Moving "
         "`production` also needs `advisors_app.promote_production`. Moving a label to the "
-        "version it already points at records nothing.",
+        "version it already points at records nothing. A chain with a promotion gate on the "
+        "label moves it only to a version no worse than the one it serves (409 otherwise).",
         request=LabelMoveSerializer,
         responses={
             200: ChainLabelSerializer,
@@ -348,6 +350,12 @@ _LABEL_MISSING = {
             **_AUTH,
             **_forbidden("advisors_app.change_chainlabel (or promote_production)"),
             **_MISSING,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="The chain's promotion gate refuses the move: the version has no "
+                "up-to-date evaluation run on the gate's dataset, or it is worse than the one "
+                "the label serves.",
+            ),
         },
     ),
 )
@@ -372,6 +380,9 @@ class ChainLabelDetailView(_ChainScoped):
         version = chain.versions.filter(number=number).first()
         if version is None:
             raise ValidationError({"version": [f"Chain {slug!r} has no version {number}."]})
+        refused = gate_refusal(chain, name, version)
+        if refused:  # the chain's promotion gate (advisors_app.eval_gate)
+            raise Conflict(" ".join(refused))
         label = move_label(
             chain, name, version, user=request.user, reason=serializer.validated_data["reason"]
         )
