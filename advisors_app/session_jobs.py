@@ -10,7 +10,8 @@ appends a boundary; the messages are never touched.
 The task carries the chain's **policy** as JSON (:func:`policy_json`, built when the chain is
 compiled): the trigger, the strategy, how many turns stay verbatim, and for summarization the
 summary model's provider configuration (it holds no secret: keys are named by variable) and the
-prompt text, so a worker needs neither the chain nor its version.
+prompt text (key facts need no model: only the bound of the list), so a worker needs neither the
+chain nor its version.
 
 :func:`compact_now` compacts a conversation at once (forced by default) with the policy of the
 chain version it started on, or one given: what an admin action or a script calls.
@@ -27,6 +28,7 @@ from asgiref.sync import async_to_sync
 from advisors_app.core.memory import (
     CompactionPolicy,
     CompactionResult,
+    KeyFactsCompactionStrategy,
     MessageCountTrigger,
     RecursiveSummarizationCompactionStrategy,
     TokenCountTrigger,
@@ -108,6 +110,8 @@ def _strategy(policy: Mapping[str, Any]) -> CompactionStrategy:
     keep = int(policy["keep_last_turns"])
     if policy["strategy"] == "window":
         return WindowCompactionStrategy(keep)
+    if policy["strategy"] == "key_facts":
+        return KeyFactsCompactionStrategy(keep, int(policy.get("summary_max_tokens", 256)))
     config = policy.get("summary_model")
     if config is None:
         raise ValueError("strategy summarize: no summary model")

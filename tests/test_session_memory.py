@@ -142,6 +142,38 @@ async def test_inline_compaction_before_a_turn_that_would_not_fit():
     assert len(await sync_to_async(rows)("k3")) == 20  # the log is complete
 
 
+KEY_FACTS = {
+    "trigger": {"kind": "turns", "threshold": 2},
+    "strategy": "key_facts",
+    "keep_last_turns": 1,
+    "summary_placement": "user",
+}
+FACT = "My name is Ada and my project code is X7-4431."
+
+
+async def test_a_fact_from_the_first_turn_reaches_the_prompt_after_every_compaction(user):
+    await sync_to_async(make_chain)("facts", advisors=(("session_memory", KEY_FACTS),))
+    model: ScriptedChatModel = (await sync_to_async(load_chain)("facts")).client.chat_model
+    key = (await call_turn("facts", user, f"Hi! {FACT} What is a list?")).conversation_id
+    for n in range(1, 10):
+        text = "I use Python 3.12 at work." if n == 4 else f"What does step {n} of a loop do?"
+        await call_turn("facts", user, text, conversation_id=key)
+        await sync_to_async(run_queued_tasks)()  # the compaction task, as a worker runs it
+    await call_turn("facts", user, "What is my project code?", conversation_id=key)
+    boundaries = [b async for b in ConversationBoundary.objects.order_by("covers_up_to")]
+    assert len(boundaries) >= 4 and all(f"- {FACT}" in b.summary for b in boundaries)
+    assert {(b.model, b.usage) for b in boundaries} == {("", None)}
+    assert "- I use Python 3.12 at work." in boundaries[-1].summary
+    *history, asked = model.prompts[-1].instructions
+    assert asked.text.startswith(f"{SUMMARY_HEADER}\nFacts the user stated earlier")
+    assert f"- {FACT}" in asked.text and asked.text.endswith("\n\nWhat is my project code?")
+    assert not any("X7-4431" in m.text for m in history)  # turn 1 left the view long ago
+    stored = await sync_to_async(rows)(
+        await Conversation.objects.values_list("conversation_id", flat=True).aget()
+    )
+    assert len(stored) == 22 and stored[-2][2:] == ("user", "What is my project code?")
+
+
 @pytest.mark.slow
 def test_the_compaction_task_runs_in_a_real_worker(user, tmp_path):
     from asgiref.sync import async_to_sync
@@ -293,3 +325,27 @@ def test_a_summary_boundary_records_the_model_name_not_the_provider(
     strategy = _strategy({"keep_last_turns": 1, "strategy": "summarize", "summary_model": config})
     assert isinstance(strategy, RecursiveSummarizationCompactionStrategy)
     assert strategy.model_name == name
+
+
+@pytest.mark.parametrize("strategy", ["window", "key_facts"])
+@pytest.mark.parametrize("part", ["summary_model", "summary_prompt_template"])
+def test_a_summary_model_or_prompt_without_summarization_is_refused(part, strategy) -> None:
+    from advisors_app.registry import params_errors
+
+    assert params_errors("session_memory", {"strategy": strategy, part: "m"}) == {
+        f"params.{part}": [
+            'Only the "summarize" strategy uses a summary model and prompt; "window" and '
+            '"key_facts" call no model.'
+        ]
+    }
+
+
+def test_key_facts_are_bounded_by_summary_max_tokens_and_call_no_model() -> None:
+    from advisors_app.core.memory import KeyFactsCompactionStrategy
+    from advisors_app.registry import params_errors
+    from advisors_app.session_jobs import _strategy
+
+    params = {"strategy": "key_facts", "summary_max_tokens": 120, "summary_placement": "user"}
+    assert params_errors("session_memory", params) == {}
+    policy = {"keep_last_turns": 3, "strategy": "key_facts", "summary_max_tokens": 120}
+    assert _strategy(policy) == KeyFactsCompactionStrategy(3, 120)

@@ -64,6 +64,7 @@ def _session_memory(spec: AdvisorSpec) -> Any:
         build_policy(policy),
         turn_order=spec.order,
         memory_order=parse_order(params["memory_order"]),
+        summary_placement=params["summary_placement"],
         context_window=policy["context_window"],
         prompt_headroom=params["prompt_headroom"],
     )
@@ -74,6 +75,10 @@ _SHARE_IS_FOR_TOKENS = (
     'Only a "tokens" trigger takes a share; "turns" and "messages" count to threshold.'
 )
 _THRESHOLD_OR_SHARE = "Give a tokens trigger a threshold or a share, not both."
+_MODEL_IS_FOR_SUMMARIZE = (
+    'Only the "summarize" strategy uses a summary model and prompt; "window" and "key_facts" '
+    "call no model."
+)
 
 
 def _refused(message: str) -> dict[str, Any]:
@@ -110,10 +115,12 @@ _SESSION_SCHEMA = object_schema(
             "default": {"kind": "turns", "threshold": 20},
         },
         "strategy": {
-            "enum": ["window", "summarize"],
+            "enum": ["window", "summarize", "key_facts"],
             "default": "window",
             "description": "window: older turns leave the prompt; summarize: a model's summary "
-            "of them (and of the previous summary) replaces them.",
+            "of them (and of the previous summary) replaces them; key_facts: the sentences in "
+            "which the user stated something (not questions) replace them, picked by rules, "
+            "no model: for small local models.",
         },
         "keep_last_turns": {
             "type": "integer",
@@ -133,7 +140,22 @@ _SESSION_SCHEMA = object_schema(
             "x-required-placeholders": ["conversation"],
             "description": "Summary prompt with {conversation} and optionally {summary}.",
         },
-        "summary_max_tokens": {"type": "integer", "minimum": 16, "maximum": 4096, "default": 256},
+        "summary_max_tokens": {
+            "type": "integer",
+            "minimum": 16,
+            "maximum": 4096,
+            "default": 256,
+            "description": "Bound of the summary, in tokens: what the model may write "
+            "(summarize), or the size of the facts list (key_facts: the facts the user asked "
+            "to remember first, then the earliest).",
+        },
+        "summary_placement": {
+            "enum": ["system", "user"],
+            "default": "system",
+            "description": "Where each prompt carries the summary: at the end of the system "
+            "message, or in front of the user's message (small models such as SmolLM2-135M "
+            "use a fact there and ignore it in the system message).",
+        },
         "memory_order": {
             # As the order column takes it: "HIGHEST+301" reads better than -2147483347.
             "type": ["integer", "string"],
@@ -157,6 +179,20 @@ _SESSION_SCHEMA = object_schema(
 )
 
 
+# A summary model or prompt the strategy would not use is refused, not silently dropped.
+_SESSION_SCHEMA["allOf"] = [
+    {
+        "if": {"properties": {"strategy": {"const": "summarize"}}, "required": ["strategy"]},
+        "else": {
+            "properties": {
+                "summary_model": _refused(_MODEL_IS_FOR_SUMMARIZE),
+                "summary_prompt_template": _refused(_MODEL_IS_FOR_SUMMARIZE),
+            }
+        },
+    }
+]
+
+
 _MAX_MESSAGES = {
     "type": "integer",
     "minimum": 1,
@@ -176,7 +212,8 @@ TYPES: BuiltinTypes = (
             advisor_class=SessionTurnAdvisor,
             description="Keeps the conversation as an append-only log and sends its view: the "
             "newest summary and the turns after it; compacts by turns, messages or tokens, "
-            "with a window or a model's summary (SessionTurnAdvisor + SessionMemoryAdvisor).",
+            "with a window, a model's summary or the facts the user stated "
+            "(SessionTurnAdvisor + SessionMemoryAdvisor).",
             params_schema=_SESSION_SCHEMA,
         ),
     ),

@@ -17,7 +17,7 @@ What it creates (slugs):
 * word list ``demo-sensitive-words`` (:data:`SENSITIVE_WORDS`);
 * templates ``python-docs-context`` and ``python-docs-no-context``;
 * chain ``python-docs``: SafeGuard → session memory (SessionTurnAdvisor outside the tool loop,
-  summarizing with the chain's model: :data:`SESSION_MEMORY`) → RetrievalAugmentation →
+  compacting to the facts the user stated: :data:`SESSION_MEMORY`) → RetrievalAugmentation →
   ToolCalling → SessionMemoryAdvisor → SimpleLogger (the tool loop has no tool enabled: see
   ``_CHAINS``); an existing ``python-docs`` chain is kept as it is (``--force`` replaces it);
 * chain ``python-docs-json``: SafeGuard → MessageChatMemory → RetrievalAugmentation →
@@ -145,16 +145,21 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 #: Session memory of the main chain, sized for SmolLM2's 4,096-token context: after a turn
-#: whose view passes 35 % of the window, a task summarizes all but the last two turns (with the
-#: chain's own model); 35 % of the window stays free for the retrieved excerpts (3 chunks of 200
-#: tokens and the template) and tokenizer differences, so a turn whose history would not fit in
-#: the rest is compacted inline first. The conversation goes on indefinitely; the log stays
-#: complete.
+#: whose view passes 35 % of the window, a task folds all but the last two turns away; 35 % of
+#: the window stays free for the retrieved excerpts (3 chunks of 200 tokens and the template)
+#: and tokenizer differences, so a turn whose history would not fit in the rest is compacted
+#: inline first. The conversation goes on indefinitely; the log stays complete. What replaces
+#: the older turns is the facts the user stated in them, their own sentences (``key_facts``,
+#: at most 200 tokens, no model call): SmolLM2-135M's own summaries repeat themselves and
+#: invent exchanges, so a name or a code said early was lost. The facts go in front of the
+#: user's message (``summary_placement``): the model never answered from them at the end of
+#: its system message, and sometimes does there (docs/memory.md, "Which strategy").
 SESSION_MEMORY: dict[str, Any] = {
     "trigger": {"kind": "tokens", "share": 0.35},
-    "strategy": "summarize",
+    "strategy": "key_facts",
     "keep_last_turns": 2,
-    "summary_max_tokens": 160,
+    "summary_max_tokens": 200,
+    "summary_placement": "user",
     "prompt_headroom": 0.35,
 }
 
@@ -206,8 +211,8 @@ _CHAINS: dict[str, dict[str, Any]] = {
         "system_template": None,
         "enabled": True,
         "description": "Answers questions about Python from the Python Language Reference "
-        "(pydoc_data.topics), remembers the conversation, refuses the demo's sensitive words "
-        "and may call the calculator, clock and Python-version tools.",
+        "(pydoc_data.topics), remembers the conversation (past its last turns, the facts you "
+        "stated, in your words) and refuses the demo's sensitive words.",
         "system_prompt": SYSTEM_PROMPT,
         # Model-specific tuning lives on the model configuration (SMOLLM2_OPTIONS), so a chain
         # moved to another model does not inherit it.

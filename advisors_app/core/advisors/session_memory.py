@@ -13,7 +13,10 @@ the loop. The prompt of each call is::
 
 so it is right whether the tool loop sends each round the whole history or, with
 ``conversation_history_enabled=False`` (what ``ChatClient`` auto-registers when memory runs
-inside the loop), only the latest tool results.
+inside the loop), only the latest tool results. With ``summary_placement="user"`` the summary
+goes in front of the text of the prompt's last user message instead of into the system message
+(our addition: SmolLM2-135M answers from text it reads there, and ignores a fact at the end of
+its system message; see docs/memory.md). The log keeps the message as typed.
 
 **Divergence (atomicity, as our 2.0 memory advisors; DESIGN §5):** Spring AI appends each
 message to the log as the call sees it, so a failed model call leaves an orphan user message or
@@ -60,6 +63,7 @@ from ..messages import (
     SystemMessage,
     ToolResponse,
     ToolResponseMessage,
+    UserMessage,
 )
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
@@ -71,14 +75,18 @@ __all__ = [
     "NOT_EXECUTED",
     "SESSION_TURN",
     "SUMMARY_HEADER",
+    "SUMMARY_PLACEMENTS",
     "SessionMemoryAdvisor",
     "SessionTurn",
 ]
 
 #: Request-context key of the turn's :class:`SessionTurn` (set by ``SessionTurnAdvisor``).
 SESSION_TURN = "advisors.session.turn"
-#: What precedes the newest summary in the system message.
+#: What precedes the newest summary in the system message (or the user message).
 SUMMARY_HEADER = "Summary of the earlier conversation:"
+#: Where a prompt carries the summary: ``"system"`` (end of the system message, Spring AI's
+#: place) or ``"user"`` (before the text of the prompt's last user message).
+SUMMARY_PLACEMENTS = ("system", "user")
 #: Metadata flag of the tool responses written for calls that never got a result.
 NOT_EXECUTED = "not_executed"
 #: The finish reason of a guard's refusal: such a turn is not stored.
@@ -237,6 +245,19 @@ def _merge_system(systems: Sequence[Message], summary: str) -> SystemMessage | N
     return SystemMessage("\n\n".join(texts)) if texts else None
 
 
+def _with_summary_in_user(
+    messages: tuple[Message, ...], summary: str
+) -> tuple[Message, ...] | None:
+    """``messages`` with ``summary`` in front of the last user message's text (``None``: the
+    prompt holds no user message)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, UserMessage):
+            text = f"{SUMMARY_HEADER}\n{summary.strip()}\n\n{message.text}"
+            return (*messages[:index], message.mutate(text=text), *messages[index + 1 :])
+    return None
+
+
 def conversation_id_of(context: Mapping[str, Any], default: str | None) -> str:
     """The call's conversation id: context ``CONVERSATION_ID``, else ``default``."""
     value = context.get(CONVERSATION_ID)
@@ -246,10 +267,12 @@ def conversation_id_of(context: Mapping[str, Any], default: str | None) -> str:
 class SessionMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
     """Loads the session view into each model call's prompt and records the call in the turn.
 
-    ``SessionMemoryAdvisor(repository, order=DEFAULT_ORDER, *, default_conversation_id=None)``.
-    ``DEFAULT_ORDER`` is just inside the tool loop (``HIGHEST_PRECEDENCE + 301``). Raises
-    ``ValueError`` for a missing repository, a missing conversation id and a request without
-    new input (see :meth:`SessionTurn.align`). See the module docstring for what is stored.
+    ``SessionMemoryAdvisor(repository, order=DEFAULT_ORDER, *, default_conversation_id=None,
+    summary_placement="system")``. ``DEFAULT_ORDER`` is just inside the tool loop
+    (``HIGHEST_PRECEDENCE + 301``); ``summary_placement`` is one of :data:`SUMMARY_PLACEMENTS`.
+    Raises ``ValueError`` for a missing repository, an unknown placement, a missing
+    conversation id and a request without new input (see :meth:`SessionTurn.align`). See the
+    module docstring for what is stored.
     """
 
     DEFAULT_ORDER: ClassVar[int] = DEFAULT_TOOL_CALLING_ORDER + 1
@@ -263,14 +286,20 @@ class SessionMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         order: int = DEFAULT_ORDER,
         *,
         default_conversation_id: str | None = None,
+        summary_placement: str = "system",
     ) -> None:
         if repository is None:
             raise ValueError("sessionRepository cannot be null")
         if default_conversation_id is not None:
             check_conversation_id(default_conversation_id)
+        if summary_placement not in SUMMARY_PLACEMENTS:
+            raise ValueError(
+                f"summary_placement must be one of {SUMMARY_PLACEMENTS}, got {summary_placement!r}"
+            )
         self.repository = repository
         self._order = order
         self.default_conversation_id = default_conversation_id
+        self.summary_placement = summary_placement
 
     @property
     def name(self) -> str:
@@ -299,9 +328,15 @@ class SessionMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         else:
             held = _overlap(turn.sent, conversation)
             between = turn.sent[: len(turn.sent) - held]
-        system = _merge_system(systems, turn.view.summary)
+        summary = turn.view.summary
+        messages = (*turn.history, *between, *conversation)
+        if self.summary_placement == "user" and summary.strip():
+            placed = _with_summary_in_user(messages, summary)
+            if placed is not None:
+                messages, summary = placed, ""
+        system = _merge_system(systems, summary)
         head = (system,) if system is not None else ()
-        messages = (*head, *turn.history, *between, *conversation)
+        messages = (*head, *messages)
         return request.mutate(prompt=request.prompt.mutate(messages=messages))
 
     async def advise_call(

@@ -251,12 +251,17 @@ def session_advisors(
     *,
     turn_order: int = SessionTurnAdvisor.DEFAULT_ORDER,
     memory_order: int = SessionMemoryAdvisor.DEFAULT_ORDER,
+    summary_placement: str = "system",
     **options: Any,
 ) -> tuple[SessionTurnAdvisor, SessionMemoryAdvisor]:
     """Both session advisors on one repository (Spring AI ``SessionAdvisors.builder``): the
-    turn advisor (outside the loop; ``options`` go to it) and the memory advisor (inside)."""
+    turn advisor (outside the loop; ``options`` go to it) and the memory advisor (inside;
+    ``summary_placement`` goes to it)."""
     memory = SessionMemoryAdvisor(
-        repository, memory_order, default_conversation_id=options.get("default_conversation_id")
+        repository,
+        memory_order,
+        default_conversation_id=options.get("default_conversation_id"),
+        summary_placement=summary_placement,
     )
     turn = SessionTurnAdvisor(repository, policy, turn_order, companions=(memory,), **options)
     return turn, memory

@@ -22,6 +22,7 @@ from .chat_memory import (
 from .compaction import (
     CompactionPolicy,
     CompactionResult,
+    KeyFactsCompactionStrategy,
     MessageCountTrigger,
     RecursiveSummarizationCompactionStrategy,
     TokenCountTrigger,
@@ -67,6 +68,7 @@ __all__ = [
     "CompactionResult",
     "InMemoryChatMemoryRepository",
     "InMemorySessionRepository",
+    "KeyFactsCompactionStrategy",
     "MessageCountTrigger",
     "MessageWindowChatMemory",
     "RecursiveSummarizationCompactionStrategy",

@@ -21,11 +21,12 @@ from advisors_app.core import (
     UserMessage,
 )
 from advisors_app.core.advisors import session_advisors
-from advisors_app.core.advisors.session_memory import SUMMARY_HEADER
+from advisors_app.core.advisors.session_memory import SUMMARY_HEADER, SessionMemoryAdvisor
 from advisors_app.core.exceptions import ProviderError
 from advisors_app.core.memory import (
     CompactionPolicy,
     InMemorySessionRepository,
+    KeyFactsCompactionStrategy,
     RecursiveSummarizationCompactionStrategy,
     TurnCountTrigger,
     WindowCompactionStrategy,
@@ -151,6 +152,28 @@ async def test_summary_and_last_turns_verbatim_reach_the_next_prompt(mode):
         UserMessage("Who am I?"),
     )
     assert len(repository.log("c1")) == 8  # the log is complete
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_summary_placed_in_the_user_message_leaves_the_log_as_typed(mode):
+    repository = InMemorySessionRepository()
+    policy = CompactionPolicy(TurnCountTrigger(2), KeyFactsCompactionStrategy(last_turns=1))
+    model = ScriptedChatModel(["Hi Ada.", "Ok.", "Sure.", "X7-4431."], repeat=False)
+    chat = client(model, repository, policy, tools=(), system="Be brief.", summary_placement="user")
+    for text in ("My project code is X7-4431.", "What is a set?", "Tell me more"):
+        await turn(chat, text, mode)
+    facts = f"{SUMMARY_HEADER}\nFacts the user stated earlier in this conversation:\n"
+    facts += "- My project code is X7-4431."
+    await turn(chat, "What is my project code?", mode)
+    assert model.prompts[3].instructions == (
+        SystemMessage("Be brief."),
+        UserMessage("Tell me more"),
+        AssistantMessage("Sure."),
+        UserMessage(f"{facts}\n\nWhat is my project code?"),
+    )
+    assert repository.log("c1")[-2] == UserMessage("What is my project code?")
+    with pytest.raises(ValueError, match="summary_placement"):
+        SessionMemoryAdvisor(repository, summary_placement="middle")
 
 
 async def test_inline_compaction_when_the_next_turn_would_not_fit():
