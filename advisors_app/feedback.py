@@ -25,6 +25,16 @@ send. A vote is a :class:`~advisors_app.models.Score` with ``source="user"``:
   (:data:`~advisors_app.conversations.TRACE_ID`; ``CallLog.trace_id`` is unique), and the
   chain version and chain slug of that turn. A reply without a call log (stored before replies
   were tagged) is rated with those left empty.
+
+A **reviewer**'s score (``source="reviewer"``, from the admin: :mod:`advisors_app.admin.scores`)
+goes through the same :func:`parse_vote` and is stored by :func:`record_review` /
+:func:`withdraw_review`: any assistant reply (not only the reviewer's own), one score per
+(message, key, reviewer), upserted the same way. The admin asks for Django's
+``advisors_app.add_score`` permission first; these functions do not check it.
+
+A **correction** is a score under the key :data:`CORRECTION` (any value) whose ``comment`` is
+the answer the reply should have given, from a reviewer or the reply's user: "add to dataset"
+(:mod:`advisors_app.dataset_curation`) makes it the item's expected output.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ from advisors_app.models.scores import (
 from advisors_app.validation import FieldErrors, text_problem
 
 __all__ = [
+    "CORRECTION",
     "FEEDBACK_FIELDS",
     "MAX_KEYS_PER_REPLY",
     "THUMBS",
@@ -57,13 +68,17 @@ __all__ = [
     "Vote",
     "feedback_frame",
     "parse_vote",
+    "record_review",
     "record_vote",
     "score_payload",
+    "withdraw_review",
     "withdraw_vote",
 ]
 
 #: The key of a user's 👍/👎 (a boolean score).
 THUMBS = "thumbs"
+#: The key of a correction: its comment is the answer the reply should have given.
+CORRECTION = "correction"
 #: How many keys one user may rate one reply under: votes are not throttled, so a user's rows
 #: stay bounded by their (throttled) turns.
 MAX_KEYS_PER_REPLY = 10
@@ -273,18 +288,26 @@ def record_vote(user: Any, vote: Vote) -> tuple[Score | None, bool]:
     if vote.withdraws:
         _delete_vote(user, message.pk, vote.key)
         return None, False
-    votes = Score.objects.filter(message_id=message.pk, author_id=user.pk, source=Score.Source.USER)
+    return _upsert(user, message, vote, Score.Source.USER)
+
+
+def _upsert(user: Any, message: ChatMessage, vote: Vote, source: str) -> tuple[Score, bool]:
+    votes = Score.objects.filter(message_id=message.pk, author_id=user.pk, source=source)
     if votes.exclude(key=vote.key).count() >= MAX_KEYS_PER_REPLY:
         raise _invalid(
             {"key": [f"You rated this reply under {MAX_KEYS_PER_REPLY} keys already: undo one."]}
         )
     call_log_id, chain_version_id, chain_slug = _judged_turn(message)
     with transaction.atomic():
+        if source != Score.Source.USER:
+            # No unique constraint covers reviewer scores (adding one needs a migration):
+            # locking the reply makes concurrent reviews of it queue, so one row stays.
+            list(ChatMessage.objects.select_for_update().filter(pk=message.pk).values("pk"))
         return Score.objects.update_or_create(
             message_id=message.pk,
             key=vote.key,
             author_id=user.pk,
-            source=Score.Source.USER,
+            source=source,
             defaults={
                 "value_type": vote.value_type,
                 "numeric_value": vote.numeric_value,
@@ -296,6 +319,43 @@ def record_vote(user: Any, vote: Vote) -> tuple[Score | None, bool]:
                 "chain_slug": chain_slug,
             },
         )
+
+
+def _any_reply(message_id: int) -> ChatMessage:
+    """The assistant reply ``message_id`` of any conversation (a reviewer's)."""
+    message = (
+        ChatMessage.objects.filter(pk=message_id).only("pk", "message_type", "metadata").first()
+    )
+    if message is None:
+        raise FeedbackError("not_found", "No reply has this id.", http_status=404)
+    if message.message_type != MessageType.ASSISTANT.value:
+        raise _invalid({"message_id": ["Only the assistant's replies can be rated."]})
+    return message
+
+
+def record_review(user: Any, vote: Vote) -> tuple[Score | None, bool]:
+    """Store ``user``'s reviewer score (``source="reviewer"``) on any assistant reply
+    (blocking), as :func:`record_vote` stores a vote: ``(score, created)``, or ``(None,
+    False)`` after undoing it. The caller checks ``advisors_app.add_score``. Raises
+    :class:`FeedbackError` (``not_found``, or ``invalid`` for a message that is no reply or a
+    new key past :data:`MAX_KEYS_PER_REPLY`)."""
+    message = _any_reply(vote.message_id)
+    if vote.withdraws:
+        withdraw_review(user, message.pk, vote.key)
+        return None, False
+    return _upsert(user, message, vote, Score.Source.REVIEWER)
+
+
+def withdraw_review(user: Any, message_id: int, key: Any = None) -> bool:
+    """Delete ``user``'s reviewer score ``key`` (``None``: ``"thumbs"``) on the reply
+    ``message_id`` (blocking); whether there was one."""
+    checked, problem = _key(key)
+    if problem:
+        raise _invalid({"key": [problem]})
+    deleted, _ = Score.objects.filter(
+        message_id=message_id, key=checked, author_id=user.pk, source=Score.Source.REVIEWER
+    ).delete()
+    return deleted > 0
 
 
 def withdraw_vote(user: Any, message_id: int, key: Any = None) -> bool:

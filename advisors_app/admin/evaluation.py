@@ -20,6 +20,12 @@ and results, starting a run, and two runs compared.
   the one it serves on a dataset (:func:`advisors_app.eval_gate.gate_refusal`; the Promote
   page and ``PUT /api/chains/<slug>/labels/<name>/`` refuse the move otherwise).
 
+- **Add to dataset** (:class:`AddToDatasetMixin`): the action of call logs and scores turns
+  each selected turn into a dataset item (:mod:`advisors_app.dataset_curation`) after a page
+  asking for the dataset (or a new one's slug), whether to keep the earlier messages as
+  history, which metadata key of the cited sources to expect (``topic``, as the demo's
+  dataset), tags, and for a single turn a typed correction. It needs ``add_datasetitem``.
+
 Runs and results are read-only; starting a run needs ``add_evalrun``, seeing them
 ``view_evalrun``.
 """
@@ -31,6 +37,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -40,10 +47,18 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
+from advisors_app.admin.widgets import TEXTAREA_OVERRIDES, Textarea
+from advisors_app.dataset_curation import (
+    TurnOptions,
+    add_replies,
+    correction_of,
+    user_message_of,
+)
 from advisors_app.eval_compare import REGRESSED, compare_runs
 from advisors_app.eval_runs import EvalRunError, submit_run
 from advisors_app.models import (
     AdvisorChain,
+    ChatMessage,
     Dataset,
     DatasetItem,
     EvalResult,
@@ -51,7 +66,14 @@ from advisors_app.models import (
     PromotionGate,
 )
 
-__all__ = ["DatasetAdmin", "EvalRunAdmin", "PromotionGateAdmin", "RunEvaluationForm"]
+__all__ = [
+    "AddToDatasetForm",
+    "AddToDatasetMixin",
+    "DatasetAdmin",
+    "EvalRunAdmin",
+    "PromotionGateAdmin",
+    "RunEvaluationForm",
+]
 
 EXCERPT_CHARS = 80
 #: Other runs of the dataset a run's page offers to compare with.
@@ -98,7 +120,7 @@ class RunEvaluationForm(forms.Form):
     )
     evaluators = forms.CharField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+        widget=Textarea(attrs={"rows": 4, "cols": 80}),
         help_text='JSON list of {"key": ..., "params": {...}}; blank: the defaults for what '
         "the items expect.",
     )
@@ -140,6 +162,7 @@ class DatasetAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at", "updated_at", "run_link")
     inlines = (CurrentItemInline,)
     actions = ("run_evaluation",)
+    formfield_overrides = TEXTAREA_OVERRIDES
 
     def get_urls(self) -> list[URLPattern]:
         run = path(
@@ -442,6 +465,116 @@ class PromotionGateForm(forms.ModelForm):
 @admin.register(PromotionGate)
 class PromotionGateAdmin(admin.ModelAdmin):
     form = PromotionGateForm
+    formfield_overrides = TEXTAREA_OVERRIDES
     list_display = ("chain", "label", "dataset", "max_regressions", "min_delta", "enabled")
     list_filter = ("enabled", "label")
     list_select_related = ("chain", "dataset")
+
+
+class AddToDatasetForm(forms.Form):
+    """Where and how the selected turns become items (:class:`~advisors_app.dataset_curation.
+    TurnOptions`); ``single``: one turn is selected, so a correction may be typed."""
+
+    dataset = forms.ModelChoiceField(
+        queryset=Dataset.objects.order_by("slug"), required=False, empty_label="(a new dataset)"
+    )
+    new_dataset = forms.SlugField(
+        required=False, max_length=100, help_text="The slug of a new dataset (or an existing one)."
+    )
+    history = forms.BooleanField(
+        required=False, initial=True, help_text="Keep the conversation's earlier messages."
+    )
+    documents_key = forms.CharField(
+        required=False,
+        max_length=100,
+        initial="topic",
+        help_text="Expect documents whose metadata under this key is one the reply cited "
+        '(the demo\'s dataset uses "topic"); blank: no expected documents.',
+    )
+    tags = forms.CharField(required=False, max_length=500, help_text="Comma-separated.")
+    correction = forms.CharField(
+        required=False,
+        max_length=20_000,
+        widget=Textarea(attrs={"rows": 4, "cols": 80}),
+        help_text="The answer the reply should have given: the expected output instead.",
+    )
+
+    def __init__(self, *args: Any, single: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not single:
+            del self.fields["correction"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("dataset") and not data.get("new_dataset"):
+            raise forms.ValidationError("Choose a dataset or give a new one's slug.")
+        return data
+
+    def target(self) -> Dataset:
+        """The chosen dataset, created by slug when new."""
+        if self.cleaned_data["new_dataset"]:
+            dataset, _ = Dataset.objects.get_or_create(slug=self.cleaned_data["new_dataset"])
+            return dataset
+        return self.cleaned_data["dataset"]  # type: ignore[no-any-return]
+
+    def options(self) -> TurnOptions:
+        tags = (tag.strip() for tag in self.cleaned_data["tags"].split(","))
+        return TurnOptions(
+            history=self.cleaned_data["history"],
+            documents_key=self.cleaned_data["documents_key"].strip(),
+            correction=self.cleaned_data.get("correction", "").strip(),
+            tags=tuple(tag for tag in tags if tag),
+        )
+
+
+class AddToDatasetMixin:
+    """The "Add to dataset" action of a model admin whose rows lead to replies
+    (:meth:`dataset_replies`): a page with :class:`AddToDatasetForm`, then the items upserted.
+    Needs ``advisors_app.add_datasetitem``."""
+
+    admin_site: admin.AdminSite
+    opts: Any
+
+    def dataset_replies(self, queryset: QuerySet[Any]) -> tuple[list[ChatMessage], list[str]]:
+        """The stored replies of the selected rows, and why some rows have none."""
+        raise NotImplementedError
+
+    def has_add_dataset_item_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("advisors_app.add_datasetitem")
+
+    @admin.action(description="Add to dataset", permissions=["add_dataset_item"])
+    def add_to_dataset(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+        replies, skipped = self.dataset_replies(queryset)
+        form = AddToDatasetForm(
+            request.POST if "post" in request.POST else None, single=len(replies) == 1
+        )
+        if "post" in request.POST and form.is_valid():
+            dataset = form.target()
+            report = add_replies(dataset, replies, form.options())
+            report.skipped[:0] = skipped
+            added = report.imported.created or report.imported.changed
+            level = messages.SUCCESS if added else messages.WARNING
+            messages.add_message(request, level, f"Dataset {dataset.slug}: {report}.")
+            for reason in report.skipped:
+                messages.warning(request, f"Skipped {reason}.")
+            return None
+        turns = [
+            {
+                "reply": reply,
+                "asked": user_message_of(reply),
+                "correction": correction_of(reply),
+            }
+            for reply in replies
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Add to a dataset",
+            "form": form,
+            "turns": turns,
+            "skipped": skipped,
+            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+            "select_across": request.POST.get("select_across", "0"),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/advisors_app/add_to_dataset.html", context)

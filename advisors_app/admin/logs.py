@@ -2,6 +2,11 @@
 call and the tool-call approvals a turn paused for or ran; the spend report is one of its
 pages) and conversations.
 
+Reviewing (issue 22): a call log's page and each reply of a conversation's transcript show
+the reply's scores and, for holders of ``add_score``, a link to rate it
+(:class:`~advisors_app.admin.scores.ScoreAdmin`'s rate page); "Add to dataset" turns selected
+call logs' turns into dataset items (:class:`~advisors_app.admin.evaluation.AddToDatasetMixin`).
+
 A call log's error message and trace are shown redacted (:mod:`advisors_app.redaction`), so
 rows stored before secrets were redacted on the way in do not show a key either.
 """
@@ -22,12 +27,15 @@ from django.utils.html import format_html
 from advisors_app.admin.approvals import approval_flags, approval_inlines
 from advisors_app.admin.chains import chain_link
 from advisors_app.admin.costs import cost_rounds_table, cost_text, spend_report
+from advisors_app.admin.evaluation import AddToDatasetMixin
 from advisors_app.admin.forms import pretty_json
+from advisors_app.admin.scores import REVIEW_PERMISSION, review_cell
 from advisors_app.admin.sessions import TranscriptFormSet, compact_conversation_now
 from advisors_app.admin.traces import trace_rows, usage_line
 from advisors_app.bidi import isolated
 from advisors_app.conversations import public_conversation_id
 from advisors_app.core.messages import MessageType
+from advisors_app.dataset_curation import replies_of_call_logs, reply_of_call_log
 from advisors_app.models import CallLog, ChatMessage, Conversation
 from advisors_app.redaction import redact, redact_data
 
@@ -45,7 +53,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(CallLog)
-class CallLogAdmin(ReadOnlyAdmin):
+class CallLogAdmin(AddToDatasetMixin, ReadOnlyAdmin):
     list_display = (
         "created",
         "chain_slug",
@@ -83,7 +91,25 @@ class CallLogAdmin(ReadOnlyAdmin):
         "provider_status",
         "trace_table",
     )
-    readonly_fields = fields
+    readonly_fields = (*fields, "review")
+    actions = ("add_to_dataset",)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """The reply's scores and the rate link come after the conversation, for reviewers."""
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and request.user.has_perm(REVIEW_PERMISSION):
+            fields.insert(fields.index("conversation_link") + 1, "review")
+        return fields
+
+    def dataset_replies(self, queryset: QuerySet[CallLog]) -> tuple[list[ChatMessage], list[str]]:
+        return replies_of_call_logs(queryset.order_by("created", "pk"))
+
+    @admin.display(description="Reply's scores")
+    def review(self, obj: CallLog) -> str:
+        reply = reply_of_call_log(obj)
+        if reply is None:
+            return "- (no stored reply)"
+        return review_cell(reply, reverse("admin:advisors_app_calllog_change", args=[obj.pk]))
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list[Any]:
         return approval_inlines(obj)
@@ -214,7 +240,7 @@ class ChatMessageInline(admin.TabularInline):
     formset = TranscriptFormSet
     template = "admin/advisors_app/conversation/transcript.html"
     fields = ("sequence", "message_type", "text", "flags", "turn", "created_at")
-    readonly_fields = fields
+    readonly_fields = (*fields, "review")
     ordering = ("sequence",)
     extra = 0
     can_delete = False
@@ -223,7 +249,23 @@ class ChatMessageInline(admin.TabularInline):
         return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ChatMessage]:
-        return super().get_queryset(request).prefetch_related("tool_approvals__decided_by")
+        return (
+            super()
+            .get_queryset(request)
+            .prefetch_related("tool_approvals__decided_by", "scores__author")
+        )
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """A "Scores" column (each reply's scores and a rate link) for reviewers."""
+        fields = list(super().get_fields(request, obj))
+        return [*fields, "review"] if request.user.has_perm(REVIEW_PERMISSION) else fields
+
+    @admin.display(description="Scores")
+    def review(self, obj: ChatMessage) -> str:
+        if obj.message_type != MessageType.ASSISTANT.value:
+            return ""
+        back = reverse("admin:advisors_app_conversation_change", args=[obj.conversation_id])
+        return review_cell(obj, back)
 
     @admin.display(description="Flags")
     def flags(self, obj: ChatMessage) -> str:
