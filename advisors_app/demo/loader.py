@@ -9,7 +9,9 @@ its shipped content and rebuilds the collection from scratch.
 What it creates (slugs):
 
 * chat model ``smollm2-135m-instruct`` (embedded SmolLM2, the slug of the default alias, so
-  chains without a model use it) and embedding model ``minilm`` (embedded all-MiniLM-L6-v2);
+  chains without a model use it) with a demo price (:data:`DEMO_PRICE`, created once: the
+  model is free, the price gives the spend report something to show), and embedding model
+  ``minilm`` (embedded all-MiniLM-L6-v2);
 * collection ``python-docs``: the Python Language Reference from ``pydoc_data.topics``
   (:mod:`advisors_app.demo.corpus`), chunked by :class:`~advisors_app.demo.chunking.
   TitledTextSplitter`, one source ``pydoc:<topic>`` per topic, metadata ``topic``, ``title``,
@@ -34,6 +36,7 @@ import hashlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
@@ -49,6 +52,7 @@ from advisors_app.models import (
     ChatModelConfig,
     Collection,
     EmbeddingModelConfig,
+    ModelPrice,
     PromptTemplate,
     SensitiveWordList,
 )
@@ -282,6 +286,17 @@ _CHAINS: dict[str, dict[str, Any]] = {
 Progress = Callable[[int, int], None]
 
 
+#: An admin price for the embedded model, so that the spend report and budgets have costs to
+#: show (docs/costs.md): the model itself is free; delete the row in the admin (Model prices)
+#: to make it free again. Per million tokens, in the range of small hosted models.
+DEMO_PRICE: dict[str, Any] = {
+    "input_per_million": Decimal("0.15"),
+    "output_per_million": Decimal("0.60"),
+    "currency": "USD",
+    "note": "Demo price: the embedded model is free; this row gives the reports costs.",
+}
+
+
 @dataclass
 class DemoReport:
     """What :func:`load_demo` did: rows ``created``, ``reset`` (force), and the collection."""
@@ -348,7 +363,7 @@ def _ensure_chain(slug: str, spec: dict[str, Any], force: bool, report: DemoRepo
 def ensure_demo_rows(force: bool = False, report: DemoReport | None = None) -> Collection:
     """Create the demo's rows that are missing (all of them, with ``force``); the collection."""
     report = report if report is not None else DemoReport()
-    _ensure(
+    chat_model = _ensure(
         ChatModelConfig,
         CHAT_MODEL,
         {
@@ -373,6 +388,9 @@ def ensure_demo_rows(force: bool = False, report: DemoReport | None = None) -> C
         report,
     )
     notes_model.full_clean()
+    if not ModelPrice.objects.filter(chat_model=chat_model).exists():
+        ModelPrice.objects.create(chat_model=chat_model, **DEMO_PRICE)
+        report.created.append(f"ModelPrice {CHAT_MODEL}")
     _ensure(
         EmbeddingModelConfig,
         EMBEDDING_MODEL,

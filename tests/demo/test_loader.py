@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
@@ -17,6 +18,7 @@ from advisors_app.models import (
     Collection,
     Document,
     EmbeddingModelConfig,
+    ModelPrice,
     PromptTemplate,
     SensitiveWordList,
 )
@@ -37,6 +39,7 @@ def counts() -> dict[str, int]:
         "word lists": SensitiveWordList.objects.count(),
         "templates": PromptTemplate.objects.count(),
         "collections": Collection.objects.count(),
+        "prices": ModelPrice.objects.count(),
         "documents": Document.objects.count(),
     }
 
@@ -44,7 +47,10 @@ def counts() -> dict[str, int]:
 def test_a_second_run_creates_and_embeds_nothing() -> None:
     topics = few("pass", "with", "async")
     first = load_demo(topics=topics)
-    assert len(first.created) == 10  # 3 models, word list, 2 templates, collection, 3 chains
+    # 3 models, the demo price, word list, 2 templates, collection, 3 chains
+    assert len(first.created) == 11
+    price = ModelPrice.objects.get(chat_model__slug="smollm2-135m-instruct")
+    assert price.input_per_million == Decimal("0.15")
     assert first.embedded == first.chunks == Document.objects.count() > 3
     before = counts()
     second = load_demo(topics=topics)
