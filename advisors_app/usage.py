@@ -1,7 +1,7 @@
 """Usage and spend reports: what turns used and cost, grouped, and where budgets stand.
 
 Read by ``GET /api/usage/`` (:mod:`advisors_app.api.views.usage`) and the admin's spend report
-(:mod:`advisors_app.admin.costs`); nothing here writes.
+(:mod:`advisors_app.admin.spend_report`); nothing here writes.
 
 - :func:`usage_rows`: calls, tokens and cost of the call logs in a time range, grouped by local
   day, chain, user or model. Costs are summed exactly (``numeric`` in PostgreSQL, ``Decimal``

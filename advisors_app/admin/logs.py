@@ -26,11 +26,12 @@ from django.utils.html import format_html
 
 from advisors_app.admin.approvals import approval_flags, approval_inlines
 from advisors_app.admin.chains import chain_link
-from advisors_app.admin.costs import cost_rounds_table, cost_text, spend_report
+from advisors_app.admin.costs import cost_rounds_table, cost_text
 from advisors_app.admin.evaluation import AddToDatasetMixin
 from advisors_app.admin.forms import pretty_json
 from advisors_app.admin.scores import REVIEW_PERMISSION, review_cell
 from advisors_app.admin.sessions import TranscriptFormSet, compact_conversation_now
+from advisors_app.admin.spend_report import spend_report
 from advisors_app.admin.traces import trace_rows, usage_line
 from advisors_app.bidi import isolated
 from advisors_app.conversations import public_conversation_id
