@@ -53,7 +53,15 @@ class UploadForm(forms.Form):
 
 @admin.register(Collection)
 class CollectionAdmin(ReferencedByVersionsAdmin):
-    list_display = ("slug", "name", "owner", "tenant", "document_total", "updated_at")
+    list_display = (
+        "slug",
+        "name",
+        "owner",
+        "tenant",
+        "ef_search",
+        "document_total",
+        "updated_at",
+    )
     search_fields = ("slug", "name", "description")
     list_filter = ("tenant",)
     prepopulated_fields = {"slug": ("name",)}

@@ -26,6 +26,7 @@ from advisors_app.core.rag.augmentation import (
     document_formatter,
 )
 from advisors_app.core.rag.retrieval import FILTER_EXPRESSION as RAG_FILTER
+from advisors_app.core.vectorstore.search import EF_SEARCH_MAX, EF_SEARCH_MIN
 from advisors_app.registry import AdvisorSpec, AdvisorType
 from advisors_app.validation import FILTER_EXPRESSION_FORMAT
 
@@ -51,6 +52,7 @@ def _question_answer(spec: AdvisorSpec) -> Any:
         top_k=params["top_k"],
         similarity_threshold=params["similarity_threshold"],
         filter_expression=params.get("filter_expression") or None,
+        ef_search=params.get("ef_search"),
     )
     return QuestionAnswerAdvisor(
         _store(spec),
@@ -152,6 +154,16 @@ _SEARCH = {
     },
 }
 
+_EF_SEARCH = {
+    "ef_search": {
+        "type": "integer",
+        "minimum": EF_SEARCH_MIN,
+        "maximum": EF_SEARCH_MAX,
+        "description": "Candidates each HNSW search keeps (empty: the collection's setting, "
+        "else 40). Higher finds more of the true nearest documents and costs more time.",
+    }
+}
+
 
 def _request_filter(name: str) -> dict[str, Any]:
     return {
@@ -180,6 +192,7 @@ TYPES: BuiltinTypes = (
             params_schema=object_schema(
                 {
                     **_SEARCH,
+                    **_EF_SEARCH,
                     "prompt_template": {
                         "type": "string",
                         "x-reference": "prompt_template",

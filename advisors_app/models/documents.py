@@ -16,12 +16,14 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.indexes import OpClass
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Value
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, HalfVectorField, HnswIndex, VectorField
 
 from advisors_app.bidi import without_bidi_controls
+from advisors_app.core.vectorstore.search import EF_SEARCH_MAX, EF_SEARCH_MIN
 from advisors_app.validation import validate_json_value
 
 __all__ = [
@@ -88,7 +90,9 @@ class Collection(models.Model):
     """A named set of documents searched together (one knowledge base).
 
     ``owner`` set: only that user may search or change it; empty: shared by every user.
-    ``tenant`` is a free label the server may use to keep tenants apart.
+    ``tenant`` is a free label the server may use to keep tenants apart. ``ef_search``: the
+    HNSW search breadth for this collection (``None``: pgvector's 40), see
+    ``PgVectorStore.ef_search_for``.
     """
 
     slug = models.SlugField(max_length=100, unique=True)
@@ -103,11 +107,26 @@ class Collection(models.Model):
         help_text="Only this user may use the collection; leave empty to share it.",
     )
     tenant = models.CharField(max_length=100, blank=True, db_index=True)
+    ef_search = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(EF_SEARCH_MIN), MaxValueValidator(EF_SEARCH_MAX)],
+        help_text=f"Candidates each HNSW search keeps ({EF_SEARCH_MIN}–{EF_SEARCH_MAX}; empty: "
+        "40). Higher finds more of the true nearest documents and costs more time; a request "
+        "may set its own.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(ef_search__isnull=True)
+                | models.Q(ef_search__gte=EF_SEARCH_MIN, ef_search__lte=EF_SEARCH_MAX),
+                name="advisors_collection_ef_search_range",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name or self.slug

@@ -7,9 +7,12 @@ LIMIT top_k`` on the HNSW cosine index. Divergences, each a fix:
 * **scores are similarities**: ``score = 1 - cosine distance`` and ``similarity_threshold``
   keeps ``distance <= 1 - threshold`` (Spring issue #30, bug case B25); 0.0 accepts everything;
   every result carries ``metadata["score"]`` and ``metadata["distance"]``;
-* **filtered searches still fill top_k**: HNSW runs with ``hnsw.iterative_scan =
-  strict_order`` (pgvector ≥ 0.8), and when fewer than ``top_k`` rows come back the search is
-  repeated exactly (no index), so a selective filter never silently shortens the result;
+* **filtered searches use the index and still fill top_k**: HNSW runs with
+  ``hnsw.iterative_scan = relaxed_order`` (pgvector ≥ 0.8; the rows are re-sorted) and
+  ``enable_sort = off``, so the planner takes the index even when it guesses a JSON filter
+  keeps few rows; when fewer than ``top_k`` rows come back the search is repeated exactly (no
+  index) and :meth:`PgVectorStore.search_vector` says so; ``hnsw.ef_search`` comes from the
+  request, else the collection, else 40 (see ``docs/retrieval.md``);
 * **filters never become SQL text**: the expression tree is compiled to ORM ``Q`` objects over
   the JSON metadata with every key and value bound as a parameter (see :func:`compile_filter`);
 * **a server-side scope is always ANDed in**: the collection, the visible owners (shared rows
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AnonymousUser
@@ -69,13 +72,22 @@ from advisors_app.core.vectorstore.base import (
     split_delete_target,
 )
 from advisors_app.core.vectorstore.filters import Comparison, json_kind
+from advisors_app.core.vectorstore.search import EF_SEARCH_MAX
 from advisors_app.models import Collection
 from advisors_app.models import Document as DocumentRow
 from advisors_app.models.documents import content_hash, cosine_distance
 
-__all__ = ["PgVectorStore", "compile_filter", "default_embedding_model"]
+__all__ = [
+    "DEFAULT_EF_SEARCH",
+    "PgVectorStore",
+    "VectorSearch",
+    "compile_filter",
+    "default_embedding_model",
+]
 
 EMBED_BATCH_SIZE = 64
+#: pgvector's own ``hnsw.ef_search`` default, used when neither request nor collection sets one.
+DEFAULT_EF_SEARCH = 40
 _ORDERED = {Gt: GreaterThan, Gte: GreaterThanOrEqual, Lt: LessThan, Lte: LessThanOrEqual}
 
 
@@ -159,6 +171,14 @@ def _any(parts: Iterator[Q] | Any) -> Q:
         result = part if result is None else result | part
     assert result is not None
     return result
+
+
+class VectorSearch(NamedTuple):
+    """What :meth:`PgVectorStore.search_vector` found, and how."""
+
+    documents: list[Document]
+    #: True when the HNSW scan returned fewer than ``top_k`` rows and exact search ran instead.
+    exact: bool
 
 
 def _embed_sync(model: EmbeddingModel, texts: Sequence[str]) -> list[list[float]]:
@@ -337,25 +357,37 @@ class PgVectorStore(VectorStore):
 
     # -- search ----------------------------------------------------------------------------
 
+    def ef_search_for(self, search: SearchRequest) -> int:
+        """Candidates the HNSW scan keeps for ``search``: the request's ``ef_search``, else the
+        collection's, else pgvector's default 40; never below ``top_k`` nor above 1000."""
+        ef = search.ef_search or self.collection.ef_search or DEFAULT_EF_SEARCH
+        return max(search.top_k, min(ef, EF_SEARCH_MAX))
+
     def _query(self, vector: list[float], search: SearchRequest, exact: bool) -> list[Document]:
         rows = DocumentRow.objects.filter(self._scope())
         if search.filter_expression is not None:
             rows = rows.filter(compile_filter(search.filter_expression))
         rows = rows.annotate(distance=cosine_distance("embedding", self.dimensions, vector))
-        if search.similarity_threshold > 0.0:
-            rows = rows.filter(distance__lte=1.0 - search.similarity_threshold)
+        # The threshold is applied to the top_k rows, not in SQL: a distance filter inside an
+        # iterative index scan would keep the scan going to max_scan_tuples (pgvector README).
         selected = rows.order_by("distance").values_list("pk", "content", "metadata", "distance")[
             : search.top_k
         ]
         with transaction.atomic(), connection.cursor() as cursor:
             # SET LOCAL through set_config: bound parameters, reset at the end of the block.
+            # enable_sort off: the HNSW index is the only path that yields rows in distance
+            # order, so the planner takes it whatever it guesses a filter keeps. Without it a
+            # filter on JSON metadata (estimated at 0.5%) gets a sequential scan and a sort.
             cursor.execute(
-                "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
                 "set_config('hnsw.ef_search', %s, true), "
+                "set_config('enable_sort', %s, true), "
                 "set_config('enable_indexscan', %s, true)",
-                [str(max(40, search.top_k)), "off" if exact else "on"],
+                [str(self.ef_search_for(search)), *(["on", "off"] if exact else ["off", "on"])],
             )
             found = list(selected)
+        # relaxed_order may return neighbours slightly out of order: sort the few rows here.
+        found.sort(key=lambda row: row[3])
         return [
             Document(
                 content,
@@ -366,12 +398,29 @@ class PgVectorStore(VectorStore):
             for pk, content, metadata, distance in found
         ]
 
-    def _search(self, vector: list[float], search: SearchRequest) -> list[Document]:
-        results = self._query(vector, search, exact=False)
+    def search_vector(self, vector: Sequence[float], search: SearchRequest) -> VectorSearch:
+        """The ``top_k`` nearest documents to ``vector`` (HNSW), and whether exact search gave them.
+
+        An iterative HNSW scan (``relaxed_order``, re-sorted) runs first. When it returns
+        fewer than ``top_k`` rows — the filter keeps fewer, or the scan stopped at pgvector's
+        ``hnsw.max_scan_tuples`` — the search is repeated exactly (index scans off), so a
+        selective filter never silently shortens the result; ``exact`` says so. The
+        similarity threshold then drops rows below it (scores are cosine similarities).
+        """
+        values = self._check_vector(vector)
+        exact = False
+        results = self._query(values, search, exact=False)
         if len(results) < search.top_k:
-            # The index scan may stop early under a selective filter: repeat exactly.
-            results = self._query(vector, search, exact=True)
-        return results
+            exact = True
+            results = self._query(values, search, exact=True)
+        if search.similarity_threshold > 0.0:
+            results = [
+                d for d in results if d.score is not None and d.score >= search.similarity_threshold
+            ]
+        return VectorSearch(results, exact)
+
+    def _search(self, vector: list[float], search: SearchRequest) -> list[Document]:
+        return self.search_vector(vector, search).documents
 
     def similarity_search(self, request: SearchRequest | str) -> list[Document]:
         search = as_search_request(request)

@@ -10,12 +10,21 @@ from typing import Any
 from .filters import Filter
 from .parser import resolve_filter
 
-__all__ = ["DEFAULT_TOP_K", "SIMILARITY_THRESHOLD_ACCEPT_ALL", "SearchRequest"]
+__all__ = [
+    "DEFAULT_TOP_K",
+    "EF_SEARCH_MAX",
+    "EF_SEARCH_MIN",
+    "SIMILARITY_THRESHOLD_ACCEPT_ALL",
+    "SearchRequest",
+]
 
 #: Spring AI ``SearchRequest.DEFAULT_TOP_K``.
 DEFAULT_TOP_K = 4
 #: Spring AI ``SearchRequest.SIMILARITY_THRESHOLD_ACCEPT_ALL``: no similarity cut-off.
 SIMILARITY_THRESHOLD_ACCEPT_ALL = 0.0
+#: Bounds of ``SearchRequest.ef_search`` (candidates an HNSW search keeps).
+EF_SEARCH_MIN = 10
+EF_SEARCH_MAX = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +35,9 @@ class SearchRequest:
     **similarity** in [0, 1]: only documents with ``score = 1 - cosine distance`` at or above it
     are returned; ``0.0`` accepts everything (even opposite vectors). ``filter_expression`` is a
     :class:`~.filters.Filter` or Spring filter text (parsed here; blank text means no filter).
+    ``ef_search`` (divergence: not in Spring AI) asks an approximate (HNSW) store to keep that
+    many candidates per index search, in [10, 1000]: higher finds more of the true neighbours
+    and costs more; ``None`` is the store's default and exact stores ignore it.
 
     Raises ``ValueError`` with Spring's messages ("Similarity threshold must be in [0,1]
     range.", "TopK should be positive.") or naming the invalid filter. Divergence: ``top_k=0``
@@ -36,6 +48,7 @@ class SearchRequest:
     top_k: int = DEFAULT_TOP_K
     similarity_threshold: float = SIMILARITY_THRESHOLD_ACCEPT_ALL
     filter_expression: Filter | None = None
+    ef_search: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.query, str):
@@ -51,6 +64,13 @@ class SearchRequest:
         ):
             raise ValueError("Similarity threshold must be in [0,1] range.")
         object.__setattr__(self, "similarity_threshold", float(threshold))
+        ef = self.ef_search
+        if ef is not None and (
+            isinstance(ef, bool)
+            or not isinstance(ef, int)
+            or not EF_SEARCH_MIN <= ef <= EF_SEARCH_MAX
+        ):
+            raise ValueError(f"ef_search must be an integer in [{EF_SEARCH_MIN}, {EF_SEARCH_MAX}].")
         object.__setattr__(self, "filter_expression", resolve_filter(self.filter_expression))
 
     @property
