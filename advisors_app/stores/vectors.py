@@ -359,9 +359,10 @@ class PgVectorStore(VectorStore):
 
     def ef_search_for(self, search: SearchRequest) -> int:
         """Candidates the HNSW scan keeps for ``search``: the request's ``ef_search``, else the
-        collection's, else pgvector's default 40; never below ``top_k`` nor above 1000."""
+        collection's, else pgvector's default 40; raised to ``top_k``, at most 1000 (pgvector's
+        limit: the iterative scan still returns a larger ``top_k``)."""
         ef = search.ef_search or self.collection.ef_search or DEFAULT_EF_SEARCH
-        return max(search.top_k, min(ef, EF_SEARCH_MAX))
+        return min(EF_SEARCH_MAX, max(search.top_k, ef))
 
     def _query(self, vector: list[float], search: SearchRequest, exact: bool) -> list[Document]:
         rows = DocumentRow.objects.filter(self._scope())

@@ -165,6 +165,7 @@ def test_ef_search_comes_from_the_request_else_the_collection_else_40(table):
     store = PgVectorStore(collection, model)
     assert search(store, model, query, top_k=5)[1].ef_search == [str(DEFAULT_EF_SEARCH)]
     assert search(store, model, query, top_k=60)[1].ef_search[0] == "60"  # never below top_k
+    assert store.ef_search_for(SearchRequest(top_k=5000)) == 1000  # pgvector's maximum
     collection.ef_search = 200
     collection.save()
     store = PgVectorStore("indexed", model)
