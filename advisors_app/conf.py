@@ -27,6 +27,8 @@ DEFAULTS: dict[str, Any] = {
     "STREAM_COALESCE_MS": 40,
     "STREAM_COALESCE_CHARS": 64,
     "SSE_KEEPALIVE_SECONDS": 15.0,
+    "TURN_BUFFER_SECONDS": 300.0,
+    "DISCONNECT_POLICY": "cancel",
     "CHAT_THROTTLE_RATE": "30/minute",
     "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
     "UPLOAD_THROTTLE_RATE": "10/minute",
@@ -120,6 +122,19 @@ class AdvisorsSettings:
         """A Server-Sent Events stream silent this many seconds gets a ``: keep-alive`` comment
         line (0: never), so proxies and clients do not time out while the model thinks."""
         return float(self._get("SSE_KEEPALIVE_SECONDS"))
+
+    @property
+    def TURN_BUFFER_SECONDS(self) -> float:
+        """How long the last turn of a conversation stays resumable after its latest event
+        (``advisors_app.turn_buffer``)."""
+        return float(self._get("TURN_BUFFER_SECONDS"))
+
+    @property
+    def DISCONNECT_POLICY(self) -> str:
+        """What a dropped chat connection does to its running turn: ``"cancel"`` (stop the
+        model, store the partial answer) or ``"continue"`` (run to the end, store it whole; a
+        client resumes it). A server shutting down always cancels."""
+        return str(self._get("DISCONNECT_POLICY"))
 
     @property
     def MAX_UPLOAD_BYTES(self) -> int:

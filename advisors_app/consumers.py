@@ -76,11 +76,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from advisors_app.conf import app_settings
 from advisors_app.conversations import afind_conversation
 from advisors_app.events import DoneEvent, ErrorEvent, TurnError, TurnOutcome, error_event
 from advisors_app.feedback import FeedbackError, feedback_frame, parse_vote, record_vote
 from advisors_app.services import TurnStream, stream_turn
 from advisors_app.streaming import DeltaCoalescer
+from advisors_app.turn_buffer import SeenIds, TurnPublisher, events_after, turn_buffer, user_group
 from advisors_app.turn_input import TurnInput
 
 __all__ = ["CLOSE_NOT_AUTHENTICATED", "ChatConsumer", "user_group"]
@@ -90,12 +92,11 @@ logger = logging.getLogger(__name__)
 #: Close code for a connection without a logged-in user (4000-4999: application codes).
 CLOSE_NOT_AUTHENTICATED = 4401
 
-_FRAME_TYPES = ("cancel", "feedback", "message")
+_FRAME_TYPES = ("cancel", "feedback", "message", "resume")
 
-
-def user_group(user: Any) -> str:
-    """The channel-layer group of ``user``'s chat sockets (all processes)."""
-    return f"advisors.chat.user.{user.pk}"
+#: Turns left running by a socket that went away (policy ``continue``): a strong reference,
+#: so the event loop does not drop them before they end.
+_DETACHED: set[asyncio.Task[None]] = set()
 
 
 def _not_json(constant: str) -> Any:
@@ -119,6 +120,19 @@ def _frame(content: Any) -> tuple[str, TurnInput | None]:
         raise _invalid({"type": [f"Unknown frame type {kind!r}. Known types: {known}."]})
     if kind in ("cancel", "feedback"):
         return kind, None
+    if kind == "resume":
+        errors: dict[str, list[str]] = {}
+        if not isinstance(content.get("conversation_id"), str) or not content["conversation_id"]:
+            errors["conversation_id"] = ["Name the conversation to resume."]
+        last = content.get("last_event_id")
+        if last is not None and not isinstance(last, str):
+            errors["last_event_id"] = ["Expected the id of an event (a string) or null."]
+        unknown = set(content) - {"type", "conversation_id", "last_event_id"}
+        for name in sorted(unknown):
+            errors[name] = ["Unknown field."]
+        if errors:
+            raise _invalid(errors)
+        return kind, None
     return kind, TurnInput.from_data(content, envelope=("type",), alias=True)
 
 
@@ -131,6 +145,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         except asyncio.CancelledError:
             # The server is shutting down: daphne cancels every connection and waits for it.
             # End the running turn as a disconnect does, so it is stored and logged.
+            self._shutting_down = True
             await self.disconnect(1001)
             raise
 
@@ -142,6 +157,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self._turn_active = False
         self._stream: TurnStream | None = None
         self._closing = False
+        self._shutting_down = False
+        self._publisher: TurnPublisher | None = None
+        #: Conversations this socket resumed: their live frames are its own, not "elsewhere".
+        self._resumed: set[str] = set()
+        self._seen = SeenIds()
         self._authenticated = bool(getattr(self.user, "is_authenticated", False))
         await self.accept()
         if not self._authenticated:
@@ -180,6 +200,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._cancel_generation()
         elif kind == "feedback":
             await self._feedback(content)
+        elif kind == "resume":
+            await self._resume(content["conversation_id"], content.get("last_event_id"))
         elif self._turn_active:
             await self.send_json(
                 ErrorEvent(
@@ -241,26 +263,41 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         stream: TurnStream | None = None
         events: DeltaCoalescer | None = None
         final_sent = False
+        self._publisher = None
         try:
             stream = self._stream = await stream_turn(self.chain_slug, self.user, turn)
+            self._publisher = TurnPublisher(
+                self.user, stream.conversation_id, stream.trace_id, self.channel_name or ""
+            )
             events = DeltaCoalescer(stream)
             async for event in events:
-                await self.send_json(event.to_dict())
+                await self._emit(event.to_dict())
                 final_sent = isinstance(event, (DoneEvent, ErrorEvent))
         except TurnError as refused:
-            await self.send_json(refused.to_dict())
+            await self._emit(refused.to_dict(), publish=False)
             return
         except Exception as exc:  # the service failed outside the chain (database down, ...)
             logger.exception("Chat turn on chain %r failed", self.chain_slug)
-            await self.send_json(error_event(exc).to_dict())
+            await self._emit(error_event(exc).to_dict())
             return
         except asyncio.CancelledError:
             if events is not None:
                 # Closes the model stream; the service stores the partial turn.
                 await events.aclose()
-            if not self._closing and not final_sent:
+            if not self._shutting_down and not final_sent:
                 await self._send_cancelled(stream, events)
             raise
+        finally:
+            if self._publisher is not None:
+                await self._publisher.drain()
+
+    async def _emit(self, frame: dict[str, Any], *, publish: bool = True) -> None:
+        """Send one frame of this socket's turn (while it is open) and publish it with its id
+        (:mod:`advisors_app.turn_buffer`): other sockets and a later ``resume`` see it."""
+        if publish and self._publisher is not None:
+            frame = self._publisher.stamp(frame)
+        if not self._closing:
+            await self.send_json(frame)
 
     async def _send_cancelled(
         self, stream: TurnStream | None, events: DeltaCoalescer | None
@@ -268,13 +305,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """The rest of the text, then the one final frame of a turn stopped by ``cancel``."""
         rest = events.take_pending_text() if events is not None else ""
         if rest:
-            await self.send_json({"type": "delta", "text": rest})
+            await self._emit({"type": "delta", "text": rest})
         final = stream.final_event if stream is not None else None
         if final is None:  # cancelled before the turn was set up: nothing ran, nothing stored
             trace_id = stream.trace_id if stream is not None else ""
             outcome = TurnOutcome("cancelled", None, "", None, {}, None, trace_id, self.chain_slug)
             final = DoneEvent("cancelled", outcome)
-        await self.send_json(final.to_dict())
+        await self._emit(final.to_dict())
 
     async def _announce(self, stream: TurnStream) -> None:
         """Tell the user's sockets (any process) that the turn's conversation changed, or that
@@ -324,10 +361,55 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             frame["resumed_elsewhere"] = True
             await self.send_json(frame)
 
+    async def _resume(self, conversation_id: str, last_event_id: str | None) -> None:
+        """Send the frames of the conversation's last turn after ``last_event_id``; its later
+        frames follow live from the group (:meth:`turn_events`). Handled inside ``receive``,
+        so no group message is delivered in between: none is missed or sent twice."""
+        try:
+            frames = await turn_buffer().read(self.user.pk, conversation_id)
+        except Exception as exc:  # the buffer's store failed: the socket stays usable
+            logger.exception("Resuming conversation %s failed", conversation_id)
+            frames, failure = None, error_event(exc).to_dict()
+        else:
+            failure = ErrorEvent(
+                "not_found",
+                "No turn of this conversation is kept to resume: reload the conversation.",
+                conversation_id=conversation_id,
+            ).to_dict()
+        if frames is None:
+            await self.send_json(failure | {"in_reply_to": "resume"})
+            return
+        self._resumed.add(conversation_id)
+        for frame in events_after(frames, last_event_id):
+            if self._seen.first_time(conversation_id, frame):
+                await self.send_json(frame)
+
+    async def turn_events(self, event: dict[str, Any]) -> None:
+        """Channel-layer handler: frames of a turn run by another socket (another tab, another
+        process) or left running by a socket that went away. A conversation this socket
+        resumed gets them as its own; otherwise they carry ``conversation_id`` and
+        ``"resumed_elsewhere": true`` (drawn when that conversation is open)."""
+        if self._closing or event.get("origin") == self.channel_name:
+            return  # this socket sent them itself
+        conversation_id = event["conversation_id"]
+        own = conversation_id in self._resumed
+        for frame in event["frames"]:
+            if not self._seen.first_time(conversation_id, frame):
+                continue
+            if not own:
+                frame = {"conversation_id": conversation_id, **frame, "resumed_elsewhere": True}
+            await self.send_json(frame)
+
     async def disconnect(self, code: int) -> None:
-        """Cancel and await every task of the connection (the partial turn gets stored)."""
+        """Cancel and await every task of the connection (the partial turn gets stored) — or,
+        with ``ADVISORS["DISCONNECT_POLICY"] = "continue"``, leave the running turn to end and
+        be stored whole while its frames go on to the buffer and the user's other sockets."""
         self._closing = True
         task = getattr(self, "_generation", None)
         if task is not None and not task.done():
+            if app_settings.DISCONNECT_POLICY == "continue" and not self._shutting_down:
+                _DETACHED.add(task)
+                task.add_done_callback(_DETACHED.discard)
+                return
             task.cancel()
             await asyncio.wait((task,))

@@ -158,19 +158,22 @@ async def test_a_turn_streams_start_deltas_and_done_and_is_stored(
     await socket.send_json_to({"type": "message", "text": "hi"})
     frames = await frames_until_end(socket)
     start, *deltas, done = frames
+    trace = start["trace_id"]
     assert start == {
         "type": "start",
         "conversation_id": start["conversation_id"],
         "chain": chain.slug,
-        "trace_id": start["trace_id"],
+        "trace_id": trace,
         "version": 1,
+        "event_id": f"{trace}-1",
     }
     # Chunks 60 ms apart are slower than the coalescing interval: each is its own frame.
     assert deltas == [
-        {"type": "delta", "text": "Hel"},
-        {"type": "delta", "text": "lo "},
-        {"type": "delta", "text": "there"},
+        {"type": "delta", "text": "Hel", "event_id": f"{trace}-2"},
+        {"type": "delta", "text": "lo ", "event_id": f"{trace}-3"},
+        {"type": "delta", "text": "there", "event_id": f"{trace}-4"},
     ]
+    assert done["event_id"] == f"{trace}-5"
     assert done["type"] == "done" and done["reason"] == "complete"
     assert done["content"] == "Hello there"
     assert done["trace_id"] == start["trace_id"]
@@ -360,11 +363,15 @@ async def test_a_message_right_after_done_is_accepted(socket: Any, chain: Any) -
         ('"text"', {"frame": ["Expected a JSON object."]}),
         (
             '{"text": "hi"}',
-            {"type": ["Unknown frame type None. Known types: cancel, feedback, message."]},
+            {"type": ["Unknown frame type None. Known types: cancel, feedback, message, resume."]},
         ),
         (
             '{"type": "shout"}',
-            {"type": ["Unknown frame type 'shout'. Known types: cancel, feedback, message."]},
+            {
+                "type": [
+                    "Unknown frame type 'shout'. Known types: cancel, feedback, message, resume."
+                ]
+            },
         ),
         ('{"type": "message"}', {"message": ["This field is required."]}),
         ('{"type": "message", "text": 5}', {"text": ["Not a valid string."]}),
@@ -523,7 +530,14 @@ async def test_every_socket_of_the_user_hears_of_a_changed_conversation(
         await open_socket(bob),
     )
     await talking.send_json_to({"type": "message", "text": "Plan a trip to Oslo"})
-    start = (await frames_until_end(talking))[0]
+    frames = await frames_until_end(talking)
+    start = frames[0]
+    # The other tab sees the same turn (flagged: it did not send it), then the notice.
+    watched = await frames_until_end(other_tab)
+    assert watched == [
+        {"conversation_id": start["conversation_id"], **f, "resumed_elsewhere": True}
+        for f in frames
+    ]
     expected = {
         "type": "conversation",
         "conversation_id": start["conversation_id"],

@@ -211,6 +211,7 @@ async def test_the_websocket_sends_the_tool_round_in_order(tools_chain: Any, ali
         "id": "call_1",
         "name": "calculator",
         "arguments": '{"expression": "6 * 7"}',
+        "event_id": f"{frames[0]['trace_id']}-2",  # "id" stays the tool call's (issue 23)
     }
     check_tools(frames[-1]["tools"])
     await sync_to_async(check_stored)(frames[-1]["message_id"], frames[-1])

@@ -6,8 +6,12 @@ a message. Refused input (blank or oversized message, unknown chain, bad params 
 4xx JSON error before anything is stored; the stream endpoint validates before it opens the
 stream, so a refusal is never a 200 event stream.
 
-SSE: each event is ``event: <type>`` and ``data: <json>`` (the event's ``to_dict()``, exactly
-the websocket frame) followed by a blank line. Under ASGI the response body is an async
+SSE: each event is ``id: <event id>``, ``event: <type>`` and ``data: <json>`` (the event's
+``to_dict()`` with its ``event_id``, exactly the websocket frame) followed by a blank line.
+The events are published to the turn buffer and the user's sockets
+(:mod:`advisors_app.turn_buffer`); a client that lost the stream posts
+``{"conversation_id", "resume": true}`` with the ``Last-Event-ID`` header and gets the events
+it missed, then the rest as they come. Under ASGI the response body is an async
 generator. When the client goes away Django cancels the task serving the request
 (``ASGIHandler`` listens for ``http.disconnect`` while the response streams): the
 generator cancels the task iterating the turn, and its ``CancelledError`` lands inside the
@@ -40,11 +44,19 @@ from advisors_app.api.base import AsyncAPIView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerializer
 from advisors_app.conf import app_settings
-from advisors_app.events import TurnEvent
+from advisors_app.events import TurnError, TurnEvent
 from advisors_app.services import TurnStream, call_turn, stream_turn
+from advisors_app.turn_buffer import TurnPublisher, turn_buffer
 from advisors_app.turn_input import TurnInput
 
-__all__ = ["ChainCallView", "ChainStreamView", "JSONOnlyNegotiation", "sse_event", "sse_events"]
+__all__ = [
+    "ChainCallView",
+    "ChainStreamView",
+    "JSONOnlyNegotiation",
+    "sse_event",
+    "sse_events",
+    "sse_frame",
+]
 
 _ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Refused input (code invalid)."),
@@ -122,29 +134,55 @@ _SSE_EXAMPLE = (
 
 def sse_event(event: TurnEvent) -> str:
     """One Server-Sent Event: ``event: <type>``, ``data: <json>``, blank line."""
-    data = json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event.type}\ndata: {data}\n\n"
+    return sse_frame(event.to_dict())
+
+
+def sse_frame(frame: dict[str, Any]) -> str:
+    """One Server-Sent Event of a frame: ``id: <event_id>`` (when it has one), ``event: <type>``,
+    ``data: <json>``, blank line."""
+    data = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+    event_id = frame.get("event_id")
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: {frame['type']}\ndata: {data}\n\n"
 
 
 SSE_KEEPALIVE = ": keep-alive\n\n"
 _END = object()
 
 
-async def sse_events(stream: TurnStream) -> AsyncIterator[str]:
+async def sse_events(
+    stream: TurnStream, publisher: TurnPublisher | None = None
+) -> AsyncIterator[str]:
     """The turn's events as SSE text, with keep-alive comments while it is silent; closing or
-    cancelling it stops the turn (see module)."""
+    cancelling it stops the turn (see module) — unless ``ADVISORS["DISCONNECT_POLICY"]`` is
+    ``"continue"``: then the turn runs on to its end and is stored whole. With ``publisher``
+    each event gets its id and is published (buffer, the user's sockets), so a client can
+    resume it."""
     interval = app_settings.SSE_KEEPALIVE_SECONDS or None
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)  # the turn runs at most one event ahead
+    detached = False
+
+    async def put(item: Any) -> None:
+        if not detached:
+            await queue.put(item)
 
     async def pump() -> None:
+        final_sent = False
         try:
             async for event in stream:
-                await queue.put(event)
-            await queue.put(_END)
+                frame = event.to_dict()
+                final_sent = event is stream.final_event
+                await put(publisher.stamp(frame) if publisher is not None else frame)
+            await put(_END)
         except Exception as exc:  # an event stream failing is relayed, not swallowed
-            await queue.put(exc)
+            await put(exc)
         finally:
             await stream.aclose()
+            if publisher is not None:
+                final = stream.final_event
+                if final is not None and not final_sent:
+                    publisher.stamp(final.to_dict())  # a cancelled turn's done, for a resume
+                await publisher.drain()
 
     # One task iterates the turn from start to end, so its context variables and its
     # cancellation stay in one place; a keep-alive timeout here only stops waiting on the queue.
@@ -160,11 +198,52 @@ async def sse_events(stream: TurnStream) -> AsyncIterator[str]:
                 return
             if isinstance(item, Exception):
                 raise item
-            yield sse_event(item)
+            yield sse_frame(item)
     finally:
-        turn.cancel()  # a no-op once the turn has ended; else it stops the model at once
-        with contextlib.suppress(asyncio.CancelledError):
-            await turn
+        if app_settings.DISCONNECT_POLICY == "continue" and not turn.done():
+            detached = True
+            while not queue.empty():  # unblocks a pending put; later ones are skipped
+                queue.get_nowait()
+            _DETACHED.add(turn)
+            turn.add_done_callback(_DETACHED.discard)
+        else:
+            turn.cancel()  # a no-op once the turn has ended; else it stops the model at once
+            with contextlib.suppress(asyncio.CancelledError):
+                await turn
+
+
+#: Turns left running by a client that went away (policy ``continue``): a strong reference.
+_DETACHED: set[asyncio.Task[None]] = set()
+
+
+async def resumed_events(user: Any, conversation_id: str, last_event_id: str | None) -> Any:
+    """The frames of the conversation's last turn after ``last_event_id`` as SSE text, then the
+    rest as they come, with keep-alive comments; ``None`` when no turn is kept."""
+    buffer = turn_buffer()
+    if await buffer.read(user.pk, conversation_id) is None:
+        return None
+    interval = app_settings.SSE_KEEPALIVE_SECONDS or None
+
+    async def events() -> AsyncIterator[str]:
+        frames = buffer.follow(user.pk, conversation_id, last_event_id)
+        step: asyncio.Future[dict[str, Any]] | None = None
+        try:
+            while True:
+                step = asyncio.ensure_future(anext(frames))
+                while not (await asyncio.wait((step,), timeout=interval))[0]:
+                    yield SSE_KEEPALIVE
+                try:
+                    frame = step.result()
+                except StopAsyncIteration:
+                    return
+                yield sse_frame(frame)
+        finally:
+            if step is not None and not step.done():
+                step.cancel()
+                await asyncio.wait((step,))
+            await frames.aclose()
+
+    return events()
 
 
 class JSONOnlyNegotiation(BaseContentNegotiation):
@@ -222,11 +301,40 @@ class ChainStreamView(_ChatView):
             500: OpenApiResponse(ErrorSerializer, description="chain_misconfigured."),
         },
     )
-    async def post(self, request: Request, slug: str) -> StreamingHttpResponse:
-        stream = await stream_turn(slug, request.user, TurnInput.from_data(request.data))
-        response = StreamingHttpResponse(
-            sse_events(stream), content_type="text/event-stream; charset=utf-8"
-        )
+    async def post(self, request: Request, slug: str) -> Any:
+        data = request.data
+        if isinstance(data, dict) and data.get("resume") is True:
+            return await self._resume(request, data)
+        stream = await stream_turn(slug, request.user, TurnInput.from_data(data))
+        publisher = TurnPublisher(request.user, stream.conversation_id, stream.trace_id)
+        return self._sse(sse_events(stream, publisher))
+
+    async def _resume(self, request: Request, data: dict[str, Any]) -> Any:
+        """``{"conversation_id", "resume": true}`` + ``Last-Event-ID``: the missed events, then
+        the rest live; 404 ``not_found`` when no turn of the conversation is kept (another
+        user's conversation is unknown)."""
+        conversation_id = data.get("conversation_id")
+        unknown = sorted(set(data) - {"conversation_id", "resume"})
+        errors = {name: ["Unknown field."] for name in unknown}
+        if not isinstance(conversation_id, str) or not conversation_id:
+            errors["conversation_id"] = ["Name the conversation to resume."]
+        if errors:
+            raise TurnError("invalid", "The request is invalid.", errors=errors)
+        assert isinstance(conversation_id, str)
+        last_event_id = request.headers.get("Last-Event-ID") or None
+        events = await resumed_events(request.user, conversation_id, last_event_id)
+        if events is None:
+            raise TurnError(
+                "not_found",
+                "No turn of this conversation is kept to resume: reload the conversation.",
+                http_status=404,
+                conversation_id=conversation_id,
+            )
+        return self._sse(events)
+
+    @staticmethod
+    def _sse(events: AsyncIterator[str]) -> StreamingHttpResponse:
+        response = StreamingHttpResponse(events, content_type="text/event-stream; charset=utf-8")
         # Proxies and browsers must pass each event on at once (nginx honours the header).
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"

@@ -73,7 +73,9 @@ def parse_sse(body: str) -> list[tuple[str, dict[str, Any]]]:
         if not block.strip() or block.startswith(":"):
             continue
         fields = dict(line.split(": ", 1) for line in block.split("\n"))
-        events.append((fields["event"], json.loads(fields["data"])))
+        data = json.loads(fields["data"])
+        assert fields.get("id") == data.get("event_id")  # the SSE id line is the frame's id
+        events.append((fields["event"], data))
     return events
 
 
@@ -369,7 +371,11 @@ def test_stream_sends_start_deltas_and_done_as_server_sent_events(
     start, done = events[0][1], events[-1][1]
     assert start["chain"] == chain.slug
     assert [data["text"] for _, data in events[1:4]] == ["Hel", "lo", "!"]
+    assert [data["event_id"] for _, data in events] == [
+        f"{start['trace_id']}-{n}" for n in range(1, 6)
+    ]
     assert done == {
+        "event_id": done["event_id"],
         "type": "done",
         "reason": "complete",
         "conversation_id": start["conversation_id"],

@@ -1,0 +1,285 @@
+"""Resumable turns: event ids, a short per-conversation buffer and its publisher (issue 23).
+
+Every event of a streamed turn gets an id, ``"<trace_id>-<n>"`` with ``n`` counting from 1
+in the order the events were sent, so a client can say "after event X" (:func:`events_after`):
+``"event_id"`` in the websocket frame (``"id"`` is taken: a tool call's id), the ``id:`` line
+of a Server-Sent Event.
+The events are published, in small batches, to two places:
+
+* a **buffer** keeping the last turn of each conversation of each owner for
+  ``ADVISORS["TURN_BUFFER_SECONDS"]`` (default 300) after its latest event — a Redis stream
+  with a TTL when the channel layer is channels_redis (the same server and key prefix), a dict
+  in this process's memory otherwise (:func:`turn_buffer`); a client that lost its connection
+  reads what it missed from it (websocket ``resume``, SSE ``Last-Event-ID``);
+* the owner's channel-layer **group** (:func:`user_group`), as one ``turn.events`` message per
+  batch, so every chat socket of that user — another tab, another server process — sees the
+  same stream live (:class:`advisors_app.consumers.ChatConsumer`).
+
+A batch is written to the buffer before it is sent to the group, so a socket that joined the
+group and then read the buffer misses nothing; frames it sees twice carry the same id and are
+dropped (:class:`SeenIds`). Publishing runs in a task of its own (:class:`TurnPublisher`):
+the socket that runs the turn sends each frame at once and never waits on Redis; the
+publisher catches up in one round trip per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from advisors_app.conf import app_settings
+
+__all__ = [
+    "InMemoryTurnBuffer",
+    "RedisTurnBuffer",
+    "SeenIds",
+    "TurnBuffer",
+    "TurnPublisher",
+    "events_after",
+    "parse_event_id",
+    "turn_buffer",
+    "user_group",
+]
+
+logger = logging.getLogger(__name__)
+
+_FINAL_TYPES = ("done", "error")
+
+
+def user_group(user: Any) -> str:
+    """The channel-layer group of ``user``'s chat sockets (all processes)."""
+    return f"advisors.chat.user.{user.pk}"
+
+
+def parse_event_id(event_id: Any) -> tuple[str, int] | None:
+    """``(trace_id, n)`` of an id ``"<trace_id>-<n>"``; ``None`` for anything else."""
+    if not isinstance(event_id, str):
+        return None
+    trace_id, _, n = event_id.rpartition("-")
+    if not trace_id or not n.isdigit():
+        return None
+    return trace_id, int(n)
+
+
+def events_after(frames: list[dict[str, Any]], last_event_id: str | None) -> list[dict[str, Any]]:
+    """The frames of ``frames`` (one turn, in order) after ``last_event_id``: all of them when
+    the id is ``None``, malformed or of another (older) turn."""
+    last = parse_event_id(last_event_id)
+    if last is None or not frames:
+        return frames
+    current = parse_event_id(frames[0].get("event_id"))
+    if current is None or current[0] != last[0]:
+        return frames
+    return [f for f in frames if (parse_event_id(f.get("event_id")) or ("", 0))[1] > last[1]]
+
+
+class SeenIds:
+    """What one socket has delivered per conversation, so no frame reaches it twice."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[str, int]] = {}
+
+    def first_time(self, conversation_id: str, frame: dict[str, Any]) -> bool:
+        """Note ``frame`` as delivered; ``False`` when it (or a later one) already was."""
+        parsed = parse_event_id(frame.get("event_id"))
+        if parsed is None:
+            return True
+        last = self._last.get(conversation_id)
+        if last is not None and last[0] == parsed[0] and last[1] >= parsed[1]:
+            return False
+        self._last[conversation_id] = parsed
+        return True
+
+
+class TurnBuffer(ABC):
+    """The frames of the last turn of each (owner, conversation), for a short while."""
+
+    @abstractmethod
+    async def append(self, owner: int, conversation_id: str, frames: list[dict[str, Any]]) -> None:
+        """Add ``frames`` (in order); a frame numbered 1 starts a new turn (the old one goes)."""
+
+    @abstractmethod
+    async def read(self, owner: int, conversation_id: str) -> list[dict[str, Any]] | None:
+        """Every frame of the conversation's last turn; ``None`` when none is kept."""
+
+    async def follow(
+        self, owner: int, conversation_id: str, last_event_id: str | None, *, poll: float = 0.05
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The frames after ``last_event_id``, then the rest as they come, up to the turn's
+        ``done`` or ``error`` (or until the buffer forgets the turn). Polls every ``poll``
+        seconds; used by transports without a channel-layer consumer (SSE)."""
+        frames = await self.read(owner, conversation_id)
+        sent: str | None = last_event_id
+        while frames is not None:
+            for frame in events_after(frames, sent):
+                sent = frame.get("event_id")
+                yield frame
+                if frame.get("type") in _FINAL_TYPES:
+                    return
+            await asyncio.sleep(poll)
+            frames = await self.read(owner, conversation_id)
+
+
+@dataclass
+class _Kept:
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    expires: float = 0.0
+
+
+class InMemoryTurnBuffer(TurnBuffer):
+    """The buffer in this process's memory (the in-memory channel layer: one process)."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._kept: dict[tuple[int, str], _Kept] = {}
+
+    async def append(self, owner: int, conversation_id: str, frames: list[dict[str, Any]]) -> None:
+        now = time.monotonic()
+        key = (owner, conversation_id)
+        kept = self._kept.get(key)
+        if kept is None or (frames and frames[0].get("event_id", "").endswith("-1")):
+            self._forget_expired(now)
+            kept = self._kept[key] = _Kept()
+        kept.frames.extend(frames)
+        kept.expires = now + self.ttl
+
+    async def read(self, owner: int, conversation_id: str) -> list[dict[str, Any]] | None:
+        kept = self._kept.get((owner, conversation_id))
+        if kept is None or kept.expires < time.monotonic():
+            return None
+        return list(kept.frames)
+
+    def _forget_expired(self, now: float) -> None:
+        for key in [k for k, v in self._kept.items() if v.expires < now]:
+            del self._kept[key]
+
+
+class RedisTurnBuffer(TurnBuffer):
+    """The buffer as one Redis stream per (owner, conversation) with a TTL, shared by every
+    process on the same Redis (one round trip per batch)."""
+
+    def __init__(self, url: str, prefix: str, ttl: float, **options: Any) -> None:
+        self.url, self.prefix, self.ttl = url, prefix, ttl
+        self._options = options
+        self._clients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    def _client(self) -> Any:
+        import redis.asyncio as redis  # only with channels_redis installed and configured
+
+        loop = asyncio.get_running_loop()  # redis.asyncio connections belong to one loop
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = redis.Redis.from_url(self.url, **self._options)
+        return client
+
+    def _key(self, owner: int, conversation_id: str) -> str:
+        return f"{self.prefix}:turns:{owner}:{conversation_id}"
+
+    async def append(self, owner: int, conversation_id: str, frames: list[dict[str, Any]]) -> None:
+        key = self._key(owner, conversation_id)
+        async with self._client().pipeline(transaction=True) as pipe:
+            if frames and str(frames[0].get("event_id", "")).endswith("-1"):
+                pipe.delete(key)
+            for frame in frames:
+                pipe.xadd(key, {"f": json.dumps(frame, separators=(",", ":"))})
+            pipe.expire(key, max(int(self.ttl), 1))
+            await pipe.execute()
+
+    async def read(self, owner: int, conversation_id: str) -> list[dict[str, Any]] | None:
+        entries = await self._client().xrange(self._key(owner, conversation_id))
+        if not entries:
+            return None
+        return [json.loads(fields[b"f"]) for _, fields in entries]
+
+
+def _redis_location(layer: Any) -> tuple[str, str, dict[str, Any]] | None:
+    hosts = getattr(layer, "hosts", None)
+    if not hosts or type(layer).__module__.split(".")[0] != "channels_redis":
+        return None
+    host = dict(hosts[0])
+    address = host.pop("address", None)
+    if not isinstance(address, str):
+        return None
+    options = {k: host[k] for k in ("socket_timeout", "socket_connect_timeout") if k in host}
+    return address, str(getattr(layer, "prefix", "asgi")), options
+
+
+_buffers: dict[tuple[Any, ...], TurnBuffer] = {}
+
+
+def turn_buffer() -> TurnBuffer:
+    """The buffer for the configured channel layer (Redis stream or this process's memory)."""
+    ttl = app_settings.TURN_BUFFER_SECONDS
+    location = _redis_location(get_channel_layer())
+    key: tuple[Any, ...] = (ttl, location[0], location[1]) if location else (ttl,)
+    buffer = _buffers.get(key)
+    if buffer is None:
+        if location is None:
+            buffer = InMemoryTurnBuffer(ttl)
+        else:
+            buffer = RedisTurnBuffer(location[0], location[1], ttl, **location[2])
+        _buffers[key] = buffer
+    return buffer
+
+
+class TurnPublisher:
+    """Numbers the frames of one turn and publishes them (buffer, then group) in batches.
+
+    :meth:`stamp` is synchronous and cheap (an id on a copy of the frame, the frame queued);
+    a task publishes what is queued, one buffer write and one ``group_send`` per batch.
+    :meth:`drain` waits until everything stamped is published (call it after the final frame).
+    ``origin`` is the sending socket's channel name (it drops its own frames) or ``""``.
+    """
+
+    def __init__(self, user: Any, conversation_id: str, trace_id: str, origin: str = "") -> None:
+        self.owner = int(user.pk)
+        self.group = user_group(user)
+        self.conversation_id = conversation_id
+        self.trace_id = trace_id
+        self.origin = origin
+        self._n = 0
+        self._queued: list[dict[str, Any]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._buffer = turn_buffer()
+        self._layer = get_channel_layer()
+
+    def stamp(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """``frame`` with its ``event_id``, queued for publishing."""
+        self._n += 1
+        frame = {**frame, "event_id": f"{self.trace_id}-{self._n}"}
+        self._queued.append(frame)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._publish())
+        return frame
+
+    async def drain(self) -> None:
+        """Wait until every stamped frame is published (shielded from cancellation)."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    async def _publish(self) -> None:
+        while self._queued:
+            batch, self._queued = self._queued, []
+            try:
+                await self._buffer.append(self.owner, self.conversation_id, batch)
+                if self._layer is not None:
+                    await self._layer.group_send(
+                        self.group,
+                        {
+                            "type": "turn.events",
+                            "conversation_id": self.conversation_id,
+                            "origin": self.origin,
+                            "frames": batch,
+                        },
+                    )
+            except Exception:  # publishing must never fail the turn
+                logger.exception("Could not publish events of turn %s", self.trace_id)
