@@ -116,8 +116,13 @@ class ApplicableBudget:
 
 @dataclass(frozen=True, slots=True)
 class BudgetWarning:
-    """A budget past its soft limit (or a ``warn`` budget past its limit) — the
-    ``budget_warning`` event's payload."""
+    """A budget past its soft limit (or a ``warn`` budget past its limit, or a ``downgrade``
+    budget that switched the turn's model) — the ``budget_warning`` event's payload.
+
+    ``spent`` is what was spent plus what calls running now have reserved (their worst case);
+    for a budget shared with others (a group, tenant, chain or everyone) it is left out
+    (``None``) — the caller sees the share used, not what others spent.
+    """
 
     budget: str
     spent: Decimal
@@ -125,16 +130,20 @@ class BudgetWarning:
     currency: str
     reset_at: datetime | None
     over_limit: bool
+    shared: bool = False
+    #: The chat-model configuration the turn was switched to (``downgrade`` budgets).
+    downgraded_to: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "budget": self.budget,
-            "spent": money(self.spent),
+            "spent": None if self.shared else money(self.spent),
             "limit": money(self.limit),
             "currency": self.currency,
             "percent": float(round(self.spent * 100 / self.limit, 1)) if self.limit else 100.0,
             "reset_at": self.reset_at.isoformat() if self.reset_at else None,
             "over_limit": self.over_limit,
+            "downgraded_to": self.downgraded_to,
         }
 
 
@@ -278,22 +287,64 @@ WHERE budget_id = %(budget)s AND subject = %(subject)s
 
 
 class _Refused(Exception):
-    def __init__(self, budget: ApplicableBudget) -> None:
+    def __init__(self, budget: ApplicableBudget, estimate: Decimal) -> None:
         self.budget = budget
+        self.estimate = estimate
 
 
-def _refusal(budget: ApplicableBudget) -> BudgetExceededError:
+#: The most one amount may be (the counters hold 10 digits before the point): an absurd
+#: price × token count is capped here rather than overflowing the column.
+MAX_AMOUNT = Decimal("999999999")
+
+
+def clamp(amount: Decimal) -> Decimal:
+    """``amount`` capped at :data:`MAX_AMOUNT`."""
+    return min(amount, MAX_AMOUNT)
+
+
+def _per(budget: ApplicableBudget) -> str:
+    return "in total" if budget.period == Budget.Period.TOTAL else f"per {budget.period}"
+
+
+def _refusal(
+    budget: ApplicableBudget, used: Decimal | None = None, estimate: Decimal | None = None
+) -> BudgetExceededError:
+    """The refusal by ``budget``: used up (``used`` — spent and reserved — at its limit), or
+    with less left than the call's worst case ``estimate``."""
     _, end = period_bounds(budget.period)
     when = f"; it resets at {end.isoformat()}" if end else ""
+    named = f"The budget {budget.name!r} ({money(budget.limit)} {budget.currency} {_per(budget)})"
+    currency = budget.currency
+    if used is not None and used >= budget.limit:
+        why = "is used up"
+    elif estimate is not None and estimate > budget.limit:
+        why = (
+            f"this call may cost up to {money(estimate)} {currency}, more than the whole "
+            "budget: ask for a shorter answer (max_tokens)"
+        )
+    elif used is not None and estimate is not None and used < budget.limit:
+        why = (
+            f"has {money(budget.limit - used)} {currency} left, less than this call may cost "
+            f"(up to {money(estimate)} {currency})"
+        )
+    else:
+        why = "is used up"
     return BudgetExceededError(
-        f"The budget {budget.name!r} ({money(budget.limit)} {budget.currency} per "
-        f"{budget.period}) is used up{when}.",
+        f"{named} {why}{when}." if why.startswith(("is", "has")) else f"{named}: {why}{when}.",
         budget=budget.name,
         limit=budget.limit,
         currency=budget.currency,
         period=budget.period,
         reset_at=end,
     )
+
+
+def _used(budget: ApplicableBudget) -> Decimal | None:
+    """Blocking: what the budget's subject has spent and reserved in this period."""
+    state = counter_state([(budget.id, budget.subject)]).get((budget.id, budget.subject))
+    if state is None or state.period_start < period_bounds(budget.period)[0]:
+        return _ZERO
+    return state.spent + state.reserved
 
 
 def reserve(
@@ -303,30 +354,38 @@ def reserve(
     *,
     user: Any = None,
     downgrade_estimates: dict[str, Decimal] | None = None,
-) -> tuple[tuple[str, dict[str, Any]] | None, list[BudgetWarning]]:
+    tripped: set[int] | None = None,
+) -> tuple[ApplicableBudget | None, list[BudgetWarning]]:
     """Blocking: reserve a call on every budget, all or none (one transaction).
 
     ``estimates`` maps a currency to the call's worst-case cost in it (``{}``: an unknown
-    price); ``booked`` is the turn's reservation so far, updated in place. Returns the
-    downgrade to switch to (``None``: keep the model) and the warnings. A ``block`` budget
-    that cannot take the call raises :class:`BudgetExceededError`; a ``downgrade`` budget makes
-    the call go to its cheaper model (``downgrade_estimates``: that model's worst cases),
-    reserved without condition.
+    price); ``booked`` is the turn's reservation so far, updated in place; ``tripped`` the
+    ``downgrade`` budgets already reached this period (updated in place): they take the call
+    without condition. Returns the downgrade budget whose cheaper model the call must go to
+    (``None``: keep the model) and the warnings. A ``block`` budget that cannot take the call
+    raises :class:`BudgetExceededError`; a ``downgrade`` budget that cannot makes the call go
+    to its cheaper model (``downgrade_estimates``: that model's worst cases), and so does a
+    block budget while a downgrade budget has been reached (the cheaper call may still fit).
     """
+    tripped = tripped if tripped is not None else set()
     try:
-        return None, _reserve_all(budgets, estimates, booked, user, tripped=())
+        return None, _reserve_all(budgets, estimates, booked, user, tripped)
     except _Refused as refused:
-        if refused.budget.action == Budget.Action.BLOCK or refused.budget.downgrade_to is None:
-            raise _refusal(refused.budget) from None
-        downgrade = refused.budget
-    _trip(downgrade)
+        first = refused
+    downgrades = [b for b in budgets if b.downgrade_to is not None]
+    reached = first.budget if first.budget.downgrade_to is not None else None
+    if reached is None:
+        reached = next((b for b in downgrades if b.id in tripped), None)
+    if reached is None or downgrade_estimates is None:
+        raise _refusal(first.budget, _used(first.budget), first.estimate) from None
+    if reached.id not in tripped:
+        _trip(reached)
+        tripped.add(reached.id)
     try:
-        warnings = _reserve_all(
-            budgets, downgrade_estimates or {}, booked, user, tripped=(downgrade.id,)
-        )
+        warnings = _reserve_all(budgets, downgrade_estimates, booked, user, tripped)
     except _Refused as refused:
-        raise _refusal(refused.budget) from None
-    return downgrade.downgrade_to, warnings
+        raise _refusal(refused.budget, _used(refused.budget), refused.estimate) from None
+    return reached, warnings
 
 
 def _reserve_all(
@@ -334,19 +393,21 @@ def _reserve_all(
     estimates: dict[str, Decimal],
     booked: Reservation,
     user: Any,
-    tripped: Iterable[int],
+    tripped: set[int],
 ) -> list[BudgetWarning]:
-    tripped = set(tripped)
     results: list[tuple[ApplicableBudget, Decimal, Decimal]] = []
+    # One lock order for every transaction (no deadlocks): downgrade budgets first, so that
+    # reaching one switches the model before a block budget refuses the dearer call.
+    ordered = sorted(budgets, key=lambda b: (b.action != Budget.Action.DOWNGRADE, b.id))
     with transaction.atomic(), connection.cursor() as cursor:
-        for budget in sorted(budgets, key=lambda b: b.id):  # one lock order: no deadlocks
-            estimate = estimates.get(budget.currency, _ZERO)
-            settle_amount = booked.unsettled.get(budget.id, _ZERO)
+        for budget in ordered:
+            estimate = clamp(estimates.get(budget.currency, _ZERO))
+            settle_amount = clamp(booked.unsettled.get(budget.id, _ZERO))
             release = booked.reserved.get(budget.id, _ZERO)
             conditional = budget.action != Budget.Action.WARN and budget.id not in tripped
             start, _ = period_bounds(budget.period)
             if conditional and settle_amount + estimate > budget.limit:
-                raise _Refused(budget)  # not even an empty counter could take it
+                raise _Refused(budget, estimate)  # not even an empty counter could take it
             cursor.execute(
                 _RESERVE,
                 {
@@ -362,12 +423,12 @@ def _reserve_all(
             )
             row = cursor.fetchone()
             if row is None:
-                raise _Refused(budget)  # rolls back this call's other reservations
+                raise _Refused(budget, estimate)  # rolls back this call's other reservations
             results.append((budget, row[0], row[1]))
     # Committed: the turn's books move on.
     for budget, _spent, _reserved in results:
         booked.unsettled.pop(budget.id, None)
-        booked.reserved[budget.id] = estimates.get(budget.currency, _ZERO)
+        booked.reserved[budget.id] = clamp(estimates.get(budget.currency, _ZERO))
     return _warnings(results, user)
 
 
@@ -390,7 +451,8 @@ def _warnings(
         if not (over and budget.action == Budget.Action.WARN) and (soft is None or used < soft):
             continue
         start, end = period_bounds(budget.period)
-        warning = BudgetWarning(budget.name, used, budget.limit, budget.currency, end, over)
+        shared = user is None or budget.subject != f"user:{user.pk}"
+        warning = BudgetWarning(budget.name, used, budget.limit, budget.currency, end, over, shared)
         warnings.append(warning)
         if not signal:
             continue
@@ -419,7 +481,7 @@ def settle(budgets: Sequence[ApplicableBudget], booked: Reservation) -> None:
     by_id = {budget.id: budget for budget in budgets}
     with connection.cursor() as cursor:
         for budget_id in sorted(set(booked.reserved) | set(booked.unsettled)):
-            settle_amount = booked.unsettled.get(budget_id, _ZERO)
+            settle_amount = clamp(booked.unsettled.get(budget_id, _ZERO))
             release = booked.reserved.get(budget_id, _ZERO)
             if settle_amount or release:
                 cursor.execute(
@@ -434,23 +496,38 @@ def settle(budgets: Sequence[ApplicableBudget], booked: Reservation) -> None:
 
 
 def precheck(
-    budgets: Sequence[ApplicableBudget],
-) -> tuple[BudgetExceededError | None, list[BudgetWarning]]:
-    """Blocking, one query (none without budgets): the refusal to raise before the turn runs
-    — a ``block`` budget already used up, so a stream is refused before it opens — and the
-    warnings of budgets already past their soft limit."""
+    budgets: Sequence[ApplicableBudget], floors: dict[str, Decimal], user: Any = None
+) -> tuple[BudgetExceededError | None, list[BudgetWarning], set[int]]:
+    """Blocking, one query (none without budgets), before the turn runs: the refusal to raise
+    at once — a ``block`` budget that cannot take even ``floors`` (per currency: the least
+    the turn's first model call may cost, the message alone as its prompt), so a stream is
+    refused before it opens —, the warnings of budgets already past their soft limit, and
+    the ``downgrade`` budgets reached this period (the turn starts on the cheaper model)."""
     if not budgets:
-        return None, []
+        return None, [], set()
     states = counter_state((b.id, b.subject) for b in budgets)
     results = []
+    tripped: set[int] = set()
     for budget in budgets:
         state = states.get((budget.id, budget.subject))
-        if state is None or state.period_start < period_bounds(budget.period)[0]:
-            continue  # nothing spent in this period yet
-        if budget.action == Budget.Action.BLOCK and state.spent + state.reserved >= budget.limit:
-            return _refusal(budget), []
-        results.append((budget, state.spent, state.reserved))
-    return None, _warnings(results, user=None, signal=False)
+        start = period_bounds(budget.period)[0]
+        current = state is not None and state.period_start >= start
+        used = state.spent + state.reserved if state is not None and current else _ZERO
+        floor = clamp(floors.get(budget.currency, _ZERO))
+        if budget.action == Budget.Action.BLOCK and (
+            used >= budget.limit or used + floor > budget.limit
+        ):
+            return _refusal(budget, used, floor or None), [], set()
+        if (
+            budget.action == Budget.Action.DOWNGRADE
+            and state is not None
+            and state.tripped_period is not None
+            and state.tripped_period >= start
+        ):
+            tripped.add(budget.id)
+        if state is not None and current:
+            results.append((budget, state.spent, state.reserved))
+    return None, _warnings(results, user=user, signal=False), tripped
 
 
 def counter_state(keys: Iterable[tuple[int, str]]) -> dict[tuple[int, str], BudgetCounter]:

@@ -34,7 +34,9 @@ from advisors_app.budgets import (
     ApplicableBudget,
     BudgetWarning,
     Reservation,
+    clamp,
     money,
+    period_bounds,
     reserve,
     settle,
 )
@@ -44,7 +46,7 @@ from advisors_app.core.context_window import (
     estimate_prompt_tokens,
 )
 from advisors_app.core.model import ChatModel
-from advisors_app.core.prompt import Prompt, merge_options
+from advisors_app.core.prompt import ChatOptions, Prompt, merge_options
 from advisors_app.core.providers.registry import create_chat_model
 from advisors_app.core.response import Usage
 from advisors_app.core.tokens import TiktokenTokenCountEstimator
@@ -143,6 +145,44 @@ class TurnMeter:
     booked: Reservation = field(default_factory=Reservation)
     #: The configuration slug the turn was switched to by a downgrade budget, if any.
     downgraded_to: str | None = None
+    #: The ids of the downgrade budgets reached this period (they take calls unconditionally).
+    tripped: set[int] = field(default_factory=set)
+
+    def start(self, warnings: Sequence[BudgetWarning], tripped: set[int]) -> None:
+        """What the budgets said before the turn ran: warnings, and the downgrade budgets
+        already reached (the turn starts on the cheaper model)."""
+        self.warn(warnings)
+        self.tripped = set(tripped)
+        reached = next((b for b in self.budgets if b.id in self.tripped and b.downgrade_to), None)
+        if reached is not None and reached.downgrade_to is not None:
+            self.downgraded_to = reached.downgrade_to[0]
+
+    def floor_estimates(
+        self, model: ChatModel, message: str, options: ChatOptions | None
+    ) -> dict[str, Decimal]:
+        """Per currency, the least the turn's first call may cost: ``message`` alone as the
+        prompt and the most the answer may take, on ``model`` or a downgrade budget's cheaper
+        model, whichever is cheaper (a lower bound: advisors only add to the prompt)."""
+        if not self.budgets:
+            return {}
+        prompt = Prompt(message, options)
+        candidates = [model]
+        for budget in self.budgets:
+            if budget.downgrade_to is not None:
+                cheaper = self._downgrade_model(*budget.downgrade_to)
+                if cheaper is not None:
+                    candidates.append(cheaper)
+        floors: dict[str, Decimal] = {}
+        tokens = estimate_prompt_tokens(prompt)
+        for candidate in candidates:
+            ref = self._ref(candidate)
+            round_ = _Round(ref, self.prices.price_for(ref), prompt, tokens)
+            estimates = self._estimates(round_, candidate)
+            if not estimates:
+                return {}  # an unknown price: no floor
+            for currency, amount in estimates.items():
+                floors[currency] = min(floors.get(currency, amount), amount)
+        return floors
 
     def _ref(self, model: ChatModel) -> ModelRef:
         ref = self.models.get(id(model))
@@ -160,21 +200,35 @@ class TurnMeter:
             round_.prompt_tokens = estimate_prompt_tokens(prompt)
             estimates = self._estimates(round_, model)
             downgrade_estimates = self._downgrade_estimates(prompt)
-            downgrade, warnings = await sync_to_async(reserve)(
+            reached, warnings = await sync_to_async(reserve)(
                 self.budgets,
                 estimates,
                 self.booked,
                 user=self.user,
                 downgrade_estimates=downgrade_estimates,
+                tripped=self.tripped,
             )
-            if downgrade is not None and downgrade[0] != ref.config:
-                model = self._downgrade_model(downgrade[0], downgrade[1]) or model
-                self.downgraded_to = downgrade[0]
-                round_.ref = self._ref(model)
-                round_.price = self.prices.price_for(round_.ref)
+            if reached is not None and reached.downgrade_to is not None:
+                slug, config = reached.downgrade_to
+                if slug != ref.config:
+                    model = self._downgrade_model(slug, config) or model
+                    round_.ref = self._ref(model)
+                    round_.price = self.prices.price_for(round_.ref)
+                if self.downgraded_to is None:
+                    warnings = [*warnings, self._downgraded(reached)]
+                self.downgraded_to = slug
             self.warn(warnings)
         self.rounds.append(round_)
         return _MeteredCall(self, model, round_)
+
+    def _downgraded(self, budget: ApplicableBudget) -> BudgetWarning:
+        """The warning that ``budget`` switched the turn to its cheaper model."""
+        _, end = period_bounds(budget.period)
+        shared = self.user is None or budget.subject != f"user:{self.user.pk}"
+        slug = budget.downgrade_to[0] if budget.downgrade_to else None
+        return BudgetWarning(
+            budget.name, budget.limit, budget.limit, budget.currency, end, True, shared, slug
+        )
 
     def _estimates(self, round_: _Round, model: ChatModel) -> dict[str, Decimal]:
         """The call's worst case per currency (``{}``: the price is unknown)."""
@@ -321,7 +375,8 @@ def cost_summary(rounds: Sequence[tuple[Mapping[str, Any], Cost]]) -> dict[str, 
         ),
     }
     if known:
-        summary["input_cost"] = sum((c.input or _ZERO for c in costs), _ZERO)
-        summary["output_cost"] = sum((c.output or _ZERO for c in costs), _ZERO)
-        summary["total_cost"] = summary["input_cost"] + summary["output_cost"]
+        # Capped: an absurd admin price must not overflow the call log's columns.
+        summary["input_cost"] = clamp(sum((c.input or _ZERO for c in costs), _ZERO))
+        summary["output_cost"] = clamp(sum((c.output or _ZERO for c in costs), _ZERO))
+        summary["total_cost"] = clamp(summary["input_cost"] + summary["output_cost"])
     return summary

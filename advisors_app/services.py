@@ -71,7 +71,7 @@ from django.conf import settings
 from django.db import transaction
 
 from advisors_app.approvals import Resume, active_grants, claim, open_resume, record_turn
-from advisors_app.budgets import ApplicableBudget, BudgetWarning, applicable_budgets, precheck
+from advisors_app.budgets import applicable_budgets, precheck
 from advisors_app.conf import app_settings
 from advisors_app.conversations import (
     StoredConversation,
@@ -124,7 +124,7 @@ from advisors_app.events import (
 )
 from advisors_app.metering import TurnMeter
 from advisors_app.models import PRODUCTION, CallLog, VersionPolicy
-from advisors_app.pricing import PriceBook, price_book
+from advisors_app.pricing import price_book
 from advisors_app.redaction import redact, redact_data
 from advisors_app.runtime import (
     DRAFT,
@@ -382,10 +382,29 @@ class _Opened:
     #: The tools needing no approval in this conversation ("allow for this conversation").
     granted: list[str]
     resume: Resume | None
-    prices: PriceBook
-    budgets: list[ApplicableBudget]
-    #: Budgets past their soft limit as the turn opens.
-    warnings: list[BudgetWarning]
+    #: Prices and budgets every model call of the turn goes through.
+    meter: TurnMeter
+
+
+def _meter(
+    compiled: CompiledChain, user: Any, chain_id: int | None, message: str, params: Any
+) -> TurnMeter:
+    """Blocking: the turn's meter, with the prices and the budgets that count it; raises
+    ``budget_exceeded`` (429) when a budget cannot take even the turn's cheapest first call
+    (:func:`advisors_app.budgets.precheck`), so a stream is refused before it opens."""
+    budgets = applicable_budgets(user, chain_id, lambda: user_tenant(user))
+    meter = TurnMeter(compiled.model_refs, price_book(), budgets, user)
+    if budgets:
+        client = compiled.client
+        options = merge_options(
+            client.default_options, ChatOptions.from_dict(params.get("options") or {})
+        )
+        floors = meter.floor_estimates(client.chat_model, message, options)
+        refusal, warnings, tripped = precheck(budgets, floors, user)
+        if refusal is not None:
+            raise budget_exceeded(refusal)
+        meter.start(warnings, tripped)
+    return meter
 
 
 def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id: str) -> _Opened:
@@ -409,10 +428,7 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
     if data.resumes:
         decisions = data.resume_decisions()
         pending = open_resume(user, stored.pk if stored else None, decisions, compiled, granted)
-    budgets = applicable_budgets(user, target.chain_id, lambda: user_tenant(user))
-    refusal, warnings = precheck(budgets)
-    if refusal is not None:
-        raise budget_exceeded(refusal, conversation_id=conversation_id if stored else None)
+    meter = _meter(compiled, user, target.chain_id, data.message, params)
     # Counted only now that the input is valid: refused requests never use up the rate.
     wait = chat_turn_wait(user)
     if wait is not None:
@@ -458,9 +474,7 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
         scope,
         granted,
         resume,
-        price_book(),
-        budgets,
-        warnings,
+        meter,
     )
 
 
@@ -493,8 +507,7 @@ async def _prepare(
         context[TOOL_APPROVAL_GRANTS] = tuple(opened.granted)
     if opened.resume is not None:
         context[TOOL_CALL_DECISIONS] = opened.resume.decisions
-    meter = TurnMeter(compiled.model_refs, opened.prices, opened.budgets, user)
-    meter.warn(opened.warnings)
+    meter = opened.meter
     context[MODEL_CALL_METER] = meter
     return _Turn(
         compiled,

@@ -203,24 +203,31 @@ async def test_a_used_up_budget_refuses_every_transport_shape_with_its_reset_tim
     user: Any,
 ) -> None:
     model = await sync_to_async(priced_model)("p")
-    chain = await sync_to_async(make_chain)(model=model, system_prompt="Be brief.")
-    budget = await Budget.objects.acreate(name="tiny", period="day", limit=Decimal("0.00005"))
+    # A long system text: the message alone fits what is left, the whole prompt does not.
+    long_system = "Answer briefly and precisely. " * 20
+    chain = await sync_to_async(make_chain)(model=model, system_prompt=long_system)
+    budget = await Budget.objects.acreate(name="tiny", period="day", limit=Decimal("0.0003"))
     few = {"options": {"max_tokens": 5}}
     await call_turn(chain.slug, user, "first", params=few)  # fits
     state = await BudgetCounter.objects.aget(budget=budget)
     assert state.spent > 0
-    # The next one cannot fit: refused inside the chain, before the model is called.
-    with pytest.raises(Exception) as caught:
+    # The message alone cannot fit what is left: refused before the turn runs.
+    with pytest.raises(TurnError) as early:
+        await call_turn(chain.slug, user, "second", params={"options": {"max_tokens": 100}})
+    assert early.value.code == "budget_exceeded"
+    assert "left, less than this call may cost (up to" in early.value.message
+    # The message fits, the prompt with the system text does not: refused inside the chain,
+    # before the model is called.
+    with pytest.raises(BudgetExceededError):
         await call_turn(chain.slug, user, "second", params={"options": {"max_tokens": 50}})
-    assert type(caught.value).__name__ == "BudgetExceededError"
     # Used up entirely: refused before the turn runs (a stream before it opens).
-    await BudgetCounter.objects.filter(budget=budget).aupdate(spent=Decimal("0.00005"))
+    await BudgetCounter.objects.filter(budget=budget).aupdate(spent=Decimal("0.0003"))
     with pytest.raises(TurnError) as refused:
         await stream_turn(chain.slug, user, "third")
     error = refused.value
     assert (error.code, error.http_status) == ("budget_exceeded", 429)
     assert error.reset_at is not None and error.retry_after >= 1
-    assert "tiny" in error.message and "resets at" in error.message
+    assert "'tiny' (0.0003 USD per day) is used up; it resets at" in error.message
 
 
 async def test_downgrade_switches_the_model_for_the_rest_of_the_period(user: Any) -> None:
@@ -283,9 +290,10 @@ async def test_a_budget_for_another_user_or_chain_does_not_apply(
     chain = await sync_to_async(make_chain)(model=model)
     await Budget.objects.acreate(name="bob's", scope="user", user=other, limit=Decimal(0))
     await Budget.objects.acreate(name="other chain", scope="chain", limit=Decimal(0), chain=None)
-    # "each chain" applies to this one: a zero limit refuses.
-    with pytest.raises(BudgetExceededError):
+    # "each chain" applies to this one: a zero limit refuses, before the turn runs.
+    with pytest.raises(TurnError) as refused:
         await call_turn(chain.slug, user, "hi")
+    assert "is used up" in refused.value.message
     await Budget.objects.filter(name="other chain").adelete()
     outcome = await call_turn(chain.slug, user, "hi")
     assert outcome.status == "ok"
@@ -308,3 +316,60 @@ async def test_an_error_releases_the_reservation(user: Any) -> None:
     state = await BudgetCounter.objects.aget(budget=budget)
     assert state.reserved == 0
     assert state.spent == (await CallLog.objects.aget()).total_cost
+
+
+async def test_a_block_budget_lets_the_cheaper_model_through_once_a_downgrade_is_reached(
+    user: Any,
+) -> None:
+    """A user switched to the cheaper model is not refused by a block budget that the dearer
+    model's worst case would pass but the cheaper one's fits (the reason to set a downgrade)."""
+    model = await sync_to_async(priced_model)("dear", answer="From the dear model.")
+    cheap = await sync_to_async(priced_model)("cheaper", answer="From the cheaper model.")
+    await ModelPrice.objects.filter(chat_model=cheap).aupdate(
+        input_per_million=Decimal("0.01"), output_per_million=Decimal("0.01")
+    )
+    chain = await sync_to_async(make_chain)(model=model, system_prompt="Be brief.")
+    options = {"options": {"max_tokens": 300}}
+    one = (Decimal(prompt_tokens("hello")) + 2 * 300) / MILLION  # the dear model's worst case
+    # Created first (a lower id): block budgets used to be checked before downgrade ones.
+    block = await Budget.objects.acreate(name="block", period="day", limit=one * 2)
+    await Budget.objects.acreate(
+        name="switch", period="day", limit=one / 2, action="downgrade", downgrade_to=cheap
+    )
+    first = await call_turn(chain.slug, user, "hello", params=options)
+    assert first.content == "From the cheaper model."
+    [warning] = first.budget_warnings
+    assert (warning["budget"], warning["downgraded_to"]) == ("switch", "cheaper")
+    # Spend the block budget down to less than the dear call, more than the cheap one.
+    await BudgetCounter.objects.filter(budget=block).aupdate(spent=one * 2 - one / 2)
+    second = await call_turn(chain.slug, user, "hello", params=options)
+    assert second.content == "From the cheaper model."
+
+
+async def test_a_shared_budgets_warning_does_not_tell_what_others_spent(user: Any) -> None:
+    model = await sync_to_async(priced_model)("together")
+    chain = await sync_to_async(make_chain)(model=model)
+    await Budget.objects.acreate(
+        name="everyone", scope="global", limit=Decimal("0.0001"), soft_limit_percent=1
+    )
+    await Budget.objects.acreate(
+        name="mine", scope="user", limit=Decimal("0.0001"), soft_limit_percent=1
+    )
+    few = {"options": {"max_tokens": 5}}
+    outcome = await call_turn(chain.slug, user, "hi", params=few)
+    warnings = {w["budget"]: w for w in outcome.budget_warnings}
+    assert warnings["everyone"]["spent"] is None and warnings["everyone"]["percent"] > 0
+    assert warnings["mine"]["spent"] is not None
+
+
+async def test_an_absurd_price_is_capped_not_a_server_error(user: Any) -> None:
+    model = await sync_to_async(priced_model)("absurd")
+    await ModelPrice.objects.filter(chat_model=model).aupdate(
+        input_per_million=Decimal("9999999999.9999999999"),
+        output_per_million=Decimal("9999999999.9999999999"),
+    )
+    chain = await sync_to_async(make_chain)(model=model)
+    await Budget.objects.acreate(name="watch", limit=Decimal(1), action="warn")
+    outcome = await call_turn(chain.slug, user, "hi", params={"options": {"max_tokens": 100000}})
+    assert outcome.status == "ok"
+    assert (await BudgetCounter.objects.aget()).spent <= Decimal("999999999")

@@ -180,6 +180,14 @@ class Budget(models.Model):
                 errors[name] = f"Only a {name} budget names a {name}."
         if self.scope == self.Scope.GROUP and not self.group_id:
             errors["group"] = "A group budget names its group."
+        if self.scope == self.Scope.TENANT:
+            from advisors_app.conf import app_settings
+
+            if not app_settings.TENANT_RESOLVER:
+                errors["scope"] = (
+                    "No tenant resolver is configured (ADVISORS['TENANT_RESOLVER']): a tenant "
+                    "budget would never apply."
+                )
         if self.action == self.Action.DOWNGRADE and not self.downgrade_to_id:
             errors["downgrade_to"] = "A downgrade budget names the cheaper chat model."
         if self.action != self.Action.DOWNGRADE and self.downgrade_to_id:

@@ -476,6 +476,32 @@
     return button;
   }
 
+  /* An ISO time as the reader's local date and time ("3 Dec, 00:00"). */
+  function localTime(iso) {
+    var when = new Date(iso);
+    if (isNaN(when.getTime())) return iso;
+    return "on " + when.toLocaleString(undefined, {
+      day: "numeric", month: "short", hour: "2-digit", minute: "2-digit",
+    });
+  }
+
+  /* Seconds as "40 s", "12 min" or "22 h". */
+  function duration(seconds) {
+    if (seconds < 90) return Math.ceil(seconds) + " s";
+    if (seconds < 5400) return Math.round(seconds / 60) + " min";
+    return Math.round(seconds / 3600) + " h";
+  }
+
+  /* A budget counting this turn is past its soft limit, or switched it to a cheaper model. */
+  function budgetNote(article, frame) {
+    var text = frame.downgraded_to
+      ? "Budget \u201c" + frame.budget + "\u201d reached: answering with a cheaper model ("
+        + frame.downgraded_to + ")"
+      : "Budget \u201c" + frame.budget + "\u201d: " + frame.percent + " % used";
+    if (frame.reset_at) text += " until it resets " + localTime(frame.reset_at);
+    addBelowText(article, el("p", "msg-note msg-budget", text + "."));
+  }
+
   function errorBox(frame) {
     var box = el("div", "msg-error");
     box.setAttribute("role", "alert");
@@ -484,7 +510,8 @@
     Object.keys(frame.errors || {}).forEach(function (field) {
       frame.errors[field].forEach(function (text) { details.push(field + ": " + text); });
     });
-    if (frame.retry_after) details.push("Try again in " + frame.retry_after + " s.");
+    if (frame.reset_at) details.push("The budget resets " + localTime(frame.reset_at) + ".");
+    else if (frame.retry_after) details.push("Try again in " + duration(frame.retry_after) + ".");
     if (details.length) {
       var ul = el("ul");
       details.forEach(function (text) { ul.appendChild(el("li", null, text)); });
@@ -1062,6 +1089,10 @@
         reply.text += frame.text;
         scheduleRender(reply);
         break;
+      case "budget_warning":
+        if (!reply) return;
+        budgetNote(reply.article, frame);
+        break;
       case "approval_required":
         if (!reply || !Array.isArray(frame.approvals) || !frame.approvals.length) return;
         approvalBox(reply.article, frame.approvals, reply.conversationId || state.conversationId);
@@ -1091,6 +1122,11 @@
         // A turn refused as a whole stored nothing: give the message back to edit and resend.
         if (reply && reply.sent && REFUSED_TURN_CODES.indexOf(frame.code) >= 0 && !prompt.value) {
           prompt.value = reply.sent;
+        }
+        // Refused before the model answered: what retrieval found is no answer's source.
+        if (reply && frame.code === "budget_exceeded" && !reply.text) {
+          var found = part(reply.article, ".msg-sources");
+          if (found) found.remove();
         }
         if (reply) finishReply({ error: frame }, reply);
         else showAlert(frame.message);
@@ -1127,7 +1163,7 @@
    * window, the rate): the composer gets the message back. */
   var REFUSED_TURN_CODES = [
     "invalid", "context_overflow", "throttled", "permission_denied",
-    "chain_not_found", "version_not_found",
+    "chain_not_found", "version_not_found", "budget_exceeded",
   ];
 
   function send() {

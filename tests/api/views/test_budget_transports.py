@@ -32,8 +32,12 @@ from tests.factories import make_chain, scripted_model
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ANSWER = "Fine."
-#: Worst case of a call with this many answer tokens: 2 per million each, far over the limits.
-LARGE = {"params": {"options": {"max_tokens": 2000}}}
+#: A call whose message alone fits what :func:`nearly_used_up` leaves (40 answer tokens at 2
+#: per million and the message), while the whole prompt with :data:`SYSTEM` does not: it
+#: passes the check before the turn runs and is refused inside the chain.
+LARGE = {"params": {"options": {"max_tokens": 40}}}
+#: The chains' system text: about 30 tokens.
+SYSTEM = "Be brief. " * 10
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +59,7 @@ def chain() -> Any:
     ModelPrice.objects.create(
         chat_model=model, input_per_million=Decimal(1), output_per_million=Decimal(2)
     )
-    return make_chain(model=model, system_prompt="Be brief.")
+    return make_chain(model=model, system_prompt=SYSTEM)
 
 
 @pytest.fixture
@@ -124,6 +128,11 @@ def watched(alice: Any) -> Budget:
     )
     spent(budget, alice, Decimal("0.005"))
     return budget
+
+
+def payload(event: dict[str, Any]) -> dict[str, Any]:
+    """An event's payload without its type and event id (what the done event lists)."""
+    return {k: v for k, v in event.items() if k not in ("type", "id", "event_id")}
 
 
 def read_stream(response: Any) -> str:
@@ -237,6 +246,7 @@ def test_call_body_has_the_cost_and_the_budget_warnings(
         "percent": warning["percent"],
         "reset_at": reset_at(watched),
         "over_limit": False,
+        "downgraded_to": None,
     }
     assert Decimal(warning["spent"]) >= Decimal("0.005") and warning["percent"] >= 50
 
@@ -296,7 +306,7 @@ def test_stream_warns_after_start_and_the_done_event_has_the_cost(
         reset_at(watched),
     )
     done = events[-1][1]
-    assert done["budget_warnings"] == [{k: v for k, v in warning.items() if k != "type"}]
+    assert done["budget_warnings"] == [payload(warning)]
     assert done["content"] == ANSWER
     assert done["cost"] == expected_cost(CallLog.objects.get(trace_id=done["trace_id"]))
 
@@ -359,6 +369,6 @@ async def test_websocket_warns_after_start_and_the_done_frame_has_the_cost(
     assert kinds.count("budget_warning") == 1
     warning, done = frames[1], frames[-1]
     assert (warning["budget"], warning["reset_at"]) == ("watch", reset_at(watched))
-    assert done["budget_warnings"] == [{k: v for k, v in warning.items() if k != "type"}]
+    assert done["budget_warnings"] == [payload(warning)]
     log = await CallLog.objects.aget(trace_id=done["trace_id"])
     assert done["cost"] == expected_cost(log)
