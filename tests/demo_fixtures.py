@@ -21,11 +21,13 @@ import pytest
 
 from advisors_app.demo import loader
 from advisors_app.demo.corpus import python_reference_topics
+from advisors_app.demo.dataset import DATASET as DEMO_DATASET
 from advisors_app.demo.loader import DemoReport, build_id, ensure_demo_rows, load_demo
 from advisors_app.models import (
     AdvisorChain,
     ChatModelConfig,
     Collection,
+    Dataset,
     Document,
     EmbeddingModelConfig,
     PromptTemplate,
@@ -55,6 +57,7 @@ def remove_demo() -> None:
     SensitiveWordList.objects.filter(slug=loader.WORD_LIST).delete()
     ChatModelConfig.objects.filter(slug__in=[loader.CHAT_MODEL, loader.NOTES_MODEL]).delete()
     EmbeddingModelConfig.objects.filter(slug=loader.EMBEDDING_MODEL).delete()
+    Dataset.objects.filter(slug=DEMO_DATASET).delete()
 
 
 @pytest.fixture(scope="session")
