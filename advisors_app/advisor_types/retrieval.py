@@ -87,6 +87,7 @@ def _retrieval_augmentation(spec: AdvisorSpec) -> Any:
             top_k=params["top_k"],
             filter_expression=params.get("filter_expression") or None,
             allow_request_filter=params["allow_request_filter"],
+            ef_search=params.get("ef_search"),
         ),
         query_transformers=transformers,
         query_expander=expander,
@@ -216,6 +217,7 @@ TYPES: BuiltinTypes = (
             params_schema=object_schema(
                 {
                     **_SEARCH,
+                    **_EF_SEARCH,
                     "allow_empty_context": {
                         "type": "boolean",
                         "default": False,

@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from pgvector.django import CosineDistance
@@ -188,10 +189,29 @@ def test_a_collection_ef_search_outside_its_bounds_is_refused():
         collection.save()
 
 
-def test_question_answer_takes_ef_search_within_bounds():
+@pytest.mark.parametrize("key", ["question_answer", "retrieval_augmentation"])
+def test_the_retrieval_types_take_ef_search_within_bounds(key):
     base = {"collection": "indexed"}
-    assert params_errors("question_answer", {**base, "ef_search": 100}) == {}
-    assert "params.ef_search" in params_errors("question_answer", {**base, "ef_search": 5})
-    assert "params.ef_search" in params_errors("question_answer", {**base, "ef_search": 5000})
-    schema = advisor_types.get("question_answer").params_schema
+    assert params_errors(key, {**base, "ef_search": 100}) == {}
+    assert "params.ef_search" in params_errors(key, {**base, "ef_search": 5})
+    assert "params.ef_search" in params_errors(key, {**base, "ef_search": 5000})
+    schema = advisor_types.get(key).params_schema
     assert schema["properties"]["ef_search"]["maximum"] == 1000
+
+
+def test_the_retriever_sends_its_ef_search_with_every_search():
+    from advisors_app.core.rag import Query, VectorStoreDocumentRetriever
+
+    seen = []
+
+    class Store:
+        def for_context(self, context):
+            return self
+
+        async def asimilarity_search(self, request):
+            seen.append(request.ef_search)
+            return []
+
+    retriever = VectorStoreDocumentRetriever(Store(), ef_search=200)
+    async_to_sync(retriever.retrieve)(Query("hi"))
+    assert seen == [200]

@@ -57,6 +57,8 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
     **ANDed** with ``filter_expression`` (:func:`narrowed`): it narrows the search, never
     widens it. Blank text, or ``allow_request_filter=False``, leaves the configured filter
     alone (a refused filter is ignored here; the Django layer refuses it at validation).
+    ``ef_search`` goes into every search request (``SearchRequest.ef_search``: how many
+    candidates an HNSW index keeps; ``None``: the store's default; our addition).
     Raises ``AdvisorStateError`` ("vectorStore cannot be null") and ``ValueError`` with
     Spring's messages ("topK must be greater than 0", "similarityThreshold must be equal to or
     greater than 0.0"), or naming the parameter of an invalid filter text.
@@ -68,6 +70,7 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
 
     __slots__ = (
         "allow_request_filter",
+        "ef_search",
         "filter_expression",
         "similarity_threshold",
         "top_k",
@@ -82,6 +85,7 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
         filter_expression: FilterSource = None,
         *,
         allow_request_filter: bool = True,
+        ef_search: int | None = None,
     ) -> None:
         if vector_store is None:
             raise AdvisorStateError("vectorStore cannot be null")
@@ -96,6 +100,8 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
         self.top_k = top_k
         self.filter_expression = filter_expression
         self.allow_request_filter = bool(allow_request_filter)
+        #: Candidates an HNSW search keeps (``SearchRequest.ef_search``; ``None``: the store's).
+        self.ef_search = ef_search
 
     def _default_filter(self) -> Filter | None:
         source: Any = self.filter_expression
@@ -118,5 +124,6 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
             top_k=self.top_k,
             similarity_threshold=self.similarity_threshold,
             filter_expression=self.request_filter(query),
+            ef_search=self.ef_search,
         )
         return await self.vector_store.for_context(query.context).asimilarity_search(request)
