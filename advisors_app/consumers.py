@@ -388,13 +388,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """Channel-layer handler: frames of a turn run by another socket (another tab, another
         process) or left running by a socket that went away. A conversation this socket
         resumed gets them as its own; otherwise they carry ``conversation_id`` and
-        ``"resumed_elsewhere": true`` (drawn when that conversation is open)."""
+        ``"resumed_elsewhere": true`` (drawn when that conversation is open), and only from
+        the turn's first event on: a socket that joined mid-turn sends ``resume``."""
         if self._closing or event.get("origin") == self.channel_name:
             return  # this socket sent them itself
         conversation_id = event["conversation_id"]
         own = conversation_id in self._resumed
         for frame in event["frames"]:
-            if not self._seen.first_time(conversation_id, frame):
+            if not self._seen.first_time(conversation_id, frame, contiguous=not own):
                 continue
             if not own:
                 frame = {"conversation_id": conversation_id, **frame, "resumed_elsewhere": True}

@@ -88,13 +88,18 @@ class SeenIds:
     def __init__(self) -> None:
         self._last: dict[str, tuple[str, int]] = {}
 
-    def first_time(self, conversation_id: str, frame: dict[str, Any]) -> bool:
-        """Note ``frame`` as delivered; ``False`` when it (or a later one) already was."""
+    def first_time(
+        self, conversation_id: str, frame: dict[str, Any], *, contiguous: bool = False
+    ) -> bool:
+        """Note ``frame`` as delivered; ``False`` when it (or a later one) already was — or,
+        with ``contiguous``, when it does not directly follow the last one delivered (a socket
+        that joined mid-turn gets the turn by ``resume``, in order, not from the middle)."""
         parsed = parse_event_id(frame.get("event_id"))
         if parsed is None:
             return True
         last = self._last.get(conversation_id)
-        if last is not None and last[0] == parsed[0] and last[1] >= parsed[1]:
+        last_n = last[1] if last is not None and last[0] == parsed[0] else 0
+        if last_n >= parsed[1] or (contiguous and parsed[1] != last_n + 1):
             return False
         self._last[conversation_id] = parsed
         return True

@@ -74,6 +74,9 @@ def test_events_after_and_seen_ids() -> None:
     seen = SeenIds()
     assert [seen.first_time("c", f) for f in frames + frames[1:2]] == [True] * 4 + [False]
     assert seen.first_time("c", {"event_id": "u-1"})  # a new turn of the conversation
+    assert not seen.first_time("c", {"event_id": "u-3"}, contiguous=True)  # a gap
+    assert not seen.first_time("d", {"event_id": "v-2"}, contiguous=True)  # joined mid-turn
+    assert seen.first_time("c", {"event_id": "u-2"}, contiguous=True)
 
 
 @override_settings(ADVISORS={"DISCONNECT_POLICY": "continue", "STREAM_COALESCE_MS": 0})
