@@ -11,7 +11,14 @@
  * reply is still pending) get an approval card under the reply; once each call has a decision
  * the page sends one message frame with the decisions and shows the resumed turn in place,
  * under the card. A turn resumed elsewhere (another tab, the admin) arrives as frames flagged
- * resumed_elsewhere and is drawn the same way when its conversation is open.
+ * resumed_elsewhere and is drawn the same way when its conversation is open — as is a turn
+ * another tab of the same user is running.
+ *
+ * Every frame of a turn carries an event_id. When the socket drops mid-answer the page
+ * reconnects (backoff) and sends {"type": "resume", "conversation_id", "last_event_id"} with
+ * the last id it saw: the server sends the frames it missed, then the rest live, so the whole
+ * answer shows (with ADVISORS["DISCONNECT_POLICY"] = "continue" the turn kept running while
+ * the page was away; under "cancel" it ends as stopped, with what was generated).
  *
  * Every stored reply gets 👍/👎 (its message id: the done frame's message_id live, the
  * article's data-reply-id reopened, where "chat-replies" holds the user's vote as feedback).
@@ -108,6 +115,15 @@
       state.attempt = 0;
       setConnection("open", "Connected");
       showAlert("");
+      var reply = state.reply;
+      if (reply && reply.reconnecting) {
+        // The answer was cut off by the dropped connection: the server sends what this page
+        // missed (after the last event id it saw), then the rest live.
+        reply.reconnecting = false;
+        ws.send(JSON.stringify({
+          type: "resume", conversation_id: reply.conversationId, last_event_id: reply.lastEventId,
+        }));
+      }
       updateControls();
     };
     ws.onmessage = function (event) {
@@ -123,6 +139,9 @@
             message: "The connection dropped before the decisions were confirmed: reload the " +
               "page to see whether they arrived.",
           });
+        } else if (state.reply.started && state.reply.conversationId && state.reply.lastEventId &&
+                   event.code !== 4401) {
+          state.reply.reconnecting = true; // resumed once the socket is back (onopen)
         } else {
           finishReply({ note: "The connection dropped; what arrived so far was saved." });
         }
@@ -208,7 +227,7 @@
     return {
       article: target, root: root, body: body, text: "", traceId: null, conversationId: null,
       sentAt: performance.now(), firstAt: null, frame: null, scheduled: false,
-      toolCards: {}, started: false, resume: null,
+      toolCards: {}, started: false, resume: null, lastEventId: null, reconnecting: false,
     };
   }
 
@@ -1056,6 +1075,7 @@
 
   /* One frame of the turn ``reply`` draws (this page's own, or one resumed elsewhere). */
   function handleTurnFrame(frame, reply) {
+    if (reply && typeof frame.event_id === "string") reply.lastEventId = frame.event_id;
     switch (frame.type) {
       case "start":
         if (!reply) return;
@@ -1110,6 +1130,11 @@
         }, reply);
         break;
       case "error":
+        if (frame.in_reply_to === "resume") {
+          // Nothing of the turn is kept any more (the server restarted, or it ended long ago).
+          if (reply) finishReply({ note: "The connection dropped; reload the conversation for the rest of this answer." }, reply);
+          return;
+        }
         if (reply && reply.resume && !reply.started) {
           resumeRefused(reply, frame);
           return;
