@@ -51,6 +51,17 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
   (:mod:`advisors_app.approval_jobs`) — reach every open chat socket of the conversation's
   owner through the channel layer: the turn's ``start`` … ``done`` (or ``error``) frames, each
   with ``conversation_id`` and ``"resumed_elsewhere": true``.
+* Every frame of a turn carries ``event_id`` (``"<trace_id>-<n>"``) and is published to the
+  user's group and to a short per-conversation buffer (:mod:`advisors_app.turn_buffer`):
+  the user's other sockets (tabs, devices, processes) get it with ``conversation_id`` and
+  ``"resumed_elsewhere": true``, from the turn's first frame on, each frame once.
+* Client ``{"type": "resume", "conversation_id", "last_event_id"?}`` answers the frames of the
+  conversation's last turn after ``last_event_id``, then the rest live, unflagged; an
+  ``error`` frame with ``code`` ``not_found`` and ``"in_reply_to": "resume"`` when nothing of
+  it is kept (or it is another user's).
+* ``ADVISORS["DISCONNECT_POLICY"]``: ``"cancel"`` (default) stops the running turn when the
+  socket goes away (below); ``"continue"`` leaves it running to its end, stored whole, its
+  frames still published (a server shutting down always cancels).
 * Server ``{"type": "conversation", "conversation_id", "title"}`` is sent to **every** open
   chat socket of the same user — on any server process, through the channel layer (Redis with
   ``REDIS_URL``) — when one of their conversations got a turn, so other tabs and devices can

@@ -116,8 +116,12 @@ Refused input is answered before the stream opens, with a JSON error and a 4xx s
 is a turn whose budget is used up already (429 `budget_exceeded`).
 While the turn is silent (a slow model, a tool round), a `: keep-alive` comment line is sent
 every `ADVISORS["SSE_KEEPALIVE_SECONDS"]` (default 15); SSE clients ignore comments.
+Every event has an `id:` line, its `event_id` (`<trace_id>-<n>`). Resume a lost stream with
+`{"conversation_id", "resume": true}` and the `Last-Event-ID` header: the events after that id
+of the conversation's last turn, then the rest live (404 `not_found` when none is kept).
 Closing the connection stops the model at once; the partial answer is stored flagged as
-interrupted and the call log says cancelled. Use `curl -N` to see events as they come.
+interrupted and the call log says cancelled (with `ADVISORS["DISCONNECT_POLICY"] = "continue"`
+the turn runs on to its end and is stored whole). Use `curl -N` to see events as they come.
 """
 
 _SSE_EXAMPLE = (
