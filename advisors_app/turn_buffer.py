@@ -205,6 +205,35 @@ class RedisTurnBuffer(TurnBuffer):
             return None
         return [json.loads(fields[b"f"]) for _, fields in entries]
 
+    async def follow(
+        self, owner: int, conversation_id: str, last_event_id: str | None, *, poll: float = 1.0
+    ) -> AsyncIterator[dict[str, Any]]:
+        """As :meth:`TurnBuffer.follow`, reading only new entries (``XREAD BLOCK`` of ``poll``
+        seconds) instead of the whole turn again."""
+        key = self._key(owner, conversation_id)
+        client = self._client()
+        entries = await client.xrange(key)
+        if not entries:
+            return
+        cursor = entries[-1][0]
+        frames = [json.loads(fields[b"f"]) for _, fields in entries]
+        for frame in events_after(frames, last_event_id):
+            yield frame
+            if frame.get("type") in _FINAL_TYPES:
+                return
+        while True:
+            answer = await client.xread({key: cursor}, block=max(int(poll * 1000), 1))
+            if not answer:
+                if not await client.exists(key):
+                    return  # forgotten (TTL) before its end
+                continue
+            for entry_id, fields in answer[0][1]:
+                cursor = entry_id
+                frame = json.loads(fields[b"f"])
+                yield frame
+                if frame.get("type") in _FINAL_TYPES:
+                    return
+
 
 def _redis_location(layer: Any) -> tuple[str, str, dict[str, Any]] | None:
     hosts = getattr(layer, "hosts", None)

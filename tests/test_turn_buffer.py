@@ -1,0 +1,60 @@
+"""The turn buffer's contract, run against each backend (issue 23)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from advisors_app.turn_buffer import InMemoryTurnBuffer, RedisTurnBuffer, TurnBuffer
+from tests.test_consumers_redis import REDIS_URL, redis_answers
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def buffer(request: pytest.FixtureRequest) -> AsyncIterator[TurnBuffer]:
+    if request.param == "memory":
+        yield InMemoryTurnBuffer(ttl=60)
+        return
+    if not redis_answers(REDIS_URL):
+        pytest.skip(f"no Redis at {REDIS_URL}")
+    made = RedisTurnBuffer(REDIS_URL, f"advisors-test-{uuid.uuid4().hex}", ttl=60)
+    yield made
+    client = made._client()
+    keys = await client.keys(f"{made.prefix}:*")
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+def frames(trace: str, *kinds: str, start: int = 1) -> list[dict[str, Any]]:
+    return [{"type": k, "event_id": f"{trace}-{n}"} for n, k in enumerate(kinds, start)]
+
+
+async def test_a_turn_is_kept_and_a_new_one_replaces_it(buffer: TurnBuffer) -> None:
+    assert await buffer.read(1, "c") is None
+    await buffer.append(1, "c", frames("t", "start", "delta"))
+    await buffer.append(1, "c", frames("t", "delta", "done", start=3))
+    assert [f["event_id"] for f in await buffer.read(1, "c") or []] == [
+        f"t-{n}" for n in (1, 2, 3, 4)
+    ]
+    assert await buffer.read(2, "c") is None  # another owner's key
+    await buffer.append(1, "c", frames("u", "start"))
+    assert await buffer.read(1, "c") == frames("u", "start")
+
+
+async def test_follow_replays_then_tails_to_the_end(buffer: TurnBuffer) -> None:
+    await buffer.append(1, "c", frames("t", "start", "delta", "delta"))
+    got: list[str] = []
+
+    async def follow() -> None:
+        async for frame in buffer.follow(1, "c", "t-1", poll=0.05):
+            got.append(frame["event_id"])
+
+    task = asyncio.create_task(follow())
+    await asyncio.sleep(0.2)
+    await buffer.append(1, "c", frames("t", "delta", "done", start=4))
+    await asyncio.wait_for(task, 5)
+    assert got == ["t-2", "t-3", "t-4", "t-5"]
