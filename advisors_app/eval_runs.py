@@ -103,6 +103,14 @@ DEFAULT_EVALUATORS: dict[str, tuple[dict[str, Any], ...]] = {
     "tool_calls": ({"key": "tool_call_match", "params": {}},),
 }
 
+#: An expected output longer than this many words is a whole reference answer (a rated reply,
+#: a reviewer's correction) rather than a phrase to find: it is judged by word overlap
+#: (``token_f1``), which a worse answer lowers, instead of ``contains``, which it never meets.
+WHOLE_ANSWER_WORDS = 12
+WHOLE_ANSWER_EVALUATORS: tuple[dict[str, Any], ...] = (
+    {"key": "token_f1", "params": {"threshold": 0.5}},
+)
+
 Status = EvalRun.Status
 
 
@@ -128,14 +136,23 @@ def default_evaluators(
 ) -> list[dict[str, Any]]:
     """The evaluators for what ``items`` expect (:data:`DEFAULT_EVALUATORS`), those registered."""
     registry = registry or _registry()
+    items = list(items)
     present = {part for item in items for part in (item.expected or {})}
+    defaults = dict(DEFAULT_EVALUATORS)
+    if any(_is_whole_answer(item) for item in items):
+        defaults["output"] = WHOLE_ANSWER_EVALUATORS
     return [
         {"key": entry["key"], "params": dict(entry["params"])}
-        for part, entries in DEFAULT_EVALUATORS.items()
+        for part, entries in defaults.items()
         if part in present
         for entry in entries
         if entry["key"] in registry.keys
     ]
+
+
+def _is_whole_answer(item: DatasetItem) -> bool:
+    output = (item.expected or {}).get("output")
+    return isinstance(output, str) and len(output.split()) > WHOLE_ANSWER_WORDS
 
 
 def _build(config: Sequence[Mapping[str, Any]], registry: _Registry) -> list[Any]:

@@ -125,6 +125,13 @@ def test_default_evaluators_follow_what_the_items_expect() -> None:
         "mrr",
         "tool_call_match",
     ]
+    # A phrase to find: contains; a whole reference answer (a rated reply, a correction):
+    # word overlap, which a worse answer lowers.
+    phrase = DatasetItem(key="c", input={}, expected={"output": "14 days"})
+    assert [e["key"] for e in default_evaluators([phrase])] == ["contains"]
+    answer = "Refunds are paid back to the card you used, within fourteen days of the return."
+    whole = DatasetItem(key="d", input={}, expected={"output": answer})
+    assert [e["key"] for e in default_evaluators([phrase, whole])] == ["token_f1"]
 
 
 def test_the_command_prints_the_summary_and_json(capsys: Any) -> None:

@@ -1,21 +1,27 @@
-"""Text evaluators: ``exact``, ``contains`` and ``regex`` on the answer's text.
+"""Text evaluators: ``exact``, ``contains``, ``regex`` and ``token_f1`` on the answer's text.
 
-Each is a pass/fail check (``value`` and ``passed`` are the same ``bool``). ``exact`` and
-``contains`` compare with ``expected.output`` unless their params give the text; a case
+``exact``, ``contains`` and ``regex`` are pass/fail checks (``value`` and ``passed`` are the
+same ``bool``); ``token_f1`` is graded: the word overlap with the reference answer (SQuAD's
+F1: precision and recall of the answer's words, case aside), passed from ``threshold`` on — what
+a reference written as a whole answer (a reviewer's correction, a rated reply) can be judged
+by, since a model's new answer seldom contains it word for word. ``exact``, ``contains`` and
+``token_f1`` compare with ``expected.output`` unless their params give the text; a case
 without one is not judged (:data:`~advisors_app.evaluators.base.NOT_APPLICABLE`).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 from .base import BaseEvaluator, EvalCase, EvalScore
 from .registry import EvaluatorSpec, EvaluatorType, object_schema
 
-__all__ = ["TYPES", "ContainsEvaluator", "ExactEvaluator", "RegexEvaluator"]
+__all__ = ["TYPES", "ContainsEvaluator", "ExactEvaluator", "RegexEvaluator", "TokenF1Evaluator"]
 
 _WHITESPACE = re.compile(r"\s+")
+_WORD = re.compile(r"\w+")
 
 _IGNORE_CASE = {
     "type": "boolean",
@@ -133,6 +139,42 @@ class RegexEvaluator(BaseEvaluator):
         return self.check(matched != self.negate, comment)
 
 
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+class TokenF1Evaluator(BaseEvaluator):
+    """The answer's word overlap with the reference (F1 of precision and recall over word
+    counts, case aside), in [0, 1]; passed from ``threshold`` on."""
+
+    __slots__ = ("expected", "threshold")
+
+    def __init__(self, key: str, expected: str | None = None, *, threshold: float = 0.5) -> None:
+        super().__init__(key)
+        self.expected = expected
+        self.threshold = threshold
+
+    async def evaluate(self, case: EvalCase) -> EvalScore:
+        expected = self.expected if self.expected is not None else _expected_output(case)
+        if not expected or not _words(expected):
+            return self.not_applicable("no expected.output to compare with")
+        reference, answer = Counter(_words(expected)), Counter(_words(case.output))
+        common = sum((reference & answer).values())
+        if not common:
+            f1 = 0.0
+        else:
+            precision = common / sum(answer.values())
+            recall = common / sum(reference.values())
+            f1 = 2 * precision * recall / (precision + recall)
+        f1 = round(f1, 4)
+        return self.score(f1, f1 >= self.threshold, f"word overlap F1 {f1:.2f}")
+
+
+def _token_f1(spec: EvaluatorSpec) -> TokenF1Evaluator:
+    p = spec.params
+    return TokenF1Evaluator(spec.key, p.get("expected"), threshold=p["threshold"])
+
+
 def _exact(spec: EvaluatorSpec) -> ExactEvaluator:
     p = spec.params
     return ExactEvaluator(
@@ -243,6 +285,28 @@ TYPES: tuple[EvaluatorType, ...] = (
                 },
             },
             required=("pattern",),
+        ),
+    ),
+    EvaluatorType(
+        key="token_f1",
+        label="Word overlap (F1)",
+        factory=_token_f1,
+        description="The answer's word overlap with the expected output (F1, case aside), "
+        "0 to 1; passes from the threshold on. For references written as whole answers.",
+        params_schema=object_schema(
+            {
+                "expected": {
+                    "type": "string",
+                    "description": "Text to compare with (default: the item's expected.output).",
+                },
+                "threshold": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "default": 0.5,
+                    "description": "The F1 from which the item passes.",
+                },
+            }
         ),
     ),
 )

@@ -60,6 +60,19 @@ async def test_contains_defaults_to_the_expected_output() -> None:
     assert (await judge("contains", case(answer))).value == NOT_APPLICABLE
 
 
+async def test_token_f1_grades_the_word_overlap_with_a_whole_reference_answer() -> None:
+    reference = {"output": "The with statement wraps a block in a context manager."}
+    answer = "A with statement runs its block inside a context manager."
+    close = await judge("token_f1", case(answer, reference))
+    assert (close.value, close.passed) == (0.7, True)  # 7 of 10 words each way
+    assert close.comment.startswith("word overlap F1 ")
+    worse = await judge("token_f1", case("I do not know.", reference))
+    assert (worse.value, worse.passed) == (0.0, False)
+    strict = await judge("token_f1", case("with statement", reference), threshold=0.9)
+    assert strict.passed is False
+    assert (await judge("token_f1", case("anything"))).value == NOT_APPLICABLE
+
+
 async def test_contains_all_or_any_of_the_strings() -> None:
     answer = case("Refunds take 14 days by bank transfer.")
     all_of = await judge("contains", answer, strings=["14 days", "card", "cheque"])

@@ -26,6 +26,7 @@ BUILTINS = (
     "exact",
     "contains",
     "regex",
+    "token_f1",
     "json_schema",
     "retrieval_hit_at_k",
     "mrr",
