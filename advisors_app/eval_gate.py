@@ -135,15 +135,21 @@ def run_gate(
         if evaluators is not None
         else default_evaluators(items_as_of(dataset))
     )
-    runs: dict[str, EvalRun] = {}
-    reused: list[str] = []
+    if not items_as_of(dataset).exists():
+        raise EvalRunError(f"Dataset {dataset.slug!r} has no items: it cannot judge anything.")
+    # Both labels are resolved before anything runs: an unknown one fails at once, not after
+    # a whole run of the other.
+    targets = {}
     for role, label in (("baseline", baseline), ("candidate", candidate)):
         try:
-            target = resolve_target(chain, label=label)
+            targets[role] = resolve_target(chain, label=label)
         except ChainNotFound:
             raise EvalRunError(f"No enabled chain {chain!r}.") from None
         except VersionNotFound as exc:
             raise EvalRunError(f"{role}: {exc}") from None
+    runs: dict[str, EvalRun] = {}
+    reused: list[str] = []
+    for role, target in targets.items():
         found = None
         if reuse and target.version_id is not None:
             found = find_reusable_run(dataset, chain, target.version_id, config)

@@ -101,4 +101,16 @@ def test_the_compare_api(runs: tuple[EvalRun, EvalRun], django_user_model: Any) 
     assert body["bootstrap"] == {"resamples": 2000, "seed": 0, "confidence": 0.95}
     missing = api.get(f"/api/eval-runs/{baseline.pk}/compare/999999/")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    itself = api.get(f"/api/eval-runs/{baseline.pk}/compare/{baseline.pk}/")
+    assert itself.status_code == 400 and "not with itself" in str(itself.json())
+    other = EvalRun.objects.get(pk=candidate.pk)
+    other.pk = None
+    other.dataset = Dataset.objects.create(slug="other", name="Other")
+    other.save()
+    mixed = api.get(f"/api/eval-runs/{baseline.pk}/compare/{other.pk}/")
+    assert mixed.status_code == 400 and "another dataset" in str(mixed.json())
+    EvalRun.objects.filter(pk=other.pk).update(dataset=baseline.dataset, status="running")
+    running = api.get(f"/api/eval-runs/{baseline.pk}/compare/{other.pk}/")
+    assert running.status_code == 409 and "has not finished" in str(running.json())
+    Dataset.objects.filter(slug="other").delete()
     assert Dataset.objects.count() == 1

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from advisors_app.datasets import import_items, parse_items
-from advisors_app.models import EvalRun
+from advisors_app.models import Dataset, EvalRun
 from advisors_app.runtime import clear_cache
 from tests.eval_fixtures import ITEMS, make_dataset, make_versions
 
@@ -85,12 +85,17 @@ def test_a_gate_that_cannot_run_exits_2() -> None:
     make_versions()
     make_dataset()
     assert gate("--candidate", "qa", "--baseline", "production")[0] == 2
+    assert not EvalRun.objects.exists()  # the unknown label failed before the baseline ran
     assert gate(*STAGING, "--evaluator", "nope")[0] == 2
     assert gate(*STAGING, "--evaluator", "contains:[")[0] == 2
     assert gate(*STAGING, "--max-regressions", "-1")[0] == 2
     out = StringIO()
     with pytest.raises(CommandError) as caught:
         call_command("eval_gate", "missing", "--chain", "support", *STAGING, stdout=out)
+    assert caught.value.returncode == 2
+    Dataset.objects.create(slug="empty", name="Empty")
+    with pytest.raises(CommandError, match="has no items") as caught:
+        call_command("eval_gate", "empty", "--chain", "support", *STAGING, stdout=out)
     assert caught.value.returncode == 2
 
 

@@ -15,12 +15,12 @@ from typing import Any
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from advisors_app.api.base import ApiView
-from advisors_app.api.errors import ErrorSerializer
+from advisors_app.api.errors import Conflict, ErrorSerializer
 from advisors_app.api.permissions import model_permission
 from advisors_app.eval_compare import compare_runs
 from advisors_app.models import EvalRun
@@ -108,7 +108,11 @@ class EvalRunCompareView(ApiView):
             403: OpenApiResponse(
                 ErrorSerializer, description="Not staff with advisors_app.view_evalrun."
             ),
+            400: OpenApiResponse(
+                ErrorSerializer, description="The same run twice, or runs of different datasets."
+            ),
             404: OpenApiResponse(ErrorSerializer, description="No run has one of these ids."),
+            409: OpenApiResponse(ErrorSerializer, description="A run has not finished yet."),
         },
     )
     def get(self, request: Request, a: int, b: int) -> Response:
@@ -118,5 +122,15 @@ class EvalRunCompareView(ApiView):
         for run_id in (a, b):
             if run_id not in runs:
                 raise Http404(f"No evaluation run {run_id}.")
-        comparison = compare_runs(runs[a], runs[b])
+        baseline, candidate = runs[a], runs[b]
+        if a == b:
+            raise ValidationError({"b": ["Compare a run with another run, not with itself."]})
+        if baseline.dataset_id != candidate.dataset_id:
+            raise ValidationError(
+                {"b": [f"Run {b} is of another dataset than run {a}: their items do not match."]}
+            )
+        for run in (baseline, candidate):
+            if not run.finished:
+                raise Conflict(f"Run {run.pk} has not finished ({run.status}); compare it after.")
+        comparison = compare_runs(baseline, candidate)
         return Response(EvalRunComparisonSerializer(comparison.to_dict()).data)
