@@ -146,3 +146,11 @@ def test_every_problem_of_a_file_is_reported_and_nothing_is_stored(tmp_path: Pat
     (tmp_path / "broken.json").write_text("[", encoding="utf-8")
     with pytest.raises(CommandError, match="is not JSON"):
         call_command("dataset_import", str(tmp_path / "broken.json"))
+    twice = '[{"key": "a", "key": "b", "input": {"message": "hi"}}]'
+    (tmp_path / "twice.json").write_text(twice, encoding="utf-8")
+    with pytest.raises(CommandError, match="the key 'key' appears twice"):
+        call_command("dataset_import", str(tmp_path / "twice.json"))
+    good = write(tmp_path, "good.json", [{"key": "a", "input": {"message": "hi"}}])
+    with pytest.raises(CommandError, match="--slug 'Bad Slug!'"):
+        call_command("dataset_import", str(good), "--slug", "Bad Slug!")
+    assert not Dataset.objects.exists()

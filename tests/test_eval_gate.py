@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from advisors_app.datasets import import_items, parse_items
-from advisors_app.models import Dataset, EvalRun
+from advisors_app.models import AdvisorChain, Dataset, EvalRun
 from advisors_app.runtime import clear_cache
 from tests.eval_fixtures import ITEMS, make_dataset, make_versions
 
@@ -155,3 +155,18 @@ def test_a_gate_turned_off_or_a_dataset_changed(admin_user: Any) -> None:
     assert api.put(url, move, format="json").status_code == 409
     PromotionGate.objects.update(enabled=False)
     assert api.put(url, move, format="json").status_code == 200
+
+
+def test_a_gate_on_a_label_no_chain_can_have_is_refused() -> None:
+    from django.core.exceptions import ValidationError
+
+    from advisors_app.models import PromotionGate
+
+    make_versions()
+    dataset = make_dataset()
+    gate_row = PromotionGate(
+        chain=AdvisorChain.objects.get(slug="support"), label="Prod uction!", dataset=dataset
+    )
+    with pytest.raises(ValidationError) as caught:
+        gate_row.full_clean()
+    assert "label" in caught.value.message_dict

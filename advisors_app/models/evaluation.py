@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -249,3 +250,13 @@ class PromotionGate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.label} of {self.chain} gated by {self.dataset}"
+
+    def clean(self) -> None:
+        super().clean()
+        from advisors_app.models.versions import LABEL_NAME_VALIDATOR
+
+        try:
+            LABEL_NAME_VALIDATOR(self.label)
+        except ValidationError as exc:
+            # A label no chain can have would gate nothing, silently.
+            raise ValidationError({"label": exc.messages}) from None

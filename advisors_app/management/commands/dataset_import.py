@@ -15,7 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.validators import validate_slug
 from django.utils.text import slugify
 
 from advisors_app.datasets import import_items, parse_items
@@ -36,7 +38,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["file"])
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
         except OSError as exc:
             raise CommandError(f"Cannot read {path}: {exc}") from exc
         except ValueError as exc:
@@ -44,6 +46,12 @@ class Command(BaseCommand):
         slug = options["slug"] or slugify(path.stem)
         if not slug:
             raise CommandError(f"Cannot make a slug of {path.name!r}: give --slug.")
+        try:
+            validate_slug(slug)
+        except ValidationError:
+            raise CommandError(
+                f"--slug {slug!r}: use letters, digits, '-' and '_' only (a slug)."
+            ) from None
         try:
             items = parse_items(data)
         except ValueError as exc:
@@ -55,3 +63,13 @@ class Command(BaseCommand):
         report = import_items(dataset, items, prune=options["prune"])
         made = " (new dataset)" if created else ""
         self.stdout.write(f"Dataset {slug!r}{made}: {report}.")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice (Python keeps the last one silently)."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        found[key] = value
+    return found
