@@ -135,7 +135,8 @@ async def collect(parts: Any) -> bytes:
 
 
 def sse_done(body: bytes) -> dict[str, Any]:
-    events = [block for block in body.decode().split("\n\n") if block.startswith("event: done")]
+    blocks = body.decode().split("\n\n")
+    events = [block for block in blocks if "event: done\n" in block + "\n"]
     return json.loads(events[-1].split("data: ", 1)[1])
 
 

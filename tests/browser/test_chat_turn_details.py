@@ -121,8 +121,8 @@ def test_a_live_reply_shows_each_tool_call_as_a_card_with_its_result(
 
     ok, failed = cards.nth(0), cards.nth(1)
     expect(ok.locator(".tool-name")).to_have_text("calculator")
-    expect(ok.locator(".tool-status")).to_have_text(re.compile(r"^ok · [\d.]+ ms$"))
-    expect(failed.locator(".tool-status")).to_have_text(re.compile(r"^failed · [\d.]+ ms$"))
+    expect(ok.locator(".tool-status")).to_have_text(re.compile(r"^ok · [\d.]+ m?s$"))
+    expect(failed.locator(".tool-status")).to_have_text(re.compile(r"^failed · [\d.]+ m?s$"))
     expect(failed.locator(".tool-error")).to_contain_text("not an arithmetic expression")
     # Arguments are collapsed, pretty-printed JSON as the model sent it.
     arguments = ok.locator(".tool-args pre")
