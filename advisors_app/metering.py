@@ -199,7 +199,7 @@ class TurnMeter:
         if self.budgets:
             round_.prompt_tokens = estimate_prompt_tokens(prompt)
             estimates = self._estimates(round_, model)
-            downgrade_estimates = self._downgrade_estimates(prompt)
+            downgrade_estimates = self._downgrade_estimates(prompt, round_.prompt_tokens)
             reached, warnings = await sync_to_async(reserve)(
                 self.budgets,
                 estimates,
@@ -236,10 +236,11 @@ class TurnMeter:
         if price is None:
             return {}
         prompt_tokens = round_.prompt_tokens or 0
-        cost = cost_of(price, prompt_tokens, self._answer_tokens(model, round_.prompt))
+        answer_tokens = self._answer_tokens(model, round_.prompt, prompt_tokens)
+        cost = cost_of(price, prompt_tokens, answer_tokens)
         return {price.currency: cost.total or _ZERO} if price.currency else {}
 
-    def _downgrade_estimates(self, prompt: Prompt) -> dict[str, Decimal]:
+    def _downgrade_estimates(self, prompt: Prompt, prompt_tokens: int) -> dict[str, Decimal]:
         estimates: dict[str, Decimal] = {}
         for budget in self.budgets:
             if budget.downgrade_to is None:
@@ -247,20 +248,20 @@ class TurnMeter:
             model = self._downgrade_model(*budget.downgrade_to)
             if model is None:
                 continue
-            round_ = _Round(self._ref(model), None, prompt, estimate_prompt_tokens(prompt))
+            round_ = _Round(self._ref(model), None, prompt, prompt_tokens)
             round_.price = self.prices.price_for(round_.ref)
             for currency, amount in self._estimates(round_, model).items():
                 estimates[currency] = max(estimates.get(currency, _ZERO), amount)
         return estimates
 
     @staticmethod
-    def _answer_tokens(model: ChatModel, prompt: Prompt) -> int:
+    def _answer_tokens(model: ChatModel, prompt: Prompt, prompt_tokens: int) -> int:
         options = merge_options(getattr(model, "default_options", None), prompt.options)
         if options is not None and options.max_tokens is not None:
             return answer_reserve(model, options)
         window = context_window_of(model)
         if window is not None:
-            return max(window - estimate_prompt_tokens(prompt), 0)
+            return max(window - prompt_tokens, 0)
         return UNBOUNDED_ANSWER_TOKENS
 
     def _downgrade_model(

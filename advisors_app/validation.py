@@ -30,6 +30,7 @@ __all__ = [
     "chat_options_errors",
     "check_schema",
     "json_value_errors",
+    "object_schema",
     "printable",
     "schema_errors",
     "text_problem",
@@ -38,6 +39,20 @@ __all__ = [
 
 FieldErrors = dict[str, list[str]]
 """Error messages by field path (``"params.top_k"``); ``""`` is the whole value."""
+
+
+def object_schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A closed JSON Schema object with ``properties`` (``required`` listed when given): the
+    params schema of an advisor type or an evaluator."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if required:
+        schema["required"] = list(required)
+    return schema
+
 
 #: The JSON form of core ``ChatOptions`` (``to_dict``/``from_dict``), with sane ranges.
 CHAT_OPTIONS_SCHEMA: dict[str, Any] = {

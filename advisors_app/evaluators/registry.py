@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from advisors_app.core.model import ChatModel
-from advisors_app.validation import FieldErrors, check_schema, schema_errors
+from advisors_app.validation import FieldErrors, check_schema, object_schema, schema_errors
 
 from .base import Evaluator, EvaluatorParamsError
 from .services import DjangoEvaluatorServices
@@ -66,18 +66,6 @@ SCORE_KEY_SCHEMA: dict[str, Any] = {
     "pattern": "^[A-Za-z0-9_-]{1,64}$",
     "description": "Score key the results are stored under (default: the evaluator's key).",
 }
-
-
-def object_schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A closed JSON Schema object with ``properties`` (``required`` listed when given)."""
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": properties,
-        "additionalProperties": False,
-    }
-    if required:
-        schema["required"] = list(required)
-    return schema
 
 
 class EvaluatorServices(Protocol):
