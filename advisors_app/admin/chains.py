@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
+from advisors_app.admin.dashboard import dashboard
 from advisors_app.admin.forms import (
     AdvisorChainForm,
     AdvisorConfigForm,
@@ -141,7 +142,16 @@ class AdvisorChainAdmin(ChainWorkflowAdmin):
             self.admin_site.admin_view(self.playground_view),
             name="advisors_app_advisorchain_playground",
         )
-        return [playground, *super().get_urls()]
+        dashboard_url = path(
+            "dashboard/",
+            self.admin_site.admin_view(self.dashboard_view),
+            name="advisors_app_dashboard",
+        )
+        return [dashboard_url, playground, *super().get_urls()]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        """Turns, latency, errors, refusals, tokens and cost per day, chain and version."""
+        return dashboard(self, request)
 
     def playground_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Send a message through the draft, a label or a version; show the reply, final prompt
