@@ -41,9 +41,12 @@ DEFAULTS: dict[str, Any] = {
     "INGESTION_CPU_SECONDS": 300.0,
     "TENANT_RESOLVER": "",
     "CHAT_PAGE_DEFAULT_CHAIN": "",
+    "MCP_ENDPOINT_ENABLED": False,
     "TRACE_PAYLOAD_SAMPLE": 0.0,
     "CHAT_MODELS": {},
     "EMBEDDING_MODELS": {},
+    "MCP_SERVERS": {},
+    "MCP_DISCOVERY_TTL_SECONDS": 300.0,
 }
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -193,6 +196,12 @@ class AdvisorsSettings:
         return str(self._get("CHAT_PAGE_DEFAULT_CHAIN"))
 
     @property
+    def MCP_ENDPOINT_ENABLED(self) -> bool:
+        """Whether the MCP endpoint (``advisors_app.mcp_server``, mounted by the project's
+        ``asgi.py``) serves chains as MCP tools; off, it answers 404 as if not mounted."""
+        return bool(self._get("MCP_ENDPOINT_ENABLED"))
+
+    @property
     def TENANT_RESOLVER(self) -> str:
         """Dotted path of a callable ``user -> str | None`` naming the user's tenant.
 
@@ -208,6 +217,19 @@ class AdvisorsSettings:
         response; the others keep times, status and chunk counts only. Turns run while
         ``DEBUG`` is on, and in the admin playground, always keep them."""
         return float(self._get("TRACE_PAYLOAD_SAMPLE"))
+
+    @property
+    def MCP_SERVERS(self) -> dict[str, Any]:
+        """stdio MCP servers by slug: ``{"files": {"command": "uvx", "args": [...], "env"?: {...},
+        "cwd"?: ..., "connect_timeout"?: 10, "call_timeout"?: 30}}`` (``advisors_app.mcp``).
+        Only here, never in the admin: a command line is code the server runs."""
+        return dict(self._get("MCP_SERVERS"))
+
+    @property
+    def MCP_DISCOVERY_TTL_SECONDS(self) -> float:
+        """How long a server's discovered tool list is reused before it is listed again (a
+        list-changed notification from the server drops it at once)."""
+        return float(self._get("MCP_DISCOVERY_TTL_SECONDS"))
 
 
 app_settings = AdvisorsSettings()

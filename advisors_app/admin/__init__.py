@@ -1,6 +1,6 @@
 """The app's admin: chains (with their versions, labels and the playground), what they refer
 to, logs, conversations, documents (with upload), ingestion jobs, tool-call approvals, model
-prices and budgets (with the spend report).
+prices and budgets (with the spend report), MCP servers.
 
 Importing this package registers every ``ModelAdmin`` with the default admin site.
 """
@@ -14,6 +14,7 @@ from advisors_app.admin.documents import CollectionAdmin, DocumentAdmin
 from advisors_app.admin.evaluation import DatasetAdmin, EvalRunAdmin, PromotionGateAdmin
 from advisors_app.admin.ingestion import IngestionJobAdmin
 from advisors_app.admin.logs import CallLogAdmin, ConversationAdmin
+from advisors_app.admin.mcp import McpServerAdmin
 from advisors_app.admin.resources import (
     ChatModelConfigAdmin,
     EmbeddingModelConfigAdmin,
@@ -39,6 +40,7 @@ __all__ = [
     "EmbeddingModelConfigAdmin",
     "EvalRunAdmin",
     "IngestionJobAdmin",
+    "McpServerAdmin",
     "ModelPriceAdmin",
     "PromotionGateAdmin",
     "PromptTemplateAdmin",

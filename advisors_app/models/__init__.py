@@ -20,6 +20,7 @@ from advisors_app.models.evaluation import (
     items_as_of,
 )
 from advisors_app.models.ingestion import IngestionFile, IngestionJob
+from advisors_app.models.mcp import McpServer
 from advisors_app.models.memory import ChatMessage, Conversation
 from advisors_app.models.model_configs import ChatModelConfig, EmbeddingModelConfig
 from advisors_app.models.resources import PromptTemplate, SensitiveWordList
@@ -51,6 +52,7 @@ __all__ = [
     "EvalRun",
     "IngestionFile",
     "IngestionJob",
+    "McpServer",
     "ModelPrice",
     "PromotionGate",
     "PromptTemplate",

@@ -1,0 +1,409 @@
+"""Pooled MCP client connections, one per server configuration and process.
+
+The SDK's sessions are bound to the event loop (and the task) that opened them, while turns run
+on whichever loop serves them (the ASGI loop, a sync facade's per-thread loop). So the pool runs
+**one background event loop thread** that owns every connection: a connection is a task there
+that opens ``mcp.Client`` (streamable HTTP or stdio), keeps it open and closes it in the same
+task. Callers on any loop submit coroutines to it and await the result with
+``asyncio.wrap_future``, so cancelling the caller (a cancelled turn) cancels the call on the
+pool's loop too — the SDK then abandons the request.
+
+Discovered tool lists are cached per configuration for ``ADVISORS["MCP_DISCOVERY_TTL_SECONDS"]``
+and dropped when the server says its tools changed: a ``notifications/tools/list_changed``
+(2025 protocol) or a ``subscriptions/listen`` event (2026-07-28). A connection that breaks is
+dropped; the next call opens a new one. :func:`close_mcp_connections` (called at exit and by the
+server shutdown hook) closes them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from advisors_app.conf import app_settings
+
+from .config import ServerConfig
+
+__all__ = [
+    "McpCallResult",
+    "McpClientPool",
+    "McpServerError",
+    "McpTool",
+    "close_mcp_connections",
+    "mcp_pool",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Seconds to wait for every connection to close at shutdown.
+CLOSE_TIMEOUT = 5.0
+
+
+class McpServerError(RuntimeError):
+    """Raised when an MCP server cannot be reached, answers with a protocol error or times out."""
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """One tool a server lists: ``name``, ``description`` and ``input_schema`` (a JSON Schema)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+
+@dataclass(frozen=True)
+class McpCallResult:
+    """A ``tools/call`` result as text, and whether the server flagged it as an error."""
+
+    text: str
+    is_error: bool
+
+
+def _result_text(result: Any) -> str:
+    parts = []
+    for item in result.content or ():
+        kind = getattr(item, "type", "")
+        if kind == "text":
+            parts.append(item.text)
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} {getattr(item, 'mime_type', '')}]")
+        else:
+            parts.append(json.dumps(item.model_dump(mode="json", exclude_none=True)))
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, sort_keys=True))
+    return "\n".join(parts)
+
+
+class _Connection:
+    """One open ``mcp.Client``, owned by a task of the pool's loop."""
+
+    def __init__(self, pool: McpClientPool, config: ServerConfig) -> None:
+        self.pool = pool
+        self.config = config
+        self.client: Any = None
+        self.error: BaseException | None = None
+        self.ready = asyncio.Event()
+        self.stop = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
+        config = self.config
+        if config.transport == "stdio":
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            return stdio_client(
+                StdioServerParameters(
+                    command=config.command,
+                    args=list(config.args),
+                    env=dict(config.env) or None,
+                    cwd=config.cwd,
+                )
+            )
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers=config.resolved_headers(),
+                # Reads wait as long as a call may; the call timeout is enforced per call.
+                timeout=httpx2.Timeout(
+                    config.connect_timeout, read=max(300.0, config.call_timeout)
+                ),
+            )
+        )
+        return streamable_http_client(config.url, http_client=http)
+
+    async def _run(self) -> None:
+        from mcp import Client
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                client = Client(
+                    await self._transport(stack),
+                    cache=None,
+                    message_handler=self._on_message,
+                    # Requests without their own timeout (the handshake, tools/list).
+                    read_timeout_seconds=self.config.connect_timeout,
+                )
+                await stack.enter_async_context(client)
+                self.client = client
+                self.ready.set()
+                listener = asyncio.get_running_loop().create_task(self._listen(client))
+                try:
+                    await self.stop.wait()
+                finally:
+                    listener.cancel()
+                    with contextlib.suppress(BaseException):
+                        await listener
+        except BaseException as exc:  # a connection ends, whatever ended it
+            self.error = exc
+            if not isinstance(exc, asyncio.CancelledError | GeneratorExit):
+                logger.warning("MCP server %r: connection ended: %s", self.config.slug, exc)
+        finally:
+            self.client = None
+            self.ready.set()
+            self.pool._forget(self)
+
+    async def _listen(self, client: Any) -> None:
+        """2026-07-28 servers send list changes on a ``subscriptions/listen`` stream."""
+        capabilities = client.server_capabilities.tools
+        if capabilities is None or not capabilities.list_changed:
+            return
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    self.pool.invalidate(self.config)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # A 2025 server: notifications reach _on_message instead.
+            logger.debug("MCP server %r: no listen stream (%s)", self.config.slug, exc)
+
+    async def _on_message(self, message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method == "notifications/tools/list_changed":
+            self.pool.invalidate(self.config)
+
+    async def session(self) -> Any:
+        await self.ready.wait()
+        if self.client is None:
+            raise McpServerError(
+                f"MCP server {self.config.slug!r} is unreachable: "
+                f"{_describe(self.error) if self.error else 'connection closed'}"
+            )
+        return self.client
+
+
+def _describe(error: BaseException) -> str:
+    # Exception groups from anyio hide the cause one level down.
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    if isinstance(error, TimeoutError):
+        return "timed out connecting"
+    return str(error) or type(error).__name__
+
+
+def anyio_fail_after(seconds: float) -> Any:
+    import anyio
+
+    return anyio.fail_after(seconds)
+
+
+class McpClientPool:
+    """Connections to MCP servers and their discovered tools, shared by a process's turns."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: dict[ServerConfig, _Connection] = {}
+        self._tools: dict[ServerConfig, tuple[float, tuple[McpTool, ...]]] = {}
+        #: Bumped per configuration by a list-changed notice (tests wait on it).
+        self.changes: dict[str, int] = {}
+
+    # -- the pool's loop -----------------------------------------------------------------------
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="advisors-mcp-pool", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _submit(self, factory: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
+        async def run() -> T:
+            return await factory()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._ensure_loop())
+
+    async def _run(self, factory: Callable[[], Awaitable[T]]) -> T:
+        # Cancelling the awaiting task cancels the wrapped future, and with it the task on the
+        # pool's loop (the SDK call is abandoned there).
+        return await asyncio.wrap_future(self._submit(factory))
+
+    def _forget(self, connection: _Connection) -> None:
+        if self._connections.get(connection.config) is connection:
+            del self._connections[connection.config]
+
+    async def _session(self, config: ServerConfig) -> Any:
+        connection = self._connections.get(config)
+        if connection is None or connection.stop.is_set():
+            connection = self._connections[config] = _Connection(self, config)
+        return await connection.session()
+
+    def _drop(self, config: ServerConfig) -> None:
+        connection = self._connections.pop(config, None)
+        if connection is not None:
+            connection.stop.set()
+
+    # -- discovery -----------------------------------------------------------------------------
+
+    def invalidate(self, config: ServerConfig) -> None:
+        """Forget ``config``'s discovered tools (the server said they changed)."""
+        self._tools.pop(config, None)
+        self.changes[config.slug] = self.changes.get(config.slug, 0) + 1
+        logger.info("MCP server %r: tool list changed", config.slug)
+
+    def cached_tools(self, config: ServerConfig) -> tuple[McpTool, ...] | None:
+        entry = self._tools.get(config)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    async def _list_tools(self, config: ServerConfig) -> tuple[McpTool, ...]:
+        tools: list[McpTool] = []
+        try:
+            with anyio_fail_after(config.connect_timeout):
+                client = await self._session(config)
+                cursor = None
+                while True:
+                    from mcp_types import PaginatedRequestParams
+
+                    params = PaginatedRequestParams(cursor=cursor) if cursor else None
+                    page = await client.list_tools(params=params)
+                    tools.extend(
+                        McpTool(t.name, t.description or "", dict(t.input_schema or {}))
+                        for t in page.tools
+                    )
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+        except McpServerError:
+            raise
+        except TimeoutError as exc:
+            self._drop(config)
+            raise McpServerError(f"MCP server {config.slug!r}: listing tools timed out") from exc
+        except Exception as exc:
+            self._drop(config)
+            raise McpServerError(
+                f"MCP server {config.slug!r}: listing tools failed: {_describe(exc)}"
+            ) from exc
+        found = tuple(tools)
+        self._tools[config] = (time.monotonic() + app_settings.MCP_DISCOVERY_TTL_SECONDS, found)
+        return found
+
+    async def list_tools(self, config: ServerConfig) -> tuple[McpTool, ...]:
+        """The server's tools (cached for the TTL); raises :class:`McpServerError`."""
+        cached = self.cached_tools(config)
+        if cached is not None:
+            return cached
+        return await self._run(lambda: self._list_tools(config))
+
+    def list_tools_sync(self, config: ServerConfig) -> tuple[McpTool, ...]:
+        """:meth:`list_tools` for synchronous callers (never from the pool's own loop)."""
+        cached = self.cached_tools(config)
+        if cached is not None:
+            return cached
+        future = self._submit(lambda: self._list_tools(config))
+        try:
+            return future.result(timeout=config.connect_timeout + 5.0)
+        except concurrent.futures.TimeoutError as exc:
+            future.cancel()
+            raise McpServerError(f"MCP server {config.slug!r}: listing tools timed out") from exc
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def _call_tool(
+        self, config: ServerConfig, name: str, arguments: dict[str, Any], timeout: float
+    ) -> McpCallResult:
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            with anyio_fail_after(timeout):
+                client = await self._session(config)
+                result = await client.call_tool(name, arguments, read_timeout_seconds=timeout)
+        except McpServerError:
+            raise
+        except TimeoutError as exc:
+            raise McpServerError(
+                f"MCP server {config.slug!r}: the call timed out after {timeout:g} s"
+            ) from exc
+        except MCPError as exc:
+            if "timed out" in str(exc):
+                raise McpServerError(
+                    f"MCP server {config.slug!r}: the call timed out after {timeout:g} s"
+                ) from exc
+            raise McpServerError(f"MCP server {config.slug!r}: {exc}") from exc
+        except Exception as exc:
+            # The transport broke: the next call opens a new connection.
+            self._drop(config)
+            raise McpServerError(
+                f"MCP server {config.slug!r} is unreachable: {_describe(exc)}"
+            ) from exc
+        return McpCallResult(_result_text(result), bool(result.is_error))
+
+    async def call_tool(
+        self,
+        config: ServerConfig,
+        name: str,
+        arguments: dict[str, Any],
+        timeout: float | None = None,
+    ) -> McpCallResult:
+        """Call tool ``name`` of the server; ``timeout`` seconds (default: the server's call
+        timeout). Raises :class:`McpServerError` for an unreachable server, a protocol error
+        or a timeout; a tool's own failure is a result with ``is_error``."""
+        seconds = config.call_timeout if timeout is None else timeout
+        return await self._run(lambda: self._call_tool(config, name, arguments, seconds))
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    async def _close_all(self) -> None:
+        connections = list(self._connections.values())
+        for connection in connections:
+            connection.stop.set()
+        await asyncio.gather(*(c.task for c in connections), return_exceptions=True)
+
+    def close(self) -> None:
+        """Close every connection (stdio servers exit) and stop the pool's loop; a later use
+        starts a new one."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(self._close_all(), loop)
+        try:
+            future.result(timeout=CLOSE_TIMEOUT)
+        except Exception:
+            logger.warning("MCP connections did not close in %s s", CLOSE_TIMEOUT)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=CLOSE_TIMEOUT)
+        if not thread.is_alive():
+            loop.close()
+        self._connections.clear()
+        self._tools.clear()
+
+
+#: The process's pool.
+mcp_pool = McpClientPool()
+
+
+def close_mcp_connections() -> None:
+    """Close the process's MCP connections (at exit, and from the server shutdown hook)."""
+    mcp_pool.close()
+
+
+atexit.register(close_mcp_connections)
