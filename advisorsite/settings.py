@@ -98,6 +98,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI assets served locally, never from a CDN
+    "django_jsonform",  # the chain editor's params forms (its editor's static files)
     "django_tasks",  # Django's tasks API (django.tasks from Django 6.0)
     "django_tasks_db",  # its database backend and `manage.py db_worker`
     "advisors_app",

@@ -24,6 +24,7 @@ from advisors_app.admin.forms import (
     params_help,
     pretty_json,
 )
+from advisors_app.admin.param_forms import form_specs
 from advisors_app.admin.publishing import ChainWorkflowAdmin
 from advisors_app.admin.traces import trace_rows
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
@@ -40,27 +41,21 @@ __all__ = ["AdvisorChainAdmin", "AdvisorConfigInline"]
 
 
 class AdvisorConfigInline(admin.TabularInline):
+    """The chain's advisors, one row each: type, order (drag or move to reorder; the effective
+    order outermost to innermost is recomputed as you go), enabled, and a params form drawn
+    from the type's JSON Schema (``static/advisors_app/chain-editor.js``)."""
+
     model = AdvisorConfig
     form = AdvisorConfigForm
     formset = AdvisorConfigFormSet
     formfield_overrides = TEXTAREA_OVERRIDES
     extra = 1
-    fields = ("advisor_type", "order", "effective", "enabled", "params", "params_reference")
-    readonly_fields = ("effective", "params_reference")
+    fields = ("advisor_type", "order", "effective", "enabled", "params")
+    readonly_fields = ("effective",)
 
     @admin.display(description="Runs at")
     def effective(self, obj: AdvisorConfig) -> str:
         return format_order(obj.effective_order) if obj.pk else "-"
-
-    @admin.display(description="Params help")
-    def params_reference(self, obj: AdvisorConfig) -> str:
-        if not obj.pk:
-            return "See the advisor types below."
-        return format_html(
-            "<details><summary>{}</summary>{}</details>",
-            obj.advisor_type,
-            params_help(obj.advisor_type),
-        )
 
 
 def type_reference() -> list[dict[str, Any]]:
@@ -93,7 +88,8 @@ class AdvisorChainAdmin(ChainWorkflowAdmin):
     formfield_overrides = TEXTAREA_OVERRIDES
     inlines = [AdvisorConfigInline]
     change_form_template = "admin/advisors_app/advisorchain/change_form.html"
-    list_display = ("slug", "name", "chat_model", "enabled", "advisor_count", "updated_at")
+    list_display = ("name", "slug", "chat_model", "enabled", "advisor_count", "updated_at")
+    list_display_links = ("name",)
     list_filter = ("enabled", "chat_model")
     search_fields = ("slug", "name", "description")
     prepopulated_fields = {"slug": ("name",)}
@@ -130,6 +126,7 @@ class AdvisorChainAdmin(ChainWorkflowAdmin):
         self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
     ) -> HttpResponse:
         context["advisor_types"] = type_reference()
+        context["params_forms"] = form_specs(advisor_types)
         chain = context.get("original")
         context["playground_form"] = PlaygroundForm(chain=chain)
         if chain is not None and chain.pk is not None:

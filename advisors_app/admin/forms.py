@@ -13,11 +13,12 @@ from django.forms.models import BaseInlineFormSet
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from advisors_app.admin.widgets import Textarea
+from advisors_app.admin.param_forms import error_map, prune_untouched
+from advisors_app.admin.widgets import ParamsEditor, Textarea
 from advisors_app.definition import LintMessage, check_draft
 from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
 from advisors_app.orders import format_order, order_range_problem, parse_order
-from advisors_app.registry import advisor_types, schema_help
+from advisors_app.registry import advisor_types, params_errors, schema_help
 from advisors_app.runtime import DRAFT
 from advisors_app.tools import tool_registry
 from advisors_app.validation import printable
@@ -27,6 +28,7 @@ __all__ = [
     "AdvisorConfigForm",
     "AdvisorConfigFormSet",
     "OrderField",
+    "ParamsField",
     "PlaygroundForm",
     "PromptTemplateForm",
     "SensitiveWordListForm",
@@ -103,18 +105,30 @@ def params_help(key: str) -> str:
     )
 
 
-class AdvisorConfigForm(forms.ModelForm):
-    """One advisor row: a registered type, an order, an enable toggle and JSON params.
+class ParamsField(BlankJSONField):
+    """An advisor row's params; no params and ``{}`` are the same (an empty row is unchanged)."""
 
-    Params are checked against the type's JSON Schema by ``AdvisorConfig.clean()``; each error
-    names the param (``"top_k: -1 is less than the minimum of 1"``).
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        if not initial and str(data or "").strip() in ("", "{}"):
+            return False
+        return super().has_changed(initial, data)
+
+
+class AdvisorConfigForm(forms.ModelForm):
+    """One advisor row: a registered type, an order, an enable toggle and its params.
+
+    Params are edited through a form drawn from the type's JSON Schema (:class:`ParamsEditor`,
+    with a raw JSON toggle) and checked against that schema by ``AdvisorConfig.clean()``; each
+    error names the param (``"top_k: -1 is less than the minimum of 1"``) and is shown on its
+    field in the editor too. Params the editor filled in by itself (defaults, blanks) are not
+    stored (:func:`~advisors_app.admin.param_forms.prune_untouched`).
     """
 
     advisor_type = forms.ChoiceField(choices=())
     order = OrderField(required=False, help_text="Blank: the type's default. HIGHEST+N, LOWEST-N.")
-    params = BlankJSONField(
+    params = ParamsField(
         required=False,
-        widget=Textarea(attrs={"rows": 3, "cols": 48, "class": "vLargeTextField"}),
+        widget=ParamsEditor(attrs={"rows": 3, "cols": 48, "class": "vLargeTextField"}),
     )
 
     class Meta:
@@ -128,17 +142,31 @@ class AdvisorConfigForm(forms.ModelForm):
         if current and current not in advisor_types:
             choices.append((current, f"{current} (not registered)"))
         self.fields["advisor_type"].choices = choices
-        if current:
-            self.fields["params"].help_text = params_help(current)
-            default = advisor_types.get(current)
-            if default is not None:
-                self.fields["order"].widget.attrs["placeholder"] = format_order(
-                    default.default_order
-                )
+        self.fields["advisor_type"].widget.attrs["class"] = "advisor-type"
+        self.fields["order"].widget.attrs["class"] = "advisor-order"
+        if self.is_bound:
+            current = str(self.data.get(self.add_prefix("advisor_type")) or "")
+        self.fields["params"].widget.advisor_type = current
+        default = advisor_types.get(current)
+        if default is not None:
+            self.fields["order"].widget.attrs["placeholder"] = format_order(default.default_order)
 
     def clean_params(self) -> Any:
         value = self.cleaned_data.get("params")
-        return {} if value is None else value
+        value = {} if value is None else value
+        advisor_type = advisor_types.get(str(self.data.get(self.add_prefix("advisor_type"))))
+        if advisor_type is not None and isinstance(value, dict):
+            value = prune_untouched(advisor_type, value, self.instance.params or {})
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        key = cleaned.get("advisor_type")
+        if key in advisor_types and "params" in cleaned:
+            errors = params_errors(key, cleaned["params"])
+            widget: ParamsEditor = self.fields["params"].widget
+            widget.error_map = error_map(advisor_types.get(key), errors)
+        return cleaned
 
 
 class AdvisorConfigFormSet(BaseInlineFormSet):

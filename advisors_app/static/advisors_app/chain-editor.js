@@ -1,0 +1,463 @@
+/* The chain editor's advisor rows: params as forms drawn from each type's JSON Schema
+   (django-jsonform's react-json-form) with a raw JSON toggle, reordering by drag (SortableJS)
+   or by the Move up / Move down buttons, and the effective order, outermost to innermost,
+   recomputed as you go.
+
+   The row's params textarea stays the submitted value: the form writes the params into it as
+   JSON on every change, and the raw JSON toggle shows it. Schemas come from the page
+   (#advisor-params-forms: advisors_app.admin.param_forms.form_specs), so a row whose type
+   changes gets that type's form at once. */
+(function () {
+  "use strict";
+
+  var HIGHEST = -2147483648;
+  var LOWEST = 2147483647;
+  var NEAR = 1000000;
+  var GAP = 100;
+  var RELATIVE = /^(HIGHEST|LOWEST)(?:_PRECEDENCE)?(?:([+-])(\d+))?$/i;
+  var specs = {};
+  var group = null;
+
+  function parseOrder(text) {
+    var value = String(text || "").replace(/\s+/g, "");
+    if (!value) return null;
+    var match = RELATIVE.exec(value);
+    if (match) {
+      var base = match[1].toUpperCase() === "HIGHEST" ? HIGHEST : LOWEST;
+      var offset = parseInt(match[3] || "0", 10);
+      return match[2] === "-" ? base - offset : base + offset;
+    }
+    return /^[+-]?\d+$/.test(value) ? parseInt(value, 10) : NaN;
+  }
+
+  function formatOrder(order) {
+    if (order === null || isNaN(order)) return "?";
+    if (order - HIGHEST <= NEAR) return order === HIGHEST ? "HIGHEST" : "HIGHEST+" + (order - HIGHEST);
+    if (LOWEST - order <= NEAR) return order === LOWEST ? "LOWEST" : "LOWEST-" + (LOWEST - order);
+    return String(order);
+  }
+
+  /* ---- rows ---- */
+
+  function formRows() {
+    return Array.prototype.filter.call(
+      group.querySelectorAll("tbody > tr.form-row"),
+      function (tr) { return !tr.classList.contains("empty-form") && tr.id.indexOf("__prefix__") < 0; }
+    );
+  }
+
+  function field(tr, suffix) {
+    return tr.querySelector("[name$='-" + suffix + "']");
+  }
+
+  function typeOf(tr) {
+    var select = field(tr, "advisor_type");
+    return select ? select.value : "";
+  }
+
+  function isDeleted(tr) {
+    var box = field(tr, "DELETE");
+    return Boolean(box && box.checked);
+  }
+
+  function effective(tr) {
+    var key = typeOf(tr);
+    if (!key) return null;
+    var order = parseOrder((field(tr, "order") || {}).value);
+    if (order === null) return specs[key] ? specs[key].default_order : null;
+    return order;
+  }
+
+  function rowName(tr) {
+    return typeOf(tr) || "new advisor";
+  }
+
+  /* ---- the effective order, shown live ---- */
+
+  function showOrder() {
+    var list = group.querySelector(".chain-order ol");
+    var entries = [];
+    formRows().forEach(function (tr, index) {
+      var order = effective(tr);
+      var cell = tr.querySelector("td.field-effective p");
+      if (cell) cell.textContent = order === null ? "-" : formatOrder(order);
+      if (!typeOf(tr) || isDeleted(tr) || order === null || isNaN(order)) return;
+      var enabled = field(tr, "enabled");
+      entries.push({ tr: tr, order: order, index: index, off: enabled && !enabled.checked });
+    });
+    entries.sort(function (a, b) { return a.order - b.order || a.index - b.index; });
+    list.textContent = "";
+    entries.forEach(function (entry) {
+      var item = document.createElement("li");
+      var code = document.createElement("code");
+      code.textContent = typeOf(entry.tr);
+      item.appendChild(code);
+      item.appendChild(document.createTextNode(" at " + formatOrder(entry.order) + (entry.off ? " (disabled)" : "")));
+      list.appendChild(item);
+    });
+    var mismatch = entries.some(function (entry, i) {
+      return i > 0 && entries[i - 1].index > entry.index;
+    });
+    group.querySelector(".chain-order .order-note").hidden = !mismatch;
+  }
+
+  /* After rows moved, give the row at `moved` an order between its neighbours (and push the
+     rows after it down where they would run before it): the rows' orders then match what the
+     table shows, outermost first. */
+  function reorder(moved) {
+    var rows = formRows().filter(function (tr) { return typeOf(tr) && !isDeleted(tr); });
+    var at = rows.indexOf(moved);
+    if (at < 0) { showOrder(); return; }
+    var before = at > 0 ? effective(rows[at - 1]) : null;
+    var after = at < rows.length - 1 ? effective(rows[at + 1]) : null;
+    var order;
+    if (before !== null && after !== null) {
+      order = after - before >= 2 ? before + Math.floor((after - before) / 2) : before + 1;
+    } else if (before !== null) {
+      order = Math.min(before + GAP, LOWEST);
+    } else if (after !== null) {
+      order = Math.max(after - GAP, HIGHEST);
+    } else {
+      order = effective(moved);
+    }
+    setOrder(moved, order);
+    for (var i = at + 1; i < rows.length; i++) {
+      var previous = effective(rows[i - 1]);
+      if (effective(rows[i]) <= previous) setOrder(rows[i], Math.min(previous + 1, LOWEST));
+    }
+    showOrder();
+  }
+
+  function setOrder(tr, order) {
+    var input = field(tr, "order");
+    if (input && order !== null) input.value = formatOrder(order);
+  }
+
+  function move(tr, step) {
+    var rows = formRows();
+    var target = rows[rows.indexOf(tr) + step];
+    if (!target) return;
+    var errors = tr.previousElementSibling;
+    if (step < 0) target.parentNode.insertBefore(tr, target);
+    else target.parentNode.insertBefore(tr, target.nextSibling);
+    if (errors && errors.classList.contains("row-form-errors")) tr.parentNode.insertBefore(errors, tr);
+    reorder(tr);
+    announce(rowName(tr) + " moved " + (step < 0 ? "up" : "down") + ", now runs at " + formatOrder(effective(tr)));
+  }
+
+  function announce(text) {
+    group.querySelector(".chain-order .order-status").textContent = text;
+  }
+
+  /* Rows shown in the order they run (ties keep the saved order), unless a row shows errors
+     (its error line sits above it). */
+  function sortRows() {
+    if (group.querySelector("tr.row-form-errors")) return;
+    var rows = formRows();
+    var sorted = rows.slice().sort(function (a, b) {
+      var x = effective(a), y = effective(b);
+      if (x === null || isNaN(x)) x = Infinity;
+      if (y === null || isNaN(y)) y = Infinity;
+      return x - y || rows.indexOf(a) - rows.indexOf(b);
+    });
+    var anchor = rows.length ? rows[rows.length - 1].nextSibling : null;
+    sorted.forEach(function (tr) { tr.parentNode.insertBefore(tr, anchor); });
+  }
+
+  function addMoveControls(tr) {
+    var cell = tr.querySelector("td.original");
+    if (!cell || cell.querySelector(".row-move")) return;
+    var box = document.createElement("div");
+    box.className = "row-move";
+    var handle = document.createElement("span");
+    handle.className = "drag-handle";
+    handle.setAttribute("aria-hidden", "true");
+    handle.title = "Drag to reorder";
+    handle.textContent = "\u2630";
+    box.appendChild(handle);
+    [["up", -1, "\u2191"], ["down", 1, "\u2193"]].forEach(function (spec) {
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "move-" + spec[0];
+      button.textContent = spec[2];
+      button.addEventListener("click", function () { move(tr, spec[1]); button.focus(); });
+      box.appendChild(button);
+    });
+    cell.insertBefore(box, cell.firstChild);
+    labelRow(tr);
+  }
+
+  /* Labels for the row's controls (a table row has no <label>s): the column and the type. */
+  function labelRow(tr) {
+    var name = rowName(tr);
+    var labels = {
+      advisor_type: "Advisor type", order: "Order", enabled: "Enabled",
+      params: "Params (JSON)", DELETE: "Delete"
+    };
+    Object.keys(labels).forEach(function (suffix) {
+      var control = field(tr, suffix);
+      if (control) control.setAttribute("aria-label", suffix === "advisor_type" ? labels[suffix] : labels[suffix] + ": " + name);
+    });
+    var up = tr.querySelector(".row-move .move-up");
+    if (up) {
+      up.setAttribute("aria-label", "Move " + name + " up");
+      tr.querySelector(".row-move .move-down").setAttribute("aria-label", "Move " + name + " down");
+    }
+  }
+
+  /* ---- params forms ---- */
+
+  function parse(text) {
+    if (!String(text || "").trim()) return {};
+    return JSON.parse(text);
+  }
+
+  /* Stored params → the form's data: JSON-text params as indented JSON. */
+  function toForm(spec, params) {
+    var data = {};
+    Object.keys(params).forEach(function (name) {
+      var value = params[name];
+      if (spec.raw.indexOf(name) >= 0) data[name] = JSON.stringify(value, null, 2);
+      else if (value === null) data[name] = "";
+      else data[name] = value;
+    });
+    return data;
+  }
+
+  /* The form's data → params: JSON-text params parsed (kept as text when they are not JSON:
+     the server's error then names the param), a cleared nullable param null, a cleared number
+     left out (the type's default applies). */
+  function fromForm(spec, data) {
+    var params = {};
+    var props = spec.schema.properties;
+    Object.keys(data).forEach(function (name) {
+      var value = data[name];
+      if (spec.raw.indexOf(name) >= 0) {
+        if (typeof value !== "string" || !value.trim()) return;
+        try { params[name] = JSON.parse(value); } catch (e) { params[name] = value; }
+        return;
+      }
+      var blank = value === "" || value === null;
+      if (blank && spec.nullable.indexOf(name) >= 0) { params[name] = null; return; }
+      if (blank && props[name] && props[name].type !== "string") return;
+      params[name] = value;
+    });
+    return params;
+  }
+
+  function labelForm(container) {
+    container.querySelectorAll(".rjf-form-row, .rjf-form-group-wrapper").forEach(function (row) {
+      var label = row.querySelector(":scope > label, :scope > .rjf-form-row-inner > label");
+      var control = row.querySelector("input, select, textarea");
+      if (!label || !control) return;
+      if (!label.id) label.id = "rjf-label-" + Math.random().toString(36).slice(2);
+      if (!control.getAttribute("aria-labelledby")) control.setAttribute("aria-labelledby", label.id);
+    });
+    container.querySelectorAll("input, select, textarea, button").forEach(function (control) {
+      if (control.getAttribute("aria-labelledby") || control.getAttribute("aria-label")) return;
+      var text = control.getAttribute("title") || control.textContent.trim();
+      if (!text && control.closest(".rjf-form-row")) {
+        var label = control.closest(".rjf-form-row").querySelector("label");
+        text = label ? label.textContent.trim() : "";
+      }
+      if (text) control.setAttribute("aria-label", text);
+    });
+  }
+
+  function mountForm(editor) {
+    var textarea = editor.querySelector("textarea.params-json");
+    var container = editor.querySelector(".params-form");
+    var spec = specs[editor.dataset.advisorType];
+    if (editor.paramsForm) {
+      window.ReactDOM.unmountComponentAtNode(container);
+      editor.paramsForm = null;
+    }
+    var toggle = editor.querySelector(".params-toggle");
+    var note = editor.querySelector(".params-note");
+    note.textContent = "";
+    if (!spec || !Object.keys(spec.schema.properties).length) {
+      container.hidden = true;
+      toggle.hidden = true;
+      textarea.hidden = !spec;  // a type without params: nothing to type either
+      if (spec) note.textContent = "No params.";
+      return;
+    }
+    toggle.hidden = false;
+    if (editor.dataset.mode === "raw") { showRaw(editor); return; }
+    var params;
+    try {
+      params = parse(textarea.value);
+      if (typeof params !== "object" || params === null || Array.isArray(params)) throw new Error("not an object");
+    } catch (e) {
+      editor.dataset.mode = "raw";
+      showRaw(editor);
+      note.textContent = "The params are not a JSON object: fix them here.";
+      return;
+    }
+    var form = window.reactJsonForm.createForm({
+      containerId: container.id,
+      dataInputId: editor.querySelector(".params-sink").id,
+      schema: spec.schema,
+      data: toForm(spec, params),
+      errorMap: editor.errorMap || {},
+      fileHandler: "",
+      fileHandlerArgs: {},
+      readonly: textarea.disabled
+    });
+    form.addEventListener("change", function (event) {
+      textarea.value = JSON.stringify(fromForm(spec, event.data));
+    });
+    form.render();
+    editor.paramsForm = form;
+    container.hidden = false;
+    textarea.hidden = true;
+    toggle.setAttribute("aria-pressed", "false");
+    labelForm(container);
+  }
+
+  function showRaw(editor) {
+    editor.querySelector(".params-form").hidden = true;
+    var textarea = editor.querySelector("textarea.params-json");
+    textarea.hidden = false;
+    editor.querySelector(".params-toggle").setAttribute("aria-pressed", "true");
+  }
+
+  function toggleRaw(editor) {
+    var textarea = editor.querySelector("textarea.params-json");
+    if (editor.dataset.mode !== "raw") {
+      editor.dataset.mode = "raw";
+      if (editor.paramsForm) {
+        window.ReactDOM.unmountComponentAtNode(editor.querySelector(".params-form"));
+        editor.paramsForm = null;
+      }
+      try { textarea.value = JSON.stringify(parse(textarea.value), null, 2); } catch (e) { /* as typed */ }
+      showRaw(editor);
+      textarea.focus();
+      return;
+    }
+    try {
+      parse(textarea.value);
+    } catch (e) {
+      editor.querySelector(".params-note").textContent = "Not valid JSON: " + e.message;
+      return;
+    }
+    editor.dataset.mode = "form";
+    editor.errorMap = {};
+    mountForm(editor);
+  }
+
+  function setUpEditor(editor) {
+    if (editor.dataset.ready) return;
+    var textarea = editor.querySelector("textarea");
+    if (!textarea || textarea.id.indexOf("__prefix__") >= 0) return;
+    editor.dataset.ready = "1";
+    textarea.classList.add("params-json");
+    try { editor.errorMap = JSON.parse(editor.dataset.errors || "{}"); } catch (e) { editor.errorMap = {}; }
+    var sink = document.createElement("textarea");
+    sink.id = textarea.id + "_sink";
+    sink.className = "params-sink";
+    sink.hidden = true;
+    sink.tabIndex = -1;
+    sink.setAttribute("aria-hidden", "true");
+    editor.appendChild(sink);
+    var bar = document.createElement("div");
+    bar.className = "params-bar";
+    var toggle = document.createElement("button");
+    toggle.type = "button";
+    toggle.className = "params-toggle";
+    toggle.textContent = "Raw JSON";
+    toggle.setAttribute("aria-pressed", "false");
+    toggle.addEventListener("click", function () { toggleRaw(editor); });
+    var note = document.createElement("span");
+    note.className = "params-note";
+    note.setAttribute("role", "status");
+    bar.appendChild(toggle);
+    bar.appendChild(note);
+    editor.insertBefore(bar, editor.firstChild);
+    // Labels for what the form draws (django-jsonform's labels have no `for`).
+    new MutationObserver(function () { labelForm(editor.querySelector(".params-form")); })
+      .observe(editor.querySelector(".params-form"), { childList: true, subtree: true });
+    mountForm(editor);
+  }
+
+  function setUpRow(tr) {
+    if (tr.classList.contains("empty-form") || tr.id.indexOf("__prefix__") >= 0) return;
+    addMoveControls(tr);
+    var editor = tr.querySelector("[data-params-editor]");
+    if (editor) setUpEditor(editor);
+  }
+
+  function onTypeChange(tr) {
+    var editor = tr.querySelector("[data-params-editor]");
+    var key = typeOf(tr);
+    var input = field(tr, "order");
+    if (input) input.placeholder = specs[key] ? formatOrder(specs[key].default_order) : "";
+    labelRow(tr);
+    if (!editor) return;
+    var textarea = editor.querySelector("textarea.params-json");
+    var spec = specs[key];
+    // Params the new type also has are kept; the others belonged to the old type.
+    try {
+      var params = parse(textarea.value);
+      var kept = {};
+      if (spec) Object.keys(params).forEach(function (name) {
+        if (spec.schema.properties[name]) kept[name] = params[name];
+      });
+      textarea.value = Object.keys(kept).length ? JSON.stringify(kept) : "";
+    } catch (e) { /* invalid JSON stays for the expert to fix */ }
+    editor.dataset.advisorType = key;
+    editor.errorMap = {};
+    mountForm(editor);
+  }
+
+  function init() {
+    group = document.getElementById("advisors-group");
+    var source = document.getElementById("advisor-params-forms");
+    if (!group || !source || !window.reactJsonForm) return;
+    specs = JSON.parse(source.textContent);
+    group.classList.add("chain-editor");
+    var panel = document.createElement("div");
+    panel.className = "chain-order";
+    panel.innerHTML =
+      '<h3 id="chain-order-heading">Runs outermost \u2192 innermost</h3>' +
+      '<ol aria-labelledby="chain-order-heading"></ol>' +
+      '<p class="help order-note" hidden>The table is not in this order: drag a row (or use its ' +
+      "\u2191 \u2193 buttons) to set orders that match the table.</p>" +
+      '<p class="order-status visually-hidden" role="status" aria-live="polite"></p>' +
+      '<p class="help">Drag a row by \u2630, or use \u2191 \u2193, to reorder: the moved row gets ' +
+      "an order between its neighbours. Save to keep it.</p>";
+    var table = group.querySelector("table");
+    table.parentNode.insertBefore(panel, table.nextSibling);
+    sortRows();
+    formRows().forEach(setUpRow);
+    var tbody = group.querySelector("tbody");
+    if (window.Sortable) {
+      window.Sortable.create(tbody, {
+        draggable: "tr.form-row:not(.empty-form)",
+        handle: ".drag-handle",
+        animation: 120,
+        onEnd: function (event) {
+          if (event.oldIndex !== event.newIndex) reorder(event.item);
+        }
+      });
+    }
+    group.addEventListener("change", function (event) {
+      var tr = event.target.closest("tr.form-row");
+      if (!tr) return;
+      if (/-advisor_type$/.test(event.target.name)) onTypeChange(tr);
+      showOrder();
+    });
+    group.addEventListener("input", function (event) {
+      if (/-order$/.test(event.target.name || "")) showOrder();
+    });
+    // Rows added with "Add another advisor".
+    document.addEventListener("formset:added", function (event) {
+      var tr = event.target;
+      if (tr && tr.closest && tr.closest("#advisors-group")) { setUpRow(tr); showOrder(); }
+    });
+    showOrder();
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();
