@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
+from advisors_app.admin.chain_picture import turn_picture
 from advisors_app.admin.dashboard import dashboard
 from advisors_app.admin.forms import (
     AdvisorChainForm,
@@ -214,6 +215,7 @@ class AdvisorChainAdmin(ChainWorkflowAdmin):
             "prompt_messages": (result.prompt or {}).get("messages", []),
             "prompt_options": pretty_json((result.prompt or {}).get("options")),
             "trace_rows": trace_rows(result.trace),
+            "picture": turn_picture(chain, result.version, result.trace, f"Ran {ran}."),
             "log_url": reverse("admin:advisors_app_calllog_change", args=[log.pk]) if log else "",
             "usage": to_jsonable(result.usage),
         }

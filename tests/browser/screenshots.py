@@ -25,10 +25,11 @@ UPDATE = "ADVISORS_UPDATE_SCREENSHOTS"
 
 
 def save(page: Any, name: str, *, readme: bool = False, full_page: bool = False) -> Path:
-    """Save a screenshot of ``page`` as ``name``.png (and as a README image if asked)."""
+    """Save a screenshot of ``page`` as ``name``.png (and as a README image if asked);
+    ``page`` may be a Playwright locator: then the picture is of that element only."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
-    page.screenshot(path=str(path), full_page=full_page)
+    page.screenshot(path=str(path), **({"full_page": True} if full_page else {}))
     if readme and os.environ.get(UPDATE):
         README_IMAGES.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, README_IMAGES / path.name)

@@ -52,8 +52,49 @@
     return renderLink(tokens, idx, options, env, self);
   };
 
+  /* Python names survive: CommonMark reads "__enter__()" or "__slots__" as **enter** and
+   * **slots** (the underscores of a word that starts with them can open and close emphasis).
+   * An identifier wrapped in two or more underscores on each side (a dunder name, as a whole
+   * word) is kept as literal text; underscores inside a word never emphasise anyway, and
+   * "__bold words__" (a space inside) and **bold** still are bold. */
+  var DUNDER = /^_{2,}[A-Za-z0-9][A-Za-z0-9_]*?_{2,}(?![A-Za-z0-9_])/;
+  md.inline.ruler.before("emphasis", "python_identifier", function (state, silent) {
+    var src = state.src;
+    var pos = state.pos;
+    if (src.charCodeAt(pos) !== 0x5f /* _ */) return false;
+    if (pos > 0 && /[A-Za-z0-9_]/.test(src.charAt(pos - 1))) return false;
+    var match = DUNDER.exec(src.slice(pos, pos + 200));
+    if (!match) return false;
+    if (!silent) state.push("text", "", 0).content = match[0];
+    state.pos += match[0].length;
+    return true;
+  });
+
+  /* An answer that is a JSON value (a structured-output chain's) is shown as an indented
+   * code block, not run together into one paragraph; while it streams in and does not parse
+   * yet, as the raw text in the same block. "[" followed by a word is Markdown (a link). */
+  var JSON_START = /^\s*(\{|\[\s*($|[\[{"\-\d\]]))/;
+
+  function jsonAnswer(text) {
+    if (!JSON_START.test(text)) return null;
+    try {
+      return JSON.stringify(JSON.parse(text), null, 2);
+    } catch (error) {
+      return text.trim();
+    }
+  }
+
   function renderMarkdown(element, text) {
-    element.innerHTML = md.render(text);
+    var json = jsonAnswer(text);
+    if (json === null) {
+      element.innerHTML = md.render(text);
+      return;
+    }
+    element.textContent = "";
+    var pre = el("pre", "msg-json");
+    var code = el("code", "language-json", json);
+    pre.appendChild(code);
+    element.appendChild(pre);
   }
 
   function el(tag, className, text) {
