@@ -103,6 +103,15 @@ logger = logging.getLogger(__name__)
 #: Close code for a connection without a logged-in user (4000-4999: application codes).
 CLOSE_NOT_AUTHENTICATED = 4401
 
+#: The largest client frame read, in bytes of UTF-8: ample for a message of
+#: ``ADVISORS["MAX_MESSAGE_CHARS"]`` with its params or decisions. A larger one is answered with
+#: an ``error`` frame, then the socket is closed with 1009 (RFC 6455: message too big). Frames
+#: past the server's own limit (daphne: ``--websocket-max-message-size``, 1 MiB by default)
+#: never reach the consumer: daphne drops the socket (docs/chat-page.md), so keep that limit
+#: above this one.
+MAX_FRAME_BYTES = 256 * 1024
+CLOSE_TOO_BIG = 1009
+
 _FRAME_TYPES = ("cancel", "feedback", "message", "resume")
 
 #: Turns left running by a socket that went away (policy ``continue``): a strong reference,
@@ -113,6 +122,11 @@ _DETACHED: set[asyncio.Task[None]] = set()
 def _not_json(constant: str) -> Any:
     """Python's json accepts NaN and Infinity; JSON (and PostgreSQL's jsonb) does not."""
     raise ValueError(f"{constant} is not JSON")
+
+
+def _utf8_size(text: str) -> int:
+    """``len(text.encode())`` without the copy for text that cannot be past the limit."""
+    return len(text) if len(text) * 4 <= MAX_FRAME_BYTES else len(text.encode())
 
 
 def _invalid(errors: dict[str, list[str]]) -> TurnError:
@@ -187,6 +201,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.groups.append(group)  # discarded by websocket_disconnect
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        size = len(bytes_data or b"") if text_data is None else _utf8_size(text_data)
+        if size > MAX_FRAME_BYTES:
+            await self.send_json(
+                _invalid(
+                    {"frame": [f"The frame is {size} bytes; at most {MAX_FRAME_BYTES} are read."]}
+                ).to_dict()
+            )
+            await self.close(code=CLOSE_TOO_BIG)
+            return
         if text_data is None:
             await self.send_json(
                 _invalid({"frame": ["Send JSON text frames, not binary."]}).to_dict()

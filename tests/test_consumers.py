@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
-from advisors_app.consumers import CLOSE_NOT_AUTHENTICATED
+from advisors_app.consumers import CLOSE_NOT_AUTHENTICATED, MAX_FRAME_BYTES
 from advisors_app.core import ProviderUnavailableError, RateLimitedError, ScriptedChatModel
 from advisors_app.models import CallLog, ChatMessage, Conversation
 from advisors_app.runtime import clear_cache, load_chain
@@ -403,6 +403,43 @@ async def test_malformed_frames_get_an_error_frame_and_the_socket_stays_usable(
     await script(chain.slug, "by its name")
     await socket.send_json_to({"type": "message", "message": "hi"})  # the name every transport uses
     assert (await frames_until_end(socket))[-1]["content"] == "by its name"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"text_data": '{"type": "message", "message": "' + "x" * (MAX_FRAME_BYTES + 1) + '"}'},
+        # Counted in bytes: 90,000 three-byte characters are past the limit.
+        {"text_data": '{"type": "message", "message": "' + "\u20ac" * 90_000 + '"}'},
+        {"bytes_data": b"x" * (MAX_FRAME_BYTES + 1)},
+    ],
+    ids=["text", "utf-8", "binary"],
+)
+async def test_a_frame_over_the_limit_gets_an_error_frame_then_close_1009(
+    socket: Any, data: dict[str, Any]
+) -> None:
+    await socket.send_to(**data)
+    frame = await socket.receive_json_from()
+    size = len(data.get("bytes_data") or data["text_data"].encode())
+    assert (frame["type"], frame["code"], frame["errors"]) == (
+        "error",
+        "invalid",
+        {"frame": [f"The frame is {size} bytes; at most {MAX_FRAME_BYTES} are read."]},
+    )
+    assert await socket.receive_output() == {"type": "websocket.close", "code": 1009}
+    assert not await sync_to_async(ChatMessage.objects.exists)()
+
+
+async def test_a_frame_just_under_the_limit_is_read(socket: Any, chain: Any) -> None:
+    await script(chain.slug, "read")
+    padding = MAX_FRAME_BYTES - len('{"type": "message", "message": "hi", "params": {"x": ""}}')
+    await socket.send_to(
+        text_data='{"type": "message", "message": "hi", "params": {"x": "' + "y" * padding + '"}}'
+    )
+    frame = await socket.receive_json_from()
+    assert frame["type"] == "error" and set(frame["errors"]) == {"params.x"}  # read and judged
+    await socket.send_json_to({"type": "message", "message": "hi"})
+    assert (await frames_until_end(socket))[-1]["content"] == "read"
 
 
 async def test_binary_frames_are_refused(socket: Any) -> None:

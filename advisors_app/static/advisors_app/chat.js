@@ -217,11 +217,22 @@
     if (state.ws === null) connect();
   });
 
+  /* Another chain starts another conversation: a conversation's memory, version and
+   * answers belong to the chain it was started with (the JSON chain, given the plain chain's
+   * history, copied its last reply). The open conversation stays in the list. */
   function switchChain(slug) {
     state.chain = slug;
-    var url = new URL(location.href);
+    var open = state.conversationId || messages.querySelector(".msg");
+    if (open) {
+      clearConversation();
+      var name = picker.options[picker.selectedIndex] ? picker.options[picker.selectedIndex].text : slug;
+      messages.appendChild(el("p", "chat-notice chat-switched",
+        "New conversation with " + name + "." + (state.previous ? " The previous one is in the list of conversations." : "")));
+    }
+    var url = new URL(open ? config.chatUrl : location.href, location.href);
     url.searchParams.set("chain", slug);
-    history.replaceState(history.state, "", url);
+    if (open) history.pushState(null, "", url);
+    else history.replaceState(history.state, "", url);
     var old = state.ws;
     state.ws = null;
     if (old) old.close(1000, "chain changed");
@@ -1235,6 +1246,14 @@
   function send() {
     var text = prompt.value;
     if (!text.trim() || state.reply || !state.ws || state.ws.readyState !== WebSocket.OPEN) return;
+    // The server refuses longer messages (MAX_MESSAGE_CHARS): say so here, before a frame that
+    // large is sent at all (past the server's frame limit the socket is simply dropped).
+    if (prompt.maxLength > 0 && text.length > prompt.maxLength) {
+      showAlert("The message is " + text.length.toLocaleString() + " characters long; at most " +
+        prompt.maxLength.toLocaleString() + " can be sent. Shorten it and send again.");
+      prompt.focus();
+      return;
+    }
     showAlert("");
     // A new message instead of a decision: the server answers the waiting calls as not run.
     var waiting = state.conversationId && openApproval(state.conversationId);
