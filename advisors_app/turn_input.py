@@ -210,6 +210,8 @@ def _decisions_errors(decisions: Any) -> FieldErrors:
 
 
 def _message_problem(message: Any) -> str | None:
+    if message is None:
+        return "This field is required."
     if not isinstance(message, str):
         return "Not a valid string."
     if not message.strip():

@@ -16,9 +16,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponseBase
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import UnsupportedMediaType, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
+from rest_framework.utils.mediatypes import media_type_matches
 from rest_framework.views import APIView
 
 from advisors_app.api.errors import api_exception_handler
@@ -68,7 +69,25 @@ class AsyncAPIView(ApiView):
     def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:
         self.initial(request, *args, **kwargs)
         if request.method not in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            self._check_media_type(request)
             request.data  # noqa: B018 - parse now, off the event loop
+
+    def _check_media_type(self, request: Request) -> None:
+        """A body its parsers cannot read is a 415 saying what to send, not a parse error
+        (a form-encoded body read as JSON was "JSON parse error"). A body without a content
+        type is read by the first parser (the chat views' content negotiation picks it)."""
+        content_type = request.content_type
+        if not content_type:
+            return
+        accepted = [parser.media_type for parser in self.get_parsers()]
+        if any(media_type_matches(media_type, content_type) for media_type in accepted):
+            return
+        sent = content_type.split(";")[0].strip()
+        raise UnsupportedMediaType(
+            sent,
+            detail=f"Send the request body as {' or '.join(accepted)} (Content-Type: "
+            f"{accepted[0]}), not {sent}.",
+        )
 
     async def dispatch(  # type: ignore[override]
         self, request: HttpRequest, *args: Any, **kwargs: Any

@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Prefetch, QuerySet
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from advisors_app.api.permissions import sees_chain_configuration
@@ -126,6 +126,36 @@ class PendingApprovalSerializer(serializers.Serializer):
         ref_name = "PendingApproval"
 
 
+@extend_schema_field(
+    {"oneOf": [{"type": "integer", "minimum": 1}, {"type": "string", "enum": ["draft"]}]}
+)
+class _VersionField(serializers.JSONField):
+    """A version number or ``"draft"`` (validated by the turn service)."""
+
+
+@extend_schema_serializer(
+    # Swagger UI sends the first example as the default body: a turn that runs as it is.
+    examples=[
+        OpenApiExample("A message", value={"message": "How do refunds work?"}, request_only=True),
+        OpenApiExample(
+            "Continue a conversation with params",
+            value={
+                "message": "And for bank transfers?",
+                "conversation_id": "support-42",
+                "params": {"options": {"temperature": 0.2}},
+            },
+            request_only=True,
+        ),
+        OpenApiExample(
+            "Resume a turn paused for approval",
+            value={
+                "conversation_id": "support-42",
+                "decisions": [{"approval_id": "ap_1", "decision": "approve"}],
+            },
+            request_only=True,
+        ),
+    ]
+)
 class ChatRequestSerializer(serializers.Serializer):
     """A chat turn (documentation; the turn service validates): a ``message``, or the
     ``decisions`` that resume a turn paused for tool-call approval, not both."""
@@ -148,18 +178,18 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text="Continue this conversation of yours; omit to start one (the answer says "
         "its id). A new id you choose (letters, digits, ._:-) starts a conversation with it.",
     )
-    params = serializers.JSONField(
+    params = serializers.DictField(
         required=False,
-        help_text='Per-request params the chain accepts (its params_schema): "options" '
-        '(temperature, max_tokens, ...), "system_params", and advisor params such as '
-        '"qa_filter_expression".',
+        help_text="A JSON object: per-request params the chain accepts (its params_schema): "
+        '"options" (temperature, max_tokens, ...), "system_params", and advisor params such '
+        'as "qa_filter_expression".',
     )
     label = serializers.CharField(
         required=False,
         help_text="Run the version this label points at (default: production). Staff only "
         "for any other label.",
     )
-    version = serializers.JSONField(
+    version = _VersionField(
         required=False,
         help_text='Run this version number, or "draft" for the editable rows. Staff only.',
     )

@@ -1,4 +1,5 @@
-"""The one error shape: every exception a view raises becomes ``{"error": {...}}``."""
+"""The one error shape: every exception a view raises becomes ``{"error": {...}}``; chat bodies
+that are not JSON or lack a message get errors that say what to send."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from rest_framework import exceptions
 from advisors_app.api.errors import api_exception_handler, error_body, flatten_errors
 from advisors_app.core import AuthenticationError, MalformedResponseError
 from advisors_app.events import TurnError
+from tests.api.conftest import client_for
+from tests.factories import make_chain, scripted_model
 
 KEYS = {"code", "message", "fields", "provider_status", "retry_after", "conversation_id"}
 KEYS |= {"trace_id"}
@@ -77,3 +80,54 @@ def test_error_body_defaults() -> None:
             "trace_id": None,
         }
     }
+
+
+# -- chat bodies (issue 24) ------------------------------------------------------------------
+
+
+@pytest.fixture
+def chat(alice: Any) -> Any:
+    make_chain("helper", model=scripted_model("helper-model", responses=["ok", "ok"]))
+    return client_for(alice)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("body", [{}, {"message": None}, {"conversation_id": "x"}])
+def test_a_chat_turn_without_a_message_says_it_is_required(chat: Any, body: Any) -> None:
+    response = chat.post("/api/chains/helper/call/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"message": ["This field is required."]}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        ("message=hi", "application/x-www-form-urlencoded"),
+        ('{"message": "hi"}', "text/plain"),
+        ("--b\r\n", "multipart/form-data; boundary=b"),
+    ],
+)
+@pytest.mark.parametrize("endpoint", ["call", "stream"])
+def test_a_chat_body_that_is_not_json_is_415_saying_to_send_json(
+    chat: Any, body: str, content_type: str, endpoint: str
+) -> None:
+    response = chat.generic(
+        "POST", f"/api/chains/helper/{endpoint}/", body, content_type=content_type
+    )
+    assert response.status_code == 415
+    error = response.json()["error"]
+    sent = content_type.split(";")[0]
+    assert error["code"] == "unsupported_media_type"
+    assert error["message"] == (
+        f"Send the request body as application/json (Content-Type: application/json), not {sent}."
+    )
+
+
+@pytest.mark.django_db
+def test_a_chat_body_as_json_with_a_charset_or_without_a_content_type_runs(chat: Any) -> None:
+    for content_type in ("application/json; charset=utf-8", ""):
+        response = chat.generic(
+            "POST", "/api/chains/helper/call/", '{"message": "hi"}', content_type=content_type
+        )
+        assert (response.status_code, response.json()["content"]) == (200, "ok")

@@ -17,6 +17,7 @@ from schemathesis.checks import not_a_server_error
 
 from advisors_app.ingestion import ingest_text
 from advisors_app.models import Collection
+from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 
 ENDPOINTS = {
@@ -181,3 +182,22 @@ def test_fuzzed_requests_never_get_a_server_error(live_api: str, staff: Any) -> 
             assert mode is GenerationMode.NEGATIVE, operation.label
             unsatisfiable.append(operation.label)
     assert len(unsatisfiable) < len(runs) // 4, unsatisfiable
+
+
+def test_the_chat_request_types_params_and_its_first_example_runs(
+    openapi: dict[str, Any], alice: Any
+) -> None:
+    """Swagger UI sends the schema's first example (else one made from the types: a
+    "string" for an untyped field, which params refused with a 400)."""
+    chat = openapi["components"]["schemas"]["ChatRequest"]
+    assert chat["properties"]["params"]["type"] == "object"
+    assert {"type": "integer", "minimum": 1} in chat["properties"]["version"]["oneOf"]
+    operation = openapi["paths"]["/api/chains/{slug}/call/"]["post"]
+    examples = operation["requestBody"]["content"]["application/json"]["examples"]
+    first = next(iter(examples.values()))["value"]
+    assert first == {"message": "How do refunds work?"}
+    make_chain("helper", model=scripted_model("helper-model", responses=["ok", "ok"]))
+    api = client_for(alice)
+    assert api.post("/api/chains/helper/call/", first, format="json").status_code == 200
+    with_params = next(e["value"] for e in examples.values() if "params" in e["value"])
+    assert api.post("/api/chains/helper/call/", with_params, format="json").status_code == 200
