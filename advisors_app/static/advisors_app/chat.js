@@ -183,6 +183,12 @@
         } else if (state.reply.started && state.reply.conversationId && state.reply.lastEventId &&
                    event.code !== 4401) {
           state.reply.reconnecting = true; // resumed once the socket is back (onopen)
+        } else if (!state.reply.started) {
+          // Nothing came back: the server may never have read the message (a frame past its
+          // limit is dropped with the socket). Give it back to send again.
+          var lost = state.reply;
+          if (lost.sent && !prompt.value) prompt.value = lost.sent;
+          finishReply({ note: "The connection dropped before the server answered; nothing was saved. Your message is back in the box." }, lost);
         } else {
           finishReply({ note: "The connection dropped; what arrived so far was saved." });
         }
@@ -557,7 +563,7 @@
   }
 
   /* Seconds as "40 s", "12 min" or "22 h". */
-  function duration(seconds) {
+  function waitText(seconds) {
     if (seconds < 90) return Math.ceil(seconds) + " s";
     if (seconds < 5400) return Math.round(seconds / 60) + " min";
     return Math.round(seconds / 3600) + " h";
@@ -582,7 +588,7 @@
       frame.errors[field].forEach(function (text) { details.push(field + ": " + text); });
     });
     if (frame.reset_at) details.push("The budget resets " + localTime(frame.reset_at) + ".");
-    else if (frame.retry_after) details.push("Try again in " + duration(frame.retry_after) + ".");
+    else if (frame.retry_after) details.push("Try again in " + waitText(frame.retry_after) + ".");
     if (details.length) {
       var ul = el("ul");
       details.forEach(function (text) { ul.appendChild(el("li", null, text)); });
@@ -1268,6 +1274,15 @@
     prompt.value = "";
     updateControls();
     stopButton.focus();
+  }
+
+  /* An empty page for a new conversation (the chain stays); ``state.previous`` says
+   * whether one was open. */
+  function clearConversation() {
+    state.previous = state.conversationId;
+    state.conversationId = null;
+    messages.querySelectorAll(".msg, .chat-switched").forEach(function (node) { node.remove(); });
+    list.querySelectorAll("a[aria-current]").forEach(function (a) { a.removeAttribute("aria-current"); });
   }
 
   function stop() {
