@@ -1309,9 +1309,7 @@
   $("new-chat").addEventListener("click", function (event) {
     if (state.reply || event.metaKey || event.ctrlKey || event.shiftKey) return;
     event.preventDefault();
-    state.conversationId = null;
-    messages.querySelectorAll(".msg").forEach(function (node) { node.remove(); });
-    list.querySelectorAll("a[aria-current]").forEach(function (a) { a.removeAttribute("aria-current"); });
+    clearConversation();
     var url = new URL(config.chatUrl, location.href);
     if (state.chain) url.searchParams.set("chain", state.chain);
     history.pushState(null, "", url);
