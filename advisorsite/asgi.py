@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP goes to Django, websockets to the app's Channels routes."""
+"""ASGI entry point: HTTP goes to Django (and ``/mcp/`` to the MCP endpoint), websockets to the
+app's Channels routes."""
 
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from advisors_app.origins import CsrfOriginValidator  # noqa: E402
-from advisors_app.routing import websocket_urlpatterns  # noqa: E402
+from advisors_app.routing import http_urlpatterns, websocket_urlpatterns  # noqa: E402
 from advisors_app.server_shutdown import stop_turns_before_daphne_exits  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # The MCP endpoint (advisors_app.mcp_server) is an ASGI app of its own; Django the rest.
+        "http": URLRouter([*http_urlpatterns, re_path(r"", django_asgi_app)]),
         # Origin checked as Django's CSRF checks it: scheme, host and port (not Channels'
         # AllowedHostsOriginValidator, which lets any port of an allowed host in).
         "websocket": CsrfOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),

@@ -203,7 +203,11 @@ SPECTACULAR_SETTINGS = {
 
 # The demo's knowledge-base chain is what a new user should land on (the notes chain shows
 # tool-call approval; it sorts first).
-ADVISORS: dict[str, object] = {"CHAT_PAGE_DEFAULT_CHAIN": "python-docs"}
+ADVISORS: dict[str, object] = {
+    "CHAT_PAGE_DEFAULT_CHAIN": "python-docs",
+    # Chains as MCP tools at /mcp/ (docs/mcp-server.md), for callers with an API token.
+    "MCP_ENDPOINT_ENABLED": True,
+}
 CHAT_MODEL_ALIAS = "openai-compatible"
 if os.environ.get("ADVISORS_CHAT_MODEL"):
     _chat_model: dict[str, object] = {
