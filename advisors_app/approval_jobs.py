@@ -10,13 +10,17 @@ with ``TurnInput(None, <public id>, decisions=...)``), so the checks are those o
 (expiry, arguments hash, who decided, the chain's policy for the final arguments) and the rows
 are claimed atomically: a resume in a turn and this task never both run the calls.
 
-Every event of the resumed turn goes to the owner's open chat sockets through the channel layer
-(``{"type": "turn.event", "conversation_id", "event"}`` to
-:func:`~advisors_app.consumers.user_group`; the consumer forwards it flagged
-``resumed_elsewhere``), followed by the ``conversation.updated`` message a websocket turn sends.
-A resume the service refuses (:class:`~advisors_app.events.TurnError`: a call expired, an edit
-the policy refuses, decided meanwhile) is logged and published as its ``error`` event. Without
-a channel layer the turn runs all the same; nobody is told.
+The events of the resumed turn are published as a live turn's are
+(:class:`~advisors_app.turn_buffer.TurnPublisher`): each gets its ``event_id``
+(``"<trace_id>-<n>"``) and goes to the conversation's turn buffer and, in ``turn.events``
+batches, to the owner's channel-layer group (:func:`~advisors_app.turn_buffer.user_group`), so
+the owner's open chat sockets — any process — get it flagged ``resumed_elsewhere`` and a socket
+that was away sends ``resume`` and gets what it missed; then the ``conversation.updated``
+message a websocket turn sends. A resume the service refuses
+(:class:`~advisors_app.events.TurnError`: a call expired, an edit the policy refuses, decided
+meanwhile) runs no turn, so it has no ids: it is logged and published as one ``error`` event
+(``{"type": "turn.event", "conversation_id", "event"}``, handler ``turn_event``). Without a
+channel layer the turn runs all the same (the buffer keeps it in this process); nobody is told.
 """
 
 from __future__ import annotations
@@ -28,12 +32,12 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 
 from advisors_app.approvals import forget_decisions
-from advisors_app.consumers import user_group
 from advisors_app.conversations import public_conversation_id
 from advisors_app.events import TurnError
 from advisors_app.models import ToolApproval
 from advisors_app.services import stream_turn
 from advisors_app.streaming import DeltaCoalescer
+from advisors_app.turn_buffer import TurnPublisher, user_group
 from advisors_app.turn_input import TurnInput
 
 try:
@@ -125,9 +129,12 @@ async def run_resume(message_id: int) -> dict[str, Any]:
         await _publish(owner, {"type": TURN_EVENT, "conversation_id": public, "event": event})
         return {"status": "refused", "message_id": message_id, "error": event}
     final: dict[str, Any] = {}
-    async for event in DeltaCoalescer(stream):
-        final = event.to_dict()
-        await _publish(owner, {"type": TURN_EVENT, "conversation_id": public, "event": final})
+    publisher = TurnPublisher(owner, stream.conversation_id, stream.trace_id)
+    try:
+        async for turn_event in DeltaCoalescer(stream):
+            final = publisher.stamp(turn_event.to_dict())
+    finally:
+        await publisher.drain()  # every event is in the buffer and the group before the notice
     removed = stream.final_event is not None and stream.final_event.conversation_id is None
     await _publish(
         owner,

@@ -121,6 +121,42 @@ async def test_an_approvers_decision_resumes_the_turn_on_the_owners_open_socket(
     assert saved == [("milk", "alice")]
 
 
+async def test_the_resumed_turns_frames_carry_event_ids_and_can_be_resumed(
+    alice: Any, approver: Any
+) -> None:
+    """The worker publishes as a live turn does (issue 23): numbered frames, kept in the turn
+    buffer, so a socket that was away when the worker ran resumes the turn — missing nothing,
+    seeing nothing twice."""
+    await sync_to_async(script)(memo_call(), ["Saved ", "it."])
+    watching = await open_socket(alice, "memos")
+    try:
+        await watching.send_json_to({"type": "message", "message": "Save a memo: milk"})
+        conversation = (await frames_until_end(watching))[0]["conversation_id"]
+        assert (await sync_to_async(decide)(approver)).status_code == 202
+        assert await sync_to_async(run_queued_tasks)() == 1
+        live = await frames_until_end(watching)
+    finally:
+        await watching.disconnect()
+    ids = [f["event_id"] for f in live]
+    trace_id = ids[0].rpartition("-")[0]
+    assert ids == [f"{trace_id}-{n}" for n in range(1, len(live) + 1)]
+    assert live[0]["trace_id"] == trace_id
+
+    # Another device comes back having seen the first two frames only.
+    back = await open_socket(alice, "memos")
+    try:
+        await back.send_json_to(
+            {"type": "resume", "conversation_id": conversation, "last_event_id": ids[1]}
+        )
+        resumed = await frames_until_end(back)
+        assert await back.receive_nothing(timeout=0.3)
+    finally:
+        await back.disconnect()
+    assert [f["event_id"] for f in resumed] == ids[2:]
+    assert not any(f.get("resumed_elsewhere") for f in resumed)
+    assert resumed[-1]["type"] == "done" and resumed[-1]["content"] == "Saved it."
+
+
 async def test_a_refused_resume_is_published_as_an_error_frame(alice: Any, approver: Any) -> None:
     await sync_to_async(script)(memo_call())
     paused = await call_turn("memos", alice, "Save a memo: milk")
