@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.core import signals
+from django.core.exceptions import ImproperlyConfigured
 from django.http.request import split_domain_port, validate_host
 
 from advisors_app.conf import app_settings
@@ -155,9 +156,15 @@ async def _session_manager() -> StreamableHTTPSessionManager:
 
 
 def _start() -> _Running:
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    try:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-    from advisors_app.mcp_server.server import build_server
+        from advisors_app.mcp_server.server import build_server
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            'ADVISORS["MCP_ENDPOINT_ENABLED"] needs the MCP SDK: install the mcp extra '
+            '(pip install "advisors-app[mcp]").'
+        ) from exc
 
     manager = StreamableHTTPSessionManager(build_server(), stateless=True, json_response=True)
     running = _Running(manager)

@@ -24,6 +24,18 @@ T = TypeVar("T")
 KEY_VARIABLE = "MCP_LOOPBACK_API_KEY"
 KEY = "loopback-mcp-5e4d3c2b1a09f8e7d6"
 
+#: A handshake-era ``initialize`` request, as raw JSON-RPC.
+INITIALIZE_BODY = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
 
 @pytest.fixture(scope="session")
 def mcp_site(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

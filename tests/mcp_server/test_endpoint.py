@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -20,7 +24,9 @@ from mcp.shared.exceptions import MCPError
 from advisors_app.models import CallLog, ChatModelConfig, Conversation
 from tests.core.providers.openai_server import JsonReply, ScriptedOpenAiServer
 from tests.factories import make_chain, scripted_model
-from tests.mcp_server.conftest import KEY, KEY_VARIABLE, mcp, token_of
+from tests.helpers import subprocess_env
+from tests.live_server import ROOT
+from tests.mcp_server.conftest import INITIALIZE_BODY, KEY, KEY_VARIABLE, mcp, token_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -92,16 +98,6 @@ def test_the_2026_protocol_revision_works_too(mcp_site: str, alice: Any) -> None
     assert result.content[0].text == "Hello from the desk!"
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
 CALL = {
     "jsonrpc": "2.0",
     "id": 2,
@@ -120,7 +116,7 @@ def test_refused_without_a_valid_token_and_nothing_runs(
 ) -> None:
     desk()
     headers = dict(HEADERS, **({"Authorization": authorization} if authorization else {}))
-    for body in (INITIALIZE, CALL):
+    for body in (INITIALIZE_BODY, CALL):
         answer = httpx2.post(f"{mcp_site}/mcp/", json=body, headers=headers)
         assert answer.status_code == 401
         assert answer.headers["WWW-Authenticate"] == "Token"
@@ -144,9 +140,8 @@ def test_an_inactive_users_token_is_refused(mcp_site: str, alice: Any) -> None:
     token = token_of(alice)
     alice.is_active = False
     alice.save()
-    answer = httpx2.post(
-        f"{mcp_site}/mcp/", json=INITIALIZE, headers=dict(HEADERS, Authorization=f"Token {token}")
-    )
+    headers = dict(HEADERS, Authorization=f"Token {token}")
+    answer = httpx2.post(f"{mcp_site}/mcp/", json=INITIALIZE_BODY, headers=headers)
     assert answer.status_code == 401
 
 
@@ -248,3 +243,25 @@ def test_a_provider_error_quoting_the_key_reaches_the_client_redacted(
     dumped = json.dumps(result.model_dump(mode="json"))
     assert KEY not in dumped
     assert CallLog.objects.get().status == "error"
+
+
+def test_the_docs_client_runs_as_shown(mcp_site: str, alice: Any, tmp_path: Path) -> None:
+    model = scripted_model("docs-model", responses=("A list is mutable.", "A tuple is not."))
+    make_chain("python-docs", model=model, advisors=MEMORY)
+    page = (ROOT / "docs" / "mcp-server.md").read_text()
+    [code] = [
+        block for block in re.findall(r"```python\n(.*?)```", page, re.DOTALL) if "Client" in block
+    ]
+    script = tmp_path / "client.py"
+    script.write_text(code)
+    env = subprocess_env(ADVISORS_MCP_URL=f"{mcp_site}/mcp/", ADVISORS_TOKEN=token_of(alice))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "['ask_python_docs']",
+        "A list is mutable.",
+        "A tuple is not.",
+    ]
+    assert Conversation.objects.get(owner=alice).messages.count() == 4
