@@ -378,6 +378,16 @@ def references_in(
             found.append((name, kind, value))
         elif isinstance(items, Mapping) and items.get("x-reference") and isinstance(value, list):
             found.extend((name, items["x-reference"], v) for v in value if isinstance(v, str))
+        elif isinstance(items, Mapping) and isinstance(value, list):
+            # A list of objects whose properties refer to rows (a tool loop's MCP servers).
+            for key, sub in (items.get("properties") or {}).items():
+                sub_kind = sub.get("x-reference") if isinstance(sub, Mapping) else None
+                if sub_kind:
+                    found.extend(
+                        (name, sub_kind, entry[key])
+                        for entry in value
+                        if isinstance(entry, Mapping) and isinstance(entry.get(key), str)
+                    )
     return found
 
 
@@ -387,7 +397,9 @@ class ReferenceKind:
 
     ``model`` is ``"app_label.ModelName"``; ``snapshot(row)`` returns the JSON-compatible
     content that affects behaviour; ``nested(row)`` lists further ``(kind, slug)`` references
-    (a collection's embedding model).
+    (a collection's embedding model); ``missing(slug)`` is the content of a slug with no row
+    (``None``: a missing reference), for kinds whose slugs may also come from settings (stdio
+    MCP servers).
     """
 
     key: str
@@ -395,6 +407,7 @@ class ReferenceKind:
     model: str
     snapshot: Callable[[Any], dict[str, Any]]
     nested: Callable[[Any], list[tuple[str, str]]] = lambda row: []
+    missing: Callable[[str], dict[str, Any] | None] = lambda slug: None
 
 
 class ReferenceKindRegistry:

@@ -98,6 +98,30 @@ _TOOL_LOOP = {
             "holders only."
         ),
     },
+    "mcp_servers": {
+        "type": "array",
+        "default": [],
+        "items": {
+            "type": "object",
+            "properties": {
+                "server": {"type": "string", "minLength": 1, "x-reference": "mcp_server"},
+                "tools": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                    "minItems": 1,
+                    "uniqueItems": True,
+                },
+                "prefix": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{0,40}$", "default": ""},
+            },
+            "required": ["server", "tools"],
+            "additionalProperties": False,
+        },
+        "description": (
+            'Tools of MCP servers: [{"server": <MCP server slug>, "tools": [<tool names>], '
+            '"prefix": ""}]. Only the listed tools are offered, as prefix + name; their '
+            "descriptions and schemas are pinned when the chain is published."
+        ),
+    },
     "conversation_history_enabled": {"type": "boolean", "default": True},
     "round_streaming": {
         "type": "string",

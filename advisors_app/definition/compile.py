@@ -34,6 +34,7 @@ from advisors_app.core.providers.registry import (
 from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
 from advisors_app.core.tools import ToolCallingManager
 from advisors_app.core.vectorstore import VectorStore
+from advisors_app.mcp import McpConfigurationError, mcp_tool_callbacks
 from advisors_app.models import Collection
 from advisors_app.pricing import ModelRef
 from advisors_app.providers import chat_model_configs
@@ -193,8 +194,13 @@ class CompiledChain:
 
     @property
     def tool_options(self) -> ToolCallingChatOptions:
-        """The chain's tools, as the options a tool loop resolves them from."""
-        return ToolCallingChatOptions(tool_names=self.client.default_tools)
+        """The chain's tools (registered names, and MCP tools as callbacks), as the options a
+        tool loop resolves them from."""
+        tools = self.client.default_tools
+        return ToolCallingChatOptions(
+            tool_names=tuple(t for t in tools if isinstance(t, str)),
+            tool_callbacks=tuple(t for t in tools if not isinstance(t, str)),
+        )
 
     @property
     def tool_calling_manager(self) -> ToolCallingManager | None:
@@ -310,15 +316,20 @@ def compile_snapshot(
             f"unknown tool(s) {', '.join(unknown)}; registered: "
             + (", ".join(tool_registry.names) or "none")
         )
+    try:
+        mcp_tools = mcp_tool_callbacks(snapshot)
+    except McpConfigurationError as exc:
+        raise ChainConfigurationError(str(exc)) from exc
     client = ChatClient(
         services.chat_model(snapshot["chat_model"]),
         default_system=system,
         default_advisors=advisors,
         # Divergence from ChatClient's default: the tool loop is added only to chains that
         # enable tools (a tool_calling row adds it explicitly), so other chains do not pay for it.
-        default_advisor_params={} if tools else {TOOL_CALLING_AUTO_REGISTER: False},
+        default_advisor_params={} if tools or mcp_tools else {TOOL_CALLING_AUTO_REGISTER: False},
         default_options=options,
-        default_tools=tools,
+        # MCP tools go as callbacks: they are the snapshot's, not the process registry's.
+        default_tools=(*tools, *mcp_tools),
         tool_calling_manager=ToolCallingManager(tool_registry=tool_registry),
     )
     compiled = CompiledChain(

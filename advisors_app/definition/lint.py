@@ -34,6 +34,12 @@ and every labelled version). Each rule has a stable id:
   it — or, in a chain without a tool loop, inside the turn advisor.
 - ``advisors_app.E117``: session memory combined with a 2.0 memory advisor
   (``message_chat_memory``, ``prompt_chat_memory``): both would store every turn.
+- ``advisors_app.E118``: two tools with one name: an MCP tool (after its prefix) named like a
+  registered Python tool or like another enabled MCP tool (of another server, or the same
+  server enabled twice); the model could not tell them apart.
+- ``advisors_app.E119``: an MCP tool the chain enables that its server does not list.
+- ``advisors_app.E120``: an MCP server whose tools are not known: disabled, unreachable or
+  misconfigured when the draft was resolved (the message says which).
 
 "Inside" means later in the chain's execution order (larger order; equal orders keep the
 rows' saved order).
@@ -51,6 +57,7 @@ from advisors_app.core.advisor import (
     LOWEST_PRECEDENCE,
 )
 from advisors_app.core.templates import assert_balanced_braces, assert_placeholders
+from advisors_app.mcp import mcp_tool_uses
 from advisors_app.orders import format_order, parse_order
 from advisors_app.registry import (
     AdvisorType,
@@ -147,6 +154,7 @@ def lint(snapshot: Mapping[str, Any]) -> list[LintMessage]:
             messages.extend(_reference_messages(label, advisor_type, params, references))
             messages.extend(_empty_guard_messages(label, advisor_type, params, references))
             rows.append(_Row(label, advisor_type, order, dict(params)))
+    messages.extend(_mcp_messages(snapshot))
     messages.extend(_structure_messages(rows))
     messages.extend(_session_messages(rows, bool(snapshot["tools"])))
     return messages
@@ -406,4 +414,53 @@ def _session_messages(rows: list[_Row], has_tools: bool) -> list[LintMessage]:
                         "(its compatibility layer).",
                     )
                 )
+    return messages
+
+
+def _mcp_messages(snapshot: Mapping[str, Any]) -> list[LintMessage]:
+    """E118, E119 and E120 (see the module docstring); a missing server is E110's."""
+    messages = []
+    references = snapshot["references"]
+    seen: dict[str, str] = {}
+    unknown_servers: set[str] = set()
+    for use in mcp_tool_uses(snapshot):
+        where = f"{advisor_label(use.row, snapshot['advisors'][use.row])}: params.mcp_servers"
+        content = references.get(f"mcp_server:{use.server}")
+        if content is None:
+            continue
+        if content.get("tools") is None:
+            if use.server not in unknown_servers:
+                unknown_servers.add(use.server)
+                messages.append(
+                    _error(
+                        "advisors_app.E120",
+                        f"{where}: the tools of MCP server {use.server!r} are not known: "
+                        f"{content.get('error') or 'not listed'}.",
+                        "Enable the server, check its URL, command and environment variables, "
+                        "then save the chain again.",
+                    )
+                )
+            continue
+        if not any(tool["name"] == use.tool for tool in content["tools"]):
+            messages.append(
+                _error(
+                    "advisors_app.E119",
+                    f"{where}: MCP server {use.server!r} has no tool {use.tool!r}.",
+                    "Remove it from the list, or use a name the server lists (its admin page "
+                    "shows them).",
+                )
+            )
+        source = f"tool {use.tool!r} of MCP server {use.server!r}"
+        other = seen.get(use.name)
+        if use.name in tool_registry:
+            other = f"the registered Python tool {use.name!r}"
+        if other is not None:
+            messages.append(
+                _error(
+                    "advisors_app.E118",
+                    f"{where}: {source} is offered as {use.name!r}, like {other}.",
+                    "Give the server a prefix (params.mcp_servers[].prefix) or drop one of them.",
+                )
+            )
+        seen.setdefault(use.name, source)
     return messages

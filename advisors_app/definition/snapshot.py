@@ -14,7 +14,9 @@ stores. It holds:
   its ``type``, effective ``order``, ``enabled`` flag and ``params``;
 - ``references``: ``{"kind:slug": content}`` for every row the chain refers to — templates and
   word lists by content, model configurations as the provider registry reads them, collections
-  by slug — and ``None`` for a reference to a missing row (the lint reports it).
+  by slug, MCP servers with their tool lists as discovered at resolving (only the tools the
+  chain enables: publishing pins them) — and ``None`` for a reference to a missing row (the
+  lint reports it).
 
 Nothing in it depends on primary keys, so the same configuration has the same
 :func:`snapshot_hash` in every database (export and import keep it).
@@ -30,6 +32,7 @@ from typing import Any
 from django.apps import apps
 
 from advisors_app.conf import app_settings
+from advisors_app.mcp.discovery import pin_mcp_tools, register_mcp_reference_kind
 from advisors_app.models import AdvisorChain, AdvisorConfig
 from advisors_app.registry import ReferenceKind, advisor_types, reference_kinds, references_in
 from advisors_app.tools import tool_registry
@@ -84,6 +87,7 @@ def register_reference_kinds() -> None:
             "collection", "collection", "advisors_app.Collection", lambda row: {"slug": row.slug}
         )
     )
+    register_mcp_reference_kind()
 
 
 class _Resolver:
@@ -102,7 +106,7 @@ class _Resolver:
             model = apps.get_model(kind.model)
             row = model._default_manager.filter(slug=slug).first()
         if row is None:
-            self.resolved[ref] = default
+            self.resolved[ref] = default if kind is None else kind.missing(slug) or default
             return
         self.resolved[ref] = kind.snapshot(row)
         for nested_kind, nested_slug in kind.nested(row):
@@ -159,7 +163,7 @@ def resolve_draft(chain: AdvisorChain, advisors: Iterable[Any] | None = None) ->
                 "params": params,
             }
         )
-    return {
+    snapshot = {
         "format": SNAPSHOT_FORMAT,
         "slug": chain.slug,
         "chat_model": model_slug,
@@ -171,6 +175,8 @@ def resolve_draft(chain: AdvisorChain, advisors: Iterable[Any] | None = None) ->
         "advisors": advisors_json,
         "references": resolver.resolved,
     }
+    pin_mcp_tools(snapshot)
+    return snapshot
 
 
 def _default_order(key: str) -> int | None:

@@ -280,10 +280,7 @@ class McpClientPool:
                 client = await self._session(config)
                 cursor = None
                 while True:
-                    from mcp_types import PaginatedRequestParams
-
-                    params = PaginatedRequestParams(cursor=cursor) if cursor else None
-                    page = await client.list_tools(params=params)
+                    page = await client.list_tools(cursor=cursor)
                     tools.extend(
                         McpTool(t.name, t.description or "", dict(t.input_schema or {}))
                         for t in page.tools
