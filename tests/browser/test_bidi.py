@@ -1,4 +1,4 @@
-"""Bidi control characters in Chromium: conversation titles and file names shown isolated.
+"""Bidi control characters in Chromium: titles, file names and messages shown isolated.
 
 A title or file name with a right-to-left override reads backwards (``invoice<RLO>fdp.exe`` as
 ``invoiceexe.pdf``) and reorders what follows it on the line. The chat page drops the controls
@@ -99,3 +99,26 @@ def test_titles_and_file_names_are_shown_without_controls_and_isolated(
     connected(page)
     source = last_reply(page).locator(".source-title").first
     assert source.evaluate(DESCRIBE)["text"] == "refundsdm.exe"
+
+
+def test_a_first_message_with_an_override_leaves_the_sidebar_and_page_in_order(
+    chat_server: LiveServer, new_page: Any, alice: Any
+) -> None:
+    """The issue's case: a first message holding U+202E reversed its sidebar title."""
+    page = new_page()
+    log_in(page, chat_server, "alice", "/chat/?chain=files")
+    connected(page)
+    send(page, f"{RLO}Where is my refund?")
+    wait_done(page)
+    for _reloaded in (False, True):
+        title = page.locator("#conversation-list a[aria-current=page]")
+        described = title.evaluate(DESCRIBE)
+        assert described["text"] == "Where is my refund?"
+        assert (described["rtl"], described["bidi"]) == (False, "isolate")
+        # The message itself is kept as sent, isolated in its bubble: the override turns only
+        # its own text, never the heading or the reply after it.
+        bubble = page.locator(".msg-user .msg-body").last
+        assert bubble.evaluate("(node) => node.textContent") == f"{RLO}Where is my refund?"
+        assert bubble.evaluate("(node) => getComputedStyle(node).unicodeBidi") == "isolate"
+        page.reload()
+        connected(page)

@@ -255,6 +255,7 @@
     var article = el("article", "msg msg-" + role);
     article.appendChild(el("h2", "visually-hidden", role === "user" ? "You" : "Assistant"));
     var body = el("div", "msg-body");
+    body.dir = "auto"; // isolated: a bidi override in the text reorders nothing around it
     if (role === "user") body.textContent = text;
     article.appendChild(body);
     messages.appendChild(article);
@@ -272,6 +273,7 @@
       root = parent.closest("article");
       target = el("div", "msg-resumed");
       body = el("div", "msg-body");
+      body.dir = "auto";
       target.appendChild(body);
       parent.appendChild(target);
     } else {
@@ -1254,9 +1256,10 @@
     if (!text.trim() || state.reply || !state.ws || state.ws.readyState !== WebSocket.OPEN) return;
     // The server refuses longer messages (MAX_MESSAGE_CHARS): say so here, before a frame that
     // large is sent at all (past the server's frame limit the socket is simply dropped).
-    if (prompt.maxLength > 0 && text.length > prompt.maxLength) {
+    var limit = Number($("composer").dataset.maxChars);
+    if (limit > 0 && text.length > limit) {
       showAlert("The message is " + text.length.toLocaleString() + " characters long; at most " +
-        prompt.maxLength.toLocaleString() + " can be sent. Shorten it and send again.");
+        limit.toLocaleString() + " can be sent. Shorten it and send again.");
       prompt.focus();
       return;
     }
