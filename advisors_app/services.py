@@ -143,7 +143,14 @@ from advisors_app.throttling import chat_turn_wait
 from advisors_app.turn_input import TurnInput
 from advisors_app.validation import FieldErrors, schema_errors
 
-__all__ = ["TurnStream", "call_turn", "stop_running_turns", "stream_turn"]
+__all__ = [
+    "PreparedTurn",
+    "TurnStream",
+    "call_turn",
+    "prepare_turn",
+    "stop_running_turns",
+    "stream_turn",
+]
 
 _T = TypeVar("_T")
 logger = logging.getLogger(__name__)
@@ -478,9 +485,10 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
     )
 
 
-async def _prepare(
-    chain: str, user: Any, data: TurnInput, mode: str, trace_payloads: bool = False
-) -> _Turn:
+def _checked(user: Any, data: TurnInput) -> FieldErrors:
+    """The checks that need no database: the user, the fields (raises when the version to
+    check params against is unknown), the permission to choose a version; the field errors
+    left for :func:`_open` to report with the params'."""
     refused = _user_errors(user)
     if refused is not None:
         raise refused
@@ -488,9 +496,47 @@ async def _prepare(
     if "label" in errors or "version" in errors:  # the version to check params against is unknown
         raise TurnError("invalid", "The request is invalid.", errors=errors)
     _check_target_permission(user, data.label, data.version)
+    return errors
+
+
+async def _prepare(
+    chain: str, user: Any, data: TurnInput, mode: str, trace_payloads: bool = False
+) -> _Turn:
+    errors = _checked(user, data)
     # Known before the chain runs: whoever stores the reply writes it into its metadata.
     trace_id = uuid.uuid4().hex
     opened = await sync_to_async(_open)(chain, user, data, errors, trace_id)
+    return _turn(user, data, mode, trace_payloads, trace_id, opened)
+
+
+def prepare_turn(
+    chain: str, user: Any, data: TurnInput, mode: str, *, trace_payloads: bool = False
+) -> PreparedTurn:
+    """Blocking: validate a turn and do its reads (what :func:`call_turn` and
+    :func:`stream_turn` do first, in their one thread hop), for a transport that is on a
+    thread where database work may run already — DRF's request checks, say — so that the turn
+    costs no hop of its own before it runs. ``mode`` is ``CallLog.Mode.CALL`` or ``STREAM``;
+    pass the result to :func:`call_turn` or :func:`stream_turn` as the message. Raises
+    :class:`TurnError` as they do."""
+    errors = _checked(user, data)
+    trace_id = uuid.uuid4().hex
+    opened = _open(chain, user, data, errors, trace_id)
+    return PreparedTurn(_turn(user, data, mode, trace_payloads, trace_id, opened))
+
+
+class PreparedTurn:
+    """A turn validated and read by :func:`prepare_turn`, not run yet (opaque)."""
+
+    __slots__ = ("_turn",)
+
+    def __init__(self, turn: _Turn) -> None:
+        self._turn = turn
+
+
+def _turn(
+    user: Any, data: TurnInput, mode: str, trace_payloads: bool, trace_id: str, opened: _Opened
+) -> _Turn:
+    """The turn to run, from what :func:`_open` read."""
     compiled, params = opened.compiled, opened.params
     context = {k: v for k, v in params.items() if k not in ("options", "system_params")}
     options = ChatOptions.from_dict(params["options"]) if params.get("options") else None
@@ -787,23 +833,35 @@ async def _refuse_overflowing_message(turn: _Turn) -> None:
 
 
 def _turn_input(
-    message: str | TurnInput,
+    message: str | TurnInput | PreparedTurn,
     conversation_id: str | None,
     params: Mapping[str, Any] | None,
     label: str | None,
     version: int | str | None,
-) -> TurnInput:
-    if isinstance(message, TurnInput):
+) -> TurnInput | PreparedTurn:
+    if isinstance(message, (TurnInput, PreparedTurn)):
         if (conversation_id, params, label, version) != (None, None, None, None):
-            raise TypeError("Pass a TurnInput alone, or its fields, not both.")
+            raise TypeError(f"Pass a {type(message).__name__} alone, or its fields, not both.")
         return message
     return TurnInput(message, conversation_id, params, label, version)
+
+
+async def _prepared(
+    chain: str, user: Any, data: TurnInput | PreparedTurn, mode: str, trace_payloads: bool
+) -> _Turn:
+    """The turn of ``data``: prepared now (one thread hop), or by :func:`prepare_turn`."""
+    if not isinstance(data, PreparedTurn):
+        return await _prepare(chain, user, data, mode, trace_payloads)
+    turn = data._turn
+    if turn.mode != mode or turn.compiled.slug != chain or turn.user.pk != user.pk:
+        raise ValueError("This turn was prepared for another chain, user or mode.")
+    return turn
 
 
 async def call_turn(
     chain: str,
     user: Any,
-    message: str | TurnInput,
+    message: str | TurnInput | PreparedTurn,
     conversation_id: str | None = None,
     params: Mapping[str, Any] | None = None,
     *,
@@ -814,8 +872,9 @@ async def call_turn(
     """Run one turn through ``chain`` and return its outcome, the whole answer.
 
     The turn is ``message`` with the other fields, or a :class:`TurnInput` as a transport
-    read it. ``trace_payloads`` keeps every advisor's request and response in the trace (the
-    admin playground shows them), whatever ``ADVISORS["TRACE_PAYLOAD_SAMPLE"]`` says.
+    read it, or a :class:`PreparedTurn` (:func:`prepare_turn`). ``trace_payloads`` keeps
+    every advisor's request and response in the trace (the admin playground shows them),
+    whatever ``ADVISORS["TRACE_PAYLOAD_SAMPLE"]`` says.
 
     Raises :class:`~advisors_app.events.TurnError` for refused input (nothing stored), and
     whatever the chain raised, unchanged, when it failed, with the turn's outcome as its
@@ -824,7 +883,7 @@ async def call_turn(
     log is written in every case but refused input.
     """
     data = _turn_input(message, conversation_id, params, label, version)
-    turn = await _prepare(chain, user, data, CallLog.Mode.CALL, trace_payloads)
+    turn = await _prepared(chain, user, data, CallLog.Mode.CALL, trace_payloads)
     await _refuse_overflowing_message(turn)
     _running_turn_started()
     try:
@@ -1047,21 +1106,21 @@ async def _merged_tool_events(
 async def stream_turn(
     chain: str,
     user: Any,
-    message: str | TurnInput,
+    message: str | TurnInput | PreparedTurn,
     conversation_id: str | None = None,
     params: Mapping[str, Any] | None = None,
     *,
     label: str | None = None,
     version: int | str | None = None,
 ) -> TurnStream:
-    """Validate a turn (``message`` with the other fields, or a :class:`TurnInput`) and
-    return its :class:`TurnStream`; the chain runs while iterating.
+    """Validate a turn (``message`` with the other fields, a :class:`TurnInput`, or a
+    :class:`PreparedTurn`) and return its :class:`TurnStream`; the chain runs while iterating.
 
     Raises :class:`~advisors_app.events.TurnError` for refused input before anything is
     stored (so a REST view can still answer 400 instead of opening an event stream). Errors
     of the chain arrive as one ``error`` event, never as an exception.
     """
     data = _turn_input(message, conversation_id, params, label, version)
-    turn = await _prepare(chain, user, data, CallLog.Mode.STREAM)
+    turn = await _prepared(chain, user, data, CallLog.Mode.STREAM, False)
     await _refuse_overflowing_message(turn)
     return TurnStream(turn)

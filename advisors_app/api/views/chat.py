@@ -45,7 +45,8 @@ from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerializer
 from advisors_app.conf import app_settings
 from advisors_app.events import TurnError, TurnEvent
-from advisors_app.services import TurnStream, call_turn, stream_turn
+from advisors_app.models import CallLog
+from advisors_app.services import PreparedTurn, TurnStream, call_turn, prepare_turn, stream_turn
 from advisors_app.turn_buffer import TurnPublisher, turn_buffer
 from advisors_app.turn_input import TurnInput
 
@@ -267,10 +268,27 @@ class _ChatView(AsyncAPIView):
     content_negotiation_class = JSONOnlyNegotiation
     # Chat turns are throttled by the turn service, after validation (advisors_app.throttling).
     throttle_classes: list[Any] = []
+    #: The turn's mode (``CallLog.Mode``).
+    mode: str
+    #: The turn of a ``POST``, validated and read while DRF's checks ran (:meth:`_prepare`).
+    turn: PreparedTurn | None = None
+
+    def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """DRF's checks, then the turn's own (:func:`~advisors_app.services.prepare_turn`) in
+        the same worker thread: a turn costs no thread hop of its own before it runs."""
+        super()._prepare(request, *args, **kwargs)
+        if request.method == "POST" and self._starts_turn(request.data):
+            data = TurnInput.from_data(request.data)
+            self.turn = prepare_turn(kwargs["slug"], request.user, data, self.mode)
+
+    def _starts_turn(self, data: Any) -> bool:
+        return True
 
 
 class ChainCallView(_ChatView):
     """``POST /api/chains/<slug>/call/``: run one turn and answer with the whole reply."""
+
+    mode = CallLog.Mode.CALL
 
     @extend_schema(
         operation_id="chains_call",
@@ -282,12 +300,23 @@ class ChainCallView(_ChatView):
         responses={200: ChatResultSerializer, **_ERRORS, **_CALL_FAILURES},
     )
     async def post(self, request: Request, slug: str) -> Response:
-        outcome = await call_turn(slug, request.user, TurnInput.from_data(request.data))
+        assert self.turn is not None
+        outcome = await call_turn(slug, request.user, self.turn)
         return Response(outcome.to_dict())
+
+
+def _resumes(data: Any) -> bool:
+    """Whether a stream request asks to resume a turn instead of running one."""
+    return isinstance(data, dict) and data.get("resume") is True
 
 
 class ChainStreamView(_ChatView):
     """``POST /api/chains/<slug>/stream/``: run one turn as Server-Sent Events."""
+
+    mode = CallLog.Mode.STREAM
+
+    def _starts_turn(self, data: Any) -> bool:
+        return not _resumes(data)
 
     @extend_schema(
         operation_id="chains_stream",
@@ -307,9 +336,10 @@ class ChainStreamView(_ChatView):
     )
     async def post(self, request: Request, slug: str) -> Any:
         data = request.data
-        if isinstance(data, dict) and data.get("resume") is True:
+        if _resumes(data):
             return await self._resume(request, data)
-        stream = await stream_turn(slug, request.user, TurnInput.from_data(data))
+        assert self.turn is not None
+        stream = await stream_turn(slug, request.user, self.turn)
         publisher = TurnPublisher(request.user, stream.conversation_id, stream.trace_id)
         return self._sse(sse_events(stream, publisher))
 
