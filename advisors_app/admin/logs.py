@@ -40,7 +40,7 @@ from advisors_app.dataset_curation import replies_of_call_logs, reply_of_call_lo
 from advisors_app.models import CallLog, ChatMessage, Conversation
 from advisors_app.redaction import redact, redact_data
 
-__all__ = ["CallLogAdmin", "ConversationAdmin", "reply_details"]
+__all__ = ["CallLogAdmin", "ConversationAdmin", "duration_text", "reply_details"]
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -82,8 +82,8 @@ class CallLogAdmin(AddToDatasetMixin, ReadOnlyAdmin):
         "trace_id",
         "mode",
         "status",
-        "latency",
-        "time_to_first_token",
+        "seconds",
+        "ttft",
         "usage_json",
         "cost_detail",
         "finish_reason",
@@ -138,11 +138,11 @@ class CallLogAdmin(AddToDatasetMixin, ReadOnlyAdmin):
 
     @admin.display(description="Latency", ordering="latency")
     def seconds(self, obj: CallLog) -> str:
-        return f"{obj.latency:.3f} s"
+        return duration_text(obj.latency)
 
     @admin.display(description="First token", ordering="time_to_first_token")
     def ttft(self, obj: CallLog) -> str:
-        return "" if obj.time_to_first_token is None else f"{obj.time_to_first_token:.3f} s"
+        return duration_text(obj.time_to_first_token)
 
     @admin.display(description="Chain")
     def chain_link(self, obj: CallLog) -> str:
@@ -179,6 +179,19 @@ class CallLogAdmin(AddToDatasetMixin, ReadOnlyAdmin):
             "admin/advisors_app/trace_table.html",
             {"rows": trace_rows(trace), "raw": pretty_json(trace)},
         )
+
+
+def duration_text(seconds: float | None) -> str:
+    """A duration for people: ``"850 ms"`` under a second, ``"17.58 s"`` under a minute, then
+    ``"2 min 05 s"``; ``""`` for none (a call log's latency was shown as 17.58356509400005)."""
+    if seconds is None:
+        return ""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.1f} ms"
+    if seconds < 60:
+        return f"{seconds:.2f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
 
 
 def _is_number(value: Any) -> bool:
