@@ -21,6 +21,7 @@ __all__ = [
     "ARGUMENTS",
     "OUTPUT_SCHEMA",
     "ChainTool",
+    "chain_for_tool",
     "chain_tools",
     "input_schema",
     "tool_names",
@@ -92,18 +93,21 @@ def tool_names(slugs: list[str]) -> dict[str, str]:
     return names
 
 
+def _offered(user: Any) -> list[tuple[str, str, str]]:
+    """``(slug, name, description)`` of the enabled chains with a ``production`` label, by
+    slug (none for an anonymous caller). Blocking: one query."""
+    if not getattr(user, "is_authenticated", False):
+        return []
+    rows = AdvisorChain.objects.filter(enabled=True, labels__name=PRODUCTION).order_by("slug")
+    return list(rows.values_list("slug", "name", "description"))
+
+
 def chain_tools(user: Any) -> list[ChainTool]:
     """The chains ``user`` may ask, by slug: enabled chains whose ``production`` label points
     at a version that builds — what the REST API lets anyone but staff call, and MCP calls
     only ``production`` (a chain that cannot run is left out rather than offered to fail).
     Blocking: one query, plus building each chain not built yet in this process."""
-    if not getattr(user, "is_authenticated", False):
-        return []
-    rows = list(
-        AdvisorChain.objects.filter(enabled=True, labels__name=PRODUCTION)
-        .order_by("slug")
-        .values_list("slug", "name", "description")
-    )
+    rows = _offered(user)
     names = {slug: name for name, slug in tool_names([slug for slug, _, _ in rows]).items()}
     tools = []
     for slug, title, description in rows:
@@ -113,6 +117,13 @@ def chain_tools(user: Any) -> list[ChainTool]:
             continue
         tools.append(ChainTool(names[slug], slug, title, _description(title, description), schema))
     return tools
+
+
+def chain_for_tool(user: Any, name: str) -> str | None:
+    """The slug of the chain tool ``name`` asks, if ``user`` may ask it (``None``: no such
+    tool). Blocking: one query; the chain itself is built by the turn, which says why when it
+    cannot run."""
+    return tool_names([slug for slug, _, _ in _offered(user)]).get(name)
 
 
 def _description(title: str, description: str) -> str:

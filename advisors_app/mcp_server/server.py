@@ -31,7 +31,13 @@ from mcp.server.lowlevel import Server
 from advisors_app.core.advisors.safe_guard import CONTENT_FILTER
 from advisors_app.core.advisors.tool_calling import APPROVAL_REQUIRED
 from advisors_app.events import TurnOutcome, error_event
-from advisors_app.mcp_server.chains import ARGUMENTS, OUTPUT_SCHEMA, ChainTool, chain_tools
+from advisors_app.mcp_server.chains import (
+    ARGUMENTS,
+    OUTPUT_SCHEMA,
+    ChainTool,
+    chain_for_tool,
+    chain_tools,
+)
 from advisors_app.services import call_turn
 from advisors_app.turn_input import TurnInput
 
@@ -85,8 +91,7 @@ async def _call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     user = _user(ctx)
-    tools = await sync_to_async(chain_tools)(user)
-    slug = next((t.slug for t in tools if t.name == params.name), None)
+    slug = await sync_to_async(chain_for_tool)(user, params.name)
     if slug is None:
         return _error(f"No tool {params.name!r}: list the tools to see the chains you may ask.")
     arguments = dict(params.arguments or {})

@@ -265,3 +265,32 @@ def test_the_docs_client_runs_as_shown(mcp_site: str, alice: Any, tmp_path: Path
         "A tuple is not.",
     ]
     assert Conversation.objects.get(owner=alice).messages.count() == 4
+
+
+def test_a_chain_using_tools_answers_and_a_paused_one_says_so(mcp_site: str, alice: Any) -> None:
+    settings = {
+        "responses": ["No tool."],
+        "repeat": True,
+        "tool_rules": [
+            {"when": "compute", "tool": "calculator", "arguments": {"expression": "6 * 7"}}
+        ],
+        "after_tool": "It is {tool_result}.",
+    }
+    for slug, policy in (("calc", {}), ("careful-calc", {"calculator": "always"})):
+        model = ChatModelConfig.objects.create(slug=slug, provider="scripted", settings=settings)
+        calling = ("tool_calling", {"approval": policy} if policy else {})
+        make_chain(slug, model=model, advisors=(*MEMORY, calling), tools=["calculator"])
+
+    async def use(session: ClientSession) -> Any:
+        message = {"message": "Please compute six times seven"}
+        return await ask(session, message, "ask_calc"), await ask(
+            session, message, "ask_careful_calc"
+        )
+
+    answered, paused = mcp(mcp_site, token_of(alice), use)
+    assert not answered.is_error
+    assert answered.content[0].text == "It is 42."
+    assert paused.is_error
+    assert paused.structured_content["code"] == "approval_required"
+    assert paused.structured_content["finish_reason"] == "APPROVAL_REQUIRED"
+    assert "waits for approval" in paused.content[0].text
