@@ -26,6 +26,7 @@ from advisors_app.admin.forms import (
     pretty_json,
 )
 from advisors_app.admin.param_forms import form_specs
+from advisors_app.admin.playground_compare import playground_compare
 from advisors_app.admin.publishing import ChainWorkflowAdmin
 from advisors_app.admin.traces import trace_rows
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
@@ -145,7 +146,16 @@ class AdvisorChainAdmin(ChainWorkflowAdmin):
             self.admin_site.admin_view(self.dashboard_view),
             name="advisors_app_dashboard",
         )
-        return [dashboard_url, playground, *super().get_urls()]
+        compare = path(
+            "<path:object_id>/playground/compare/",
+            self.admin_site.admin_view(self.playground_compare_view),
+            name="advisors_app_advisorchain_playground_compare",
+        )
+        return [dashboard_url, compare, playground, *super().get_urls()]
+
+    def playground_compare_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """One message to two versions (or the draft and a label), side by side."""
+        return playground_compare(self, request, object_id)
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """Turns, latency, errors, refusals, tokens and cost per day, chain and version."""
