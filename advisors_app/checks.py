@@ -6,8 +6,9 @@ a hint that says how to fix it, rather than as a SQL error in the middle of a re
 - ``advisors_app.E001``: a database is not PostgreSQL.
 - ``advisors_app.E002``: the pgvector extension (``vector``) is neither installed nor installable.
 - ``advisors_app.E003``: ``settings.ADVISORS`` is not a dict, has an unknown key, a value of
-  the wrong type or out of range, a throttle rate DRF cannot parse, or a ``TENANT_RESOLVER``
-  that does not import.
+  the wrong type or out of range, a throttle rate DRF cannot parse, a ``TENANT_RESOLVER``
+  that does not import, or an ``MCP_SERVERS`` entry that is not a stdio server
+  (``{"command", "args"?, "env"?, "cwd"?, "connect_timeout"?, "call_timeout"?}``).
 - ``advisors_app.E004``: an app the API needs is missing from ``INSTALLED_APPS``, or DRF's
   ``DEFAULT_SCHEMA_CLASS`` is not drf-spectacular's (``/api/schema/`` would fail).
 - ``advisors_app.W005``: no ``ASGI_APPLICATION`` (websockets and streaming need ASGI), no
@@ -18,7 +19,7 @@ a hint that says how to fix it, rather than as a SQL error in the middle of a re
 - ``advisors_app.E011``: ``DEFAULT_CHAT_MODEL`` / ``DEFAULT_EMBEDDING_MODEL`` names no alias.
 - ``advisors_app.W010``: a model configuration reads its API key from an environment variable
   that is not set in this process (requests to that model would fail with a 401).
-- ``advisors_app.E101``–``E117``, ``W103``, ``W104``, ``W112``, ``W114``: the chain lint of every
+- ``advisors_app.E101``–``E120``, ``W103``, ``W104``, ``W112``, ``W114``: the chain lint of every
   stored chain's draft and of every labelled version (:mod:`advisors_app.definition.lint`),
   with ``--database``.
 """
@@ -31,6 +32,7 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
+from django.core.exceptions import ValidationError
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.shortcuts import resolve_url
@@ -152,6 +154,8 @@ def _value_problem(key: str, value: Any) -> str:
             SimpleRateThrottle.parse_rate(_RATE_PARSER, value)
         except (ValueError, KeyError, IndexError):
             return 'not a rate: write "<number>/<second|minute|hour|day>", or "" for none.'
+    if key == "MCP_SERVERS":
+        return _mcp_servers_problem(value)
     if key == "TENANT_RESOLVER" and value:
         try:
             resolver = import_string(value)
@@ -159,6 +163,24 @@ def _value_problem(key: str, value: Any) -> str:
             return f"does not import ({exc})."
         if not callable(resolver):
             return "is not callable."
+    return ""
+
+
+def _mcp_servers_problem(servers: dict[str, Any]) -> str:
+    """The first bad stdio server entry of ``ADVISORS["MCP_SERVERS"]`` ("" when none)."""
+    from django.core.validators import validate_slug
+
+    from advisors_app.mcp import McpConfigurationError, stdio_config
+
+    for slug in servers:
+        try:
+            validate_slug(slug)
+        except ValidationError:
+            return f"server key {slug!r} must be a slug (letters, digits, - and _)."
+        try:
+            stdio_config(slug)
+        except McpConfigurationError as exc:
+            return f"{exc}."
     return ""
 
 

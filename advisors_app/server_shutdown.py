@@ -4,7 +4,9 @@ Daphne cancels every connection before it exits (Ctrl-C, SIGTERM), but its hook 
 ``KeyError`` when a connection's application has not started yet (daphne 4.2) and then cancels
 nothing: the running turns vanish with the process, with no transcript and no call log. Call
 :func:`stop_turns_before_daphne_exits` from your ``asgi.py``; it adds a hook of its own that
-runs :func:`~advisors_app.services.stop_running_turns` first and makes the server wait for it.
+runs :func:`~advisors_app.services.stop_running_turns` first and makes the server wait for it,
+then closes the process's pooled MCP connections (:func:`~advisors_app.mcp.close_mcp_connections`;
+other servers close them at interpreter exit).
 """
 
 from __future__ import annotations
@@ -26,9 +28,15 @@ def stop_turns_before_daphne_exits() -> None:
         return
     from twisted.internet import defer, reactor
 
+    from advisors_app.mcp import close_mcp_connections
     from advisors_app.services import stop_running_turns
 
+    async def stop() -> None:
+        await stop_running_turns()
+        # Then the pooled MCP connections: stdio servers exit with the server, not after it.
+        await asyncio.to_thread(close_mcp_connections)
+
     def before_shutdown() -> Any:
-        return defer.Deferred.fromFuture(asyncio.ensure_future(stop_running_turns()))
+        return defer.Deferred.fromFuture(asyncio.ensure_future(stop()))
 
     reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)

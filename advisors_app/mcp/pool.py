@@ -48,6 +48,9 @@ T = TypeVar("T")
 
 #: Seconds to wait for every connection to close at shutdown.
 CLOSE_TIMEOUT = 5.0
+#: Seconds a failed discovery is remembered: saving a chain whose server is down does not wait
+#: for the connect timeout again and again.
+FAILURE_TTL = 15.0
 
 
 class McpServerError(RuntimeError):
@@ -217,6 +220,7 @@ class McpClientPool:
         self._thread: threading.Thread | None = None
         self._connections: dict[ServerConfig, _Connection] = {}
         self._tools: dict[ServerConfig, tuple[float, tuple[McpTool, ...]]] = {}
+        self._failures: dict[ServerConfig, tuple[float, str]] = {}
         #: Bumped per configuration by a list-changed notice (tests wait on it).
         self.changes: dict[str, int] = {}
 
@@ -264,16 +268,32 @@ class McpClientPool:
     def invalidate(self, config: ServerConfig) -> None:
         """Forget ``config``'s discovered tools (the server said they changed)."""
         self._tools.pop(config, None)
+        self._failures.pop(config, None)
         self.changes[config.slug] = self.changes.get(config.slug, 0) + 1
         logger.info("MCP server %r: tool list changed", config.slug)
 
     def cached_tools(self, config: ServerConfig) -> tuple[McpTool, ...] | None:
+        """The tools listed less than the TTL ago (``None``: list again); raises
+        :class:`McpServerError` again for a listing that failed in the last ``FAILURE_TTL``."""
+        failure = self._failures.get(config)
+        if failure is not None and failure[0] >= time.monotonic():
+            raise McpServerError(failure[1])
         entry = self._tools.get(config)
         if entry is None or entry[0] < time.monotonic():
             return None
         return entry[1]
 
     async def _list_tools(self, config: ServerConfig) -> tuple[McpTool, ...]:
+        try:
+            found = await self._fetch_tools(config)
+        except McpServerError as exc:
+            self._failures[config] = (time.monotonic() + FAILURE_TTL, str(exc))
+            raise
+        self._failures.pop(config, None)
+        self._tools[config] = (time.monotonic() + app_settings.MCP_DISCOVERY_TTL_SECONDS, found)
+        return found
+
+    async def _fetch_tools(self, config: ServerConfig) -> tuple[McpTool, ...]:
         tools: list[McpTool] = []
         try:
             with anyio_fail_after(config.connect_timeout):
@@ -298,9 +318,7 @@ class McpClientPool:
             raise McpServerError(
                 f"MCP server {config.slug!r}: listing tools failed: {_describe(exc)}"
             ) from exc
-        found = tuple(tools)
-        self._tools[config] = (time.monotonic() + app_settings.MCP_DISCOVERY_TTL_SECONDS, found)
-        return found
+        return tuple(tools)
 
     async def list_tools(self, config: ServerConfig) -> tuple[McpTool, ...]:
         """The server's tools (cached for the TTL); raises :class:`McpServerError`."""
@@ -392,6 +410,7 @@ class McpClientPool:
             loop.close()
         self._connections.clear()
         self._tools.clear()
+        self._failures.clear()
 
 
 #: The process's pool.

@@ -199,3 +199,29 @@ def test_an_unset_header_variable_is_named_never_valued(
     assert config is not None
     with pytest.raises(McpServerError, match="MCP_TEST_TOKEN"):
         mcp_pool.list_tools_sync(config)
+
+
+def test_a_bad_stdio_entry_fails_manage_py_check(settings: Any) -> None:
+    from advisors_app.checks import check_settings
+
+    settings.ADVISORS = {
+        **settings.ADVISORS,
+        "MCP_SERVERS": {"files": {"command": "npx", "args": "-y server"}},
+    }
+    [error] = check_settings(None)
+    assert error.id == "advisors_app.E003" and "['files']['args']" in error.msg
+    settings.ADVISORS = {**settings.ADVISORS, "MCP_SERVERS": {"bad slug": {"command": "x"}}}
+    [error] = check_settings(None)
+    assert "must be a slug" in error.msg
+
+
+def test_discovery_is_cached_for_the_ttl(settings: Any) -> None:
+    local = stdio_config("local")
+    assert local is not None
+    mcp_pool.list_tools_sync(local)
+    assert mcp_pool.cached_tools(local) is not None
+    settings.ADVISORS = {**settings.ADVISORS, "MCP_DISCOVERY_TTL_SECONDS": 0.0}
+    mcp_pool.invalidate(local)
+    mcp_pool.list_tools_sync(local)
+    time.sleep(0.01)
+    assert mcp_pool.cached_tools(local) is None  # expired: the next use lists again
