@@ -98,9 +98,12 @@ async def authenticate(scope: dict[str, Any]) -> Any:
 
 
 def _host_allowed(scope: dict[str, Any]) -> bool:
-    """Django's ``HttpRequest.get_host`` check of the ``Host`` header against
-    ``ALLOWED_HOSTS`` (with its ``DEBUG`` defaults)."""
-    host = next((v for k, v in scope.get("headers", ()) if k == b"host"), b"")
+    """Django's ``HttpRequest.get_host`` check of the ``Host`` header (``X-Forwarded-Host``
+    with ``USE_X_FORWARDED_HOST``) against ``ALLOWED_HOSTS`` (with its ``DEBUG`` defaults)."""
+    headers = dict(scope.get("headers", ()))
+    host = headers.get(b"host", b"")
+    if settings.USE_X_FORWARDED_HOST and b"x-forwarded-host" in headers:
+        host = headers[b"x-forwarded-host"]
     domain, _ = split_domain_port(host.decode("latin-1"))
     allowed = list(settings.ALLOWED_HOSTS)
     if settings.DEBUG and not allowed:

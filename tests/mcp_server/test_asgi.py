@@ -129,3 +129,11 @@ def test_the_input_schema_takes_message_conversation_and_params_only() -> None:
     assert schema["additionalProperties"] is False
     assert schema["properties"]["params"]["properties"] == {"options": {"type": "object"}}
     assert schema["properties"]["message"]["maxLength"] == 8000
+
+
+@pytest.mark.django_db
+@override_settings(ADVISORS=ENABLED, ALLOWED_HOSTS=["advisors.example"], USE_X_FORWARDED_HOST=True)
+async def test_behind_a_proxy_the_forwarded_host_is_checked() -> None:
+    async with client(**{"X-Forwarded-Host": "advisors.example"}) as http:
+        answer = await http.post("/mcp/", json=INITIALIZE_BODY, headers=HEADERS)
+    assert answer.status_code == 401  # past the host check, refused for want of a token
