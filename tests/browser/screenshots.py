@@ -1,8 +1,9 @@
 """Screenshots taken by the browser tests: artifacts always, the README's images on request.
 
-Every test's last view is saved under ``test-artifacts/browser/`` (git-ignored). The two
-images the README shows, ``docs/screenshots/chat.png`` and ``chain-editor.png``, are taken by
-the tests too and copied into ``docs/screenshots/`` when ``ADVISORS_UPDATE_SCREENSHOTS=1``:
+Every test's last view is saved under ``test-artifacts/browser/`` (git-ignored). The images
+the README and the docs show, ``docs/screenshots/chat.png``, ``chain-editor.png``,
+``chain-picture.png`` and ``dashboard.png``, are taken by the tests too and copied into
+``docs/screenshots/`` when ``ADVISORS_UPDATE_SCREENSHOTS=1``:
 
     ADVISORS_UPDATE_SCREENSHOTS=1 .venv/bin/pytest tests/browser
 """
