@@ -282,6 +282,16 @@ _CHAINS: dict[str, dict[str, Any]] = {
     },
 }
 
+#: Descriptions earlier releases shipped that no longer hold: a database loaded then keeps
+#: them (existing rows are left as they are), so the loader replaces exactly these texts.
+_STALE_DESCRIPTIONS: dict[str, tuple[str, ...]] = {
+    MAIN_CHAIN: (
+        "Answers questions about Python from the Python Language Reference "
+        "(pydoc_data.topics), remembers the conversation, refuses the demo's sensitive words "
+        "and may call the calculator, clock and Python-version tools.",
+    ),
+}
+
 #: ``progress(done, total)``: chunks handled so far and in all (embedded or already stored).
 Progress = Callable[[int, int], None]
 
@@ -342,6 +352,11 @@ def _ensure_chain(slug: str, spec: dict[str, Any], force: bool, report: DemoRepo
     values = {k: v for k, v in spec.items() if k != "advisors"}
     exists = AdvisorChain.objects.filter(slug=slug).exists()
     if exists and not force:
+        # The description promised tools the chain has not enabled (issue 24): an operator's
+        # own text is kept, only a stale shipped one is brought up to date.
+        AdvisorChain.objects.filter(
+            slug=slug, description__in=_STALE_DESCRIPTIONS.get(slug, ())
+        ).update(description=spec["description"])
         return
     if isinstance(values["chat_model"], str):
         values["chat_model"] = ChatModelConfig.objects.get(slug=values["chat_model"])
