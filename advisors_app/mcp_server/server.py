@@ -93,7 +93,10 @@ async def _call_tool(
     user = _user(ctx)
     slug = await sync_to_async(chain_for_tool)(user, params.name)
     if slug is None:
-        return _error(f"No tool {params.name!r}: list the tools to see the chains you may ask.")
+        return _error(
+            f"No tool {params.name!r}: list the tools to see the chains you may ask.",
+            {"code": "not_found"},
+        )
     arguments = dict(params.arguments or {})
     unknown = sorted(set(arguments) - set(ARGUMENTS))
     if unknown:
