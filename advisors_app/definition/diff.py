@@ -89,6 +89,29 @@ def _word_list_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> l
     return changes
 
 
+def _mcp_tool_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per MCP server: tools added, removed, and changed (description or input schema)."""
+    old, new = before["references"], after["references"]
+    changes = []
+    for ref in sorted(set(old) | set(new)):
+        kind, _, slug = ref.partition(":")
+        if kind != "mcp_server":
+            continue
+        a = {t["name"]: t for t in (old.get(ref) or {}).get("tools") or ()}
+        b = {t["name"]: t for t in (new.get(ref) or {}).get("tools") or ()}
+        changed = sorted(name for name in set(a) & set(b) if a[name] != b[name])
+        if set(a) != set(b) or changed:
+            changes.append(
+                {
+                    "server": slug,
+                    "added": sorted(set(b) - set(a)),
+                    "removed": sorted(set(a) - set(b)),
+                    "changed": changed,
+                }
+            )
+    return changes
+
+
 def diff_snapshots(
     before: Mapping[str, Any], after: Mapping[str, Any], *, names: tuple[str, str] = ("a", "b")
 ) -> dict[str, Any]:
@@ -98,7 +121,8 @@ def diff_snapshots(
     JSON), "chain" (changed chain fields), "system_prompt" (unified diff of the system text,
     "" when equal), "advisors" ({"added", "removed", "reordered",
     "changed"}), "templates" ([{"slug", "diff"}]), "word_lists" ([{"slug", "added",
-    "removed"}])}``.
+    "removed"}]), "mcp_tools" ([{"server", "added", "removed", "changed"}]: the pinned tool
+    lists of MCP servers)}``.
     """
     a_hash, b_hash = snapshot_hash(before), snapshot_hash(after)
     text = ""
@@ -115,4 +139,5 @@ def diff_snapshots(
         "advisors": _advisor_summary(before, after),
         "templates": _template_diffs(before, after),
         "word_lists": _word_list_changes(before, after),
+        "mcp_tools": _mcp_tool_changes(before, after),
     }

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import transaction
 
+from advisors_app.conf import app_settings
 from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
 from advisors_app.models import (
     PRODUCTION,
@@ -24,6 +25,7 @@ from advisors_app.models import (
     ChainVersion,
     ChatModelConfig,
     Collection,
+    McpServer,
     PromptTemplate,
     SensitiveWordList,
 )
@@ -295,6 +297,9 @@ def apply_snapshot(chain: AdvisorChain, snapshot: Mapping[str, Any]) -> list[str
                 notes.append(f"word list {slug!r} differs from the snapshot's; left as it is")
         elif kind == "collection" and not Collection.objects.filter(slug=slug).exists():
             notes.append(f"collection {slug!r} does not exist here; create it")
+        elif kind == "mcp_server" and not _mcp_server_exists(slug):
+            # Never created from a snapshot: a server is the admin's (or the settings') to add.
+            notes.append(f"MCP server {slug!r} does not exist here; add it")
     model = snapshot["chat_model"]
     chain.chat_model = ChatModelConfig.objects.filter(slug=model).first() if model else None
     if model and chain.chat_model is None:
@@ -321,6 +326,10 @@ def apply_snapshot(chain: AdvisorChain, snapshot: Mapping[str, Any]) -> list[str
         for row in snapshot["advisors"]
     )
     return notes
+
+
+def _mcp_server_exists(slug: str) -> bool:
+    return slug in app_settings.MCP_SERVERS or McpServer.objects.filter(slug=slug).exists()
 
 
 def _default_order(key: str) -> int | None:

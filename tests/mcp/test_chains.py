@@ -75,6 +75,9 @@ def test_a_published_version_keeps_its_tool_list_when_the_server_changes() -> No
     assert [cb.definition.description for cb in offered] == ["The text in capitals."]
     diff = diff_snapshots(published, now, names=("v1", "draft"))
     assert diff["changed"] and "loudly" in diff["text"]
+    assert diff["mcp_tools"] == [
+        {"server": "growing", "added": [], "removed": [], "changed": ["shout"]}
+    ]
     version, created = publish(chain, message="new tool description")
     assert created and version.number == 2
 
@@ -233,3 +236,19 @@ def test_no_header_value_reaches_the_snapshot(http_server: dict[str, Any]) -> No
     assert McpServer.objects.get(slug="remote").headers == {
         "Authorization": "Bearer ${MCP_TEST_TOKEN}"
     }
+
+
+def test_restoring_a_version_never_creates_a_server_and_says_so(
+    http_server: dict[str, Any],
+) -> None:
+    from advisors_app.definition import apply_snapshot
+
+    http_row(http_server["url"])
+    mcp_chain("moved", [{"server": "remote", "tools": ["add"]}])
+    # As exported elsewhere: a server this database does not have (and rows are protected
+    # while a labelled version refers to them).
+    text = json.dumps(load_chain("moved").snapshot).replace('"remote"', '"gone"')
+    snapshot = json.loads(text.replace('"mcp_server:remote"', '"mcp_server:gone"'))
+    notes = apply_snapshot(AdvisorChain.objects.get(slug="moved"), snapshot)
+    assert notes == ["MCP server 'gone' does not exist here; add it"]
+    assert list(McpServer.objects.values_list("slug", flat=True)) == ["remote"]
