@@ -2,8 +2,9 @@
  *
  * Frames are those of advisors_app/consumers.py (start, sources, tool_call, tool_result,
  * delta, approval_required, done | error). Model output is rendered by markdown-it with raw HTML off and images
- * off (a remote image in an answer could leak the conversation through its URL); everything
- * else the server sends is inserted as text. A reply's tool cards, sources and meta line are
+ * off (a remote image in an answer could leak the conversation through its URL), dunder names
+ * kept literal and a JSON answer drawn as an indented block; everything else the server sends
+ * is inserted as text. Another chain starts another conversation. A reply's tool cards, sources and meta line are
  * drawn by the same functions live and for a reopened conversation (whose stored metadata the
  * page embeds as JSON, "chat-replies"), so both look alike. No build step: plain script.
  *
