@@ -72,8 +72,9 @@ def stdio_entry(marker: Path | None = None, **extra: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def mcp_settings(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """stdio servers ``local`` (2 s calls), ``quick`` (0.5 s calls) and ``growing`` (its own
-    process, per test) in the settings; the token variable set. Returns the cancel marker."""
+    """stdio servers ``local`` (5 s calls), ``quick`` (0.5 s calls), ``patient`` (30 s calls)
+    and ``growing`` (its own process, per test) in the settings; the token variable set.
+    Returns the cancel marker."""
     marker = tmp_path / "stdio-cancel.txt"
     monkeypatch.setenv("MCP_TEST_TOKEN", TOKEN)
     settings.ADVISORS = {
@@ -81,6 +82,7 @@ def mcp_settings(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         "MCP_SERVERS": {
             "local": stdio_entry(call_timeout=5),
             "quick": stdio_entry(marker, call_timeout=0.5),
+            "patient": stdio_entry(marker, call_timeout=30),
             # A different cwd per test gives a different configuration: a new process.
             "growing": stdio_entry(cwd=str(tmp_path)),
         },

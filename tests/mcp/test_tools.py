@@ -166,6 +166,33 @@ async def test_cancelling_the_turn_cancels_the_call(mcp_settings: Path) -> None:
         await asyncio.sleep(0.1)
 
 
+async def test_cancelling_a_streamed_turn_cancels_its_mcp_call(
+    mcp_settings: Path, django_user_model: Any
+) -> None:
+    user = await django_user_model.objects.acreate(username="ann")
+    model = await sync_to_async(mcp_chain)("waits", [{"server": "patient", "tools": ["slow"]}])
+    model.add(call("c1", "slow", seconds=30), "Never.")
+    seen: list[str] = []
+
+    async def consume() -> None:
+        async for event in await stream_turn("waits", user, "wait long"):
+            seen.append(event.type)
+
+    turn = asyncio.ensure_future(consume())
+    deadline = time.monotonic() + 20
+    while "tool_call" not in seen:
+        assert time.monotonic() < deadline and not turn.done(), seen
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)  # the request is on the server
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    deadline = time.monotonic() + 5
+    while not (mcp_settings.exists() and "cancelled" in mcp_settings.read_text()):
+        assert time.monotonic() < deadline, "the server never saw the cancellation"
+        await asyncio.sleep(0.1)
+
+
 async def test_list_changed_refreshes_the_discovered_tools() -> None:
     growing = stdio_config("growing")
     assert growing is not None
