@@ -212,6 +212,8 @@ def test_the_chat_page_by_keyboard_with_no_serious_axe_findings(
     last_reply(page).get_by_role("button", name="Trace").press("Enter")
     expect(page.get_by_role("dialog")).to_be_visible()
     expect(page.get_by_role("dialog").locator("table")).to_be_visible()
+    status = page.get_by_role("dialog").get_by_role("columnheader", name="Status").bounding_box()
+    assert status is not None and status["x"] + status["width"] <= 1280
     assert axe_violations(page) == []
     page.keyboard.press("Escape")
     expect(page.get_by_role("dialog")).to_be_hidden()

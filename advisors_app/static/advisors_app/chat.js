@@ -1359,7 +1359,8 @@
       if (data.error) body.appendChild(el("p", "msg-error", data.error));
       var table = el("table", "trace-table");
       var head = el("tr");
-      ["Advisor", "Order", "Mode", "Duration", "Self", "First chunk", "Chunks", "Status", "Tokens"]
+      // The advisor and its status first: a wide trace scrolls, and these stay in view.
+      ["Advisor", "Status", "Order", "Mode", "Duration", "Self", "First chunk", "Chunks", "Tokens"]
         .forEach(function (name) {
           var th = el("th", null, name);
           th.scope = "col";
@@ -1375,8 +1376,8 @@
         name.scope = "row";
         name.style.paddingLeft = (0.5 + row.depth) + "rem";
         tr.appendChild(name);
-        [row.order, row.mode, row.duration, row.self_duration, row.first_chunk, row.chunks,
-         row.status + (row.error ? ": " + row.error : ""), row.tokens].forEach(function (value) {
+        [row.status + (row.error ? ": " + row.error : ""), row.order, row.mode, row.duration,
+         row.self_duration, row.first_chunk, row.chunks, row.tokens].forEach(function (value) {
           tr.appendChild(el("td", null, String(value)));
         });
         tbody.appendChild(tr);
