@@ -21,7 +21,7 @@ keys, and redacting them would garble ordinary text. Values are read at each cal
 key is redacted at once; the environment-variable *names* of model-config rows and snapshots are
 read from the database at most every :data:`DATABASE_TTL` seconds, on a short-lived thread of
 its own (never on the caller's connection or transaction, and allowed from async code), and at
-once for rows this process saves.
+once for rows this process saves and snapshots it builds (:func:`learn_snapshot`).
 
 Cost: one precompiled regular expression per set of secret values; about 1 µs for a short
 message, linear in the text's length. :func:`install_log_redaction` (run by the app's
@@ -48,6 +48,7 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "connect",
     "install_log_redaction",
+    "learn_snapshot",
     "redact",
     "redact_data",
     "secret_header_problems",
@@ -324,6 +325,14 @@ def _model_config_saved(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 def _version_saved(sender: Any, instance: Any, **kwargs: Any) -> None:
     _remember(_snapshot_configs(instance.snapshot))
+
+
+def learn_snapshot(snapshot: Mapping[str, Any]) -> None:
+    """Learn the key variables of the model configs a chain snapshot uses, before this process
+    builds it: a version published, or a model config saved, in another process would otherwise
+    be redacted only after the next database read (up to :data:`DATABASE_TTL` seconds), and a
+    provider error quoting its key in that window would pass unredacted."""
+    _remember(_snapshot_configs(snapshot))
 
 
 def connect() -> None:

@@ -28,6 +28,7 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.db.models import QuerySet, Subquery
 
+from advisors_app import redaction
 from advisors_app.conf import app_settings
 from advisors_app.definition import (
     ChainConfigurationError,
@@ -219,11 +220,16 @@ def compiled_chain(target: ChainTarget) -> CompiledChain:
         if checked.compiled is None:
             raise ChainConfigurationError("; ".join(f"{m.id}: {m}" for m in checked.errors))
         key = f"draft:{checked.snapshot_hash}"
-        return _cached(key) or _keep(key, checked.compiled)
+        found = _cached(key)
+        if found is not None:
+            return found
+        redaction.learn_snapshot(checked.snapshot)
+        return _keep(key, checked.compiled)
     found = _cached(target.cache_key)
     if found is not None:
         return found
     snapshot = ChainVersion.objects.values_list("snapshot", flat=True).get(pk=target.version_id)
+    redaction.learn_snapshot(snapshot)
     # A version published under another default alias runs on this deployment's default.
     stale = snapshot.get("default_chat_model") != app_settings.DEFAULT_CHAT_MODEL
     default = _default_chat_model() if snapshot["chat_model"] is None and stale else None

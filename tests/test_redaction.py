@@ -157,6 +157,28 @@ async def test_the_database_is_read_from_async_code_too(monkeypatch: pytest.Monk
     assert redact("async-value-1234567890") == MARKER
 
 
+@pytest.mark.django_db
+def test_a_chain_this_process_builds_teaches_its_key_before_the_next_database_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from advisors_app.runtime import compiled_chain, resolve_target
+
+    monkeypatch.setenv("BUILT_LLM_ACCESS", "built-value-5772156649")
+    model = ChatModelConfig.objects.create(
+        slug="remote", provider="openai", model="m", base_url="http://127.0.0.1:9/v1",
+        api_key_env="BUILT_LLM_ACCESS",
+    )  # fmt: skip
+    make_chain("remote-chain", model=model)
+    # Saved by another process: this one learnt nothing from signals, and read the database
+    # just before (the next read is up to DATABASE_TTL seconds away).
+    monkeypatch.setattr(redaction, "_saved_names", frozenset())
+    monkeypatch.setattr(redaction, "_saved_values", frozenset())
+    monkeypatch.setattr(redaction, "_database_read_at", time.monotonic())
+    assert redact("built-value-5772156649") == "built-value-5772156649"
+    compiled_chain(resolve_target("remote-chain"))
+    assert redact("built-value-5772156649") == MARKER
+
+
 def test_the_database_is_read_at_most_once_per_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
     reads: list[float] = []
 
