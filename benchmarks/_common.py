@@ -1,7 +1,9 @@
 """Helpers shared by the benchmarks: the machine description, medians and the JSON result file.
 
-Every benchmark prints its own table and, with ``--json PATH``, writes
-``{"benchmark", "machine", "parameters", "results"}`` there; ``run_all.py`` collects the files.
+Every benchmark prints its own table, headed by :func:`header` (the machine, its CPU pressure and
+load average when the benchmark started, and one line saying what is measured), and, with
+``--json PATH``, writes ``{"benchmark", "machine", "parameters", "results"}`` there;
+``run_all.py`` collects the files.
 """
 
 from __future__ import annotations
@@ -15,7 +17,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["describe", "machine", "median", "percentile", "write_json"]
+__all__ = [
+    "cpu_pressure",
+    "describe",
+    "header",
+    "machine",
+    "median",
+    "percentile",
+    "pressure_line",
+    "write_json",
+]
 
 
 def _cpu_model() -> str:
@@ -38,11 +49,14 @@ def _memory_gib() -> float | None:
     return None
 
 
-def _cpu_pressure() -> float | None:
-    """Share of the last minute in which some runnable task waited for a CPU (Linux PSI), %."""
+def cpu_pressure() -> dict[str, float] | None:
+    """Linux PSI ``some`` line of ``/proc/pressure/cpu``: the share (%) of the last 10 s
+    (``avg10``), 60 s (``avg60``) and 300 s (``avg300``) in which some runnable task waited
+    for a core; ``None`` where the kernel does not report it."""
     try:
         first = Path("/proc/pressure/cpu").read_text().splitlines()[0]
-        return float(dict(f.split("=") for f in first.split()[1:])["avg60"])
+        fields = dict(f.split("=") for f in first.split()[1:])
+        return {k: float(fields[k]) for k in ("avg10", "avg60", "avg300")}
     except (OSError, IndexError, KeyError, ValueError):
         return None
 
@@ -56,6 +70,7 @@ def machine() -> dict[str, Any]:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         load = None
+    pressure = cpu_pressure()
     return {
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
@@ -63,7 +78,8 @@ def machine() -> dict[str, Any]:
         "os": f"{platform.system()} {platform.release()}",
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "load_average": load,
-        "cpu_pressure_pct": _cpu_pressure(),
+        "cpu_pressure_pct": pressure["avg60"] if pressure else None,
+        "cpu_pressure_avg10_pct": pressure["avg10"] if pressure else None,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
     }
 
@@ -77,6 +93,29 @@ def describe(info: dict[str, Any]) -> str:
         + (f"; load average {load[0]:.2f} at start" if load else "")
         + (f", CPU pressure {pressure:.0f}%" if pressure is not None else "")
     )
+
+
+def pressure_line(info: dict[str, Any] | None = None) -> str:
+    """``CPU pressure some avg10 … avg60 …; load average …`` of ``info`` (default: now)."""
+    info = info or machine()
+    avg10, avg60 = info.get("cpu_pressure_avg10_pct"), info.get("cpu_pressure_pct")
+    load = info.get("load_average")
+    pressure = (
+        f"CPU pressure (some) avg10 {avg10:.1f}%, avg60 {avg60:.1f}%"
+        if avg10 is not None and avg60 is not None
+        else "CPU pressure not reported by this kernel"
+    )
+    loads = f"load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}" if load else ""
+    return f"{pressure}; {loads} on {info['cores']} cores" if loads else pressure
+
+
+def header(title: str, measured: str, info: dict[str, Any]) -> None:
+    """Print the head of a benchmark's output: its title and machine, the CPU pressure and
+    load average when it started (other work on the cores moves every absolute figure), and
+    one line saying what is measured."""
+    print(f"# {title} — {describe(info)}")
+    print(f"# {pressure_line(info)}")
+    print(f"# Measures: {measured}")
 
 
 def median(run: Callable[[], float], repeats: int) -> float:

@@ -77,7 +77,7 @@ from advisors_app.core.memory import (
     MessageWindowChatMemory,
 )
 from advisors_app.core.tools import tool
-from benchmarks._common import describe, machine, write_json
+from benchmarks._common import header, machine, write_json
 from benchmarks._langchain_chain import langchain_side
 
 ADVISORS = 6
@@ -502,7 +502,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args(argv)
     info = machine()
-    print(f"# chain overhead — {describe(info)}")
+    header(
+        "chain overhead",
+        f"the advisor chain's own cost per call and per streamed chunk ({ADVISORS} advisors, "
+        "in-process, scripted model) against LangChain 1.x middleware doing the same, same run",
+        info,
+    )
     print(f"# medians of {args.repeats} repetitions; {ADVISORS} advisors / middleware")
     results = asyncio.run(measure(args.seconds, args.repeats, args.chunks, args.streams))
     report(results)

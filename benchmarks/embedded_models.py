@@ -1,18 +1,31 @@
-"""Embedded models: chat tokens/s (SmolLM2-135M on llama.cpp) and embeddings/s (MiniLM, ONNX).
+"""Embedded models: SmolLM2-135M (llama.cpp) prefill and decode on a demo-sized prompt, and
+MiniLM (ONNX) embeddings/s.
 
-With one and with four concurrent requests, in one process:
+Chat: a demo turn's prompt — the demo chain's system prompt and its context template holding
+three real excerpts of the Python Language Reference (the demo's 200-token chunks of the
+question's topic), about 650 tokens — and, beside it, the bare question (~20 tokens). Each
+request answers up to ``--max-tokens`` tokens at temperature 0. A request starts with a
+different number in its system prompt, so llama.cpp's prompt cache never skips the prefill.
+Cases, one request at a time:
 
-- chat: ``SmolLm2ChatModel.call`` (our provider: the OpenAI client over loopback HTTP to the
-  in-process llama.cpp server, 2 parallel slots) with ``max_tokens`` completion tokens per
-  request; completion tokens per second of wall time, over all requests, and the mean time to
-  first token of a stream. The peer, in the same run: the same request sent straight to the
-  same server with ``httpx`` (no provider code), so the difference is our provider's cost;
-- embeddings: ``MiniLmEmbeddingModel.embed`` of one sentence per request (the chat and
-  retrieval path), and of batches of 32 (ingestion); the peer is the bare ONNX encoder
-  called directly (tokenize, run, pool, normalise) with no worker thread.
+- **ours**: ``SmolLm2ChatModel.stream`` (our provider: the OpenAI client over loopback HTTP to
+  the in-process llama.cpp server). Prefill = time to the first streamed token (what a user
+  waits for; our provider's overhead included), tokens/s = prompt tokens / that time; decode =
+  the rest of the stream per completion token after the first;
+- **raw** (the peer, same run): the same request sent straight to the same server with
+  ``httpx``, non-streamed, and llama.cpp's own ``timings`` of it (prompt and predicted tokens
+  and milliseconds: the engine alone).
 
-Run: ``python benchmarks/embedded_models.py`` (about a minute on two cores; ``--json PATH``
-writes the results). Nothing is downloaded: the model files ship in installed packages.
+``--rounds`` rounds (at least 5): each round runs every case once, in an order rotated round by
+round, so load from other work on the machine falls on every case alike. Printed: the median
+and the spread (lowest–highest) over the rounds.
+
+Embeddings: ``MiniLmEmbeddingModel.embed`` of one sentence per request (the chat and retrieval
+path), and of batches of 32 (ingestion), one and four at once; the peer is the bare ONNX encoder
+called directly (tokenize, run, pool, normalise) with no worker thread.
+
+Run: ``python benchmarks/embedded_models.py`` (a few minutes on two shared cores; ``--json
+PATH`` writes the results). Nothing is downloaded: the model files ship in installed packages.
 """
 
 from __future__ import annotations
@@ -27,99 +40,143 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from advisors_app.core import ChatOptions, Prompt
+from advisors_app.core import ChatOptions, Prompt, SystemMessage, UserMessage
 from advisors_app.core.providers.embedded_minilm import MiniLmEmbeddingModel
 from advisors_app.core.providers.embedded_smollm2 import (
     MODEL_NAME,
     SmolLm2ChatModel,
     embedded_llama_server,
 )
-from benchmarks._common import describe, machine, write_json
+from benchmarks._common import header, machine, write_json
 
-QUESTIONS = [
-    "Describe how a Python list differs from a tuple.",
-    "Explain what a context manager is in Python.",
-    "What does the yield keyword do?",
-    "How do Python decorators work?",
-]
 SENTENCE = "How does the with statement work in Python, and when should I use it?"
+MEASURED = (
+    "SmolLM2-135M on the embedded llama.cpp server: prefill and decode of a demo turn's "
+    "~650-token prompt (and of the bare question), through our provider (streamed) and raw "
+    "HTTP with llama.cpp's own timings, interleaved rounds; MiniLM embeddings/s"
+)
+#: (case, prompt kind, side), run in this order rotated by one each round.
+CASES = (
+    ("demo prompt, ours", "demo", "ours"),
+    ("demo prompt, raw HTTP", "demo", "raw"),
+    ("question only, ours", "question", "ours"),
+    ("question only, raw HTTP", "question", "raw"),
+)
 
 
-async def chat_round(model: SmolLm2ChatModel, concurrency: int, max_tokens: int) -> dict:
-    """``concurrency`` requests at once; tokens/s of the whole round."""
+def demo_prompts() -> list[tuple[str, str]]:
+    """``(question, user message with the demo's excerpts)`` for each demo question."""
+    import os
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "advisorsite.settings")
+    import django
+
+    django.setup()  # the demo's corpus helpers live in the Django app
+    from benchmarks._demo_corpus import demo_chunks, demo_questions, excerpt_prompt
+
+    chunks = demo_chunks()
+    return [(q, excerpt_prompt(q, topic, chunks)) for q, topic in demo_questions()]
+
+
+def _messages(n: int, user: str) -> list[Any]:
+    from benchmarks._demo_corpus import DEMO_SYSTEM_PROMPT
+
+    # A number first: no two requests share more than a few tokens of prefix.
+    return [SystemMessage(f"Request {n}. {DEMO_SYSTEM_PROMPT}"), UserMessage(user)]
+
+
+async def ours_once(model: SmolLm2ChatModel, n: int, user: str, max_tokens: int) -> dict:
+    """One streamed request: time to the first token, then the rest."""
     options = ChatOptions(max_tokens=max_tokens, temperature=0.0)
-    prompts = [Prompt(QUESTIONS[i % len(QUESTIONS)], options) for i in range(concurrency)]
     start = time.perf_counter()
-    responses = await asyncio.gather(*(model.call(p) for p in prompts))
-    wall = time.perf_counter() - start
-    tokens = sum(r.metadata.usage.completion_tokens for r in responses)
-    return {"tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall}
+    first = end = None
+    usage = None
+    async for chunk in model.stream(Prompt(_messages(n, user), options)):
+        now = time.perf_counter()
+        if first is None and chunk.result and chunk.result.output.text:
+            first = now
+        end = now
+        if chunk.metadata.usage is not None and chunk.metadata.usage.prompt_tokens:
+            usage = chunk.metadata.usage
+    assert first is not None and end is not None and usage is not None
+    prefill_s = first - start
+    decoded = max(usage.completion_tokens - 1, 1)
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "prefill_ms": prefill_s * 1e3,
+        "prefill_tokens_per_s": usage.prompt_tokens / prefill_s,
+        "decode_ms_per_token": (end - first) * 1e3 / decoded,
+        "decode_tokens_per_s": decoded / max(end - first, 1e-9),
+    }
 
 
-async def raw_round(client: Any, concurrency: int, max_tokens: int) -> dict:
-    """The same requests straight to the llama.cpp server's OpenAI endpoint."""
-
-    async def one(i: int) -> int:
-        body = {
-            "model": MODEL_NAME,
-            "messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}],
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-        }
-        response = await client.post("/chat/completions", json=body)
-        response.raise_for_status()
-        return int(response.json()["usage"]["completion_tokens"])
-
-    start = time.perf_counter()
-    tokens = sum(await asyncio.gather(*(one(i) for i in range(concurrency))))
-    wall = time.perf_counter() - start
-    return {"tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall}
-
-
-async def first_token_s(model: SmolLm2ChatModel, concurrency: int, max_tokens: int) -> float:
-    options = ChatOptions(max_tokens=max_tokens, temperature=0.0)
-
-    async def one(i: int) -> float:
-        start = time.perf_counter()
-        async for chunk in model.stream(Prompt(QUESTIONS[i % len(QUESTIONS)], options)):
-            if chunk.result and chunk.result.output.text:
-                return time.perf_counter() - start
-        return time.perf_counter() - start
-
-    return statistics.mean(await asyncio.gather(*(one(i) for i in range(concurrency))))
+async def raw_once(client: Any, n: int, user: str, max_tokens: int) -> dict:
+    """The same request, straight to the server; llama.cpp's own timings of it."""
+    body = {
+        "model": MODEL_NAME,
+        "messages": [{"role": m.message_type.value, "content": m.text} for m in _messages(n, user)],
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+    }
+    response = await client.post("/chat/completions", json=body)
+    response.raise_for_status()
+    t = response.json()["timings"]
+    return {
+        "prompt_tokens": t["prompt_n"],
+        "completion_tokens": t["predicted_n"],
+        "prefill_ms": t["prompt_ms"],
+        "prefill_tokens_per_s": t["prompt_n"] * 1e3 / t["prompt_ms"],
+        "decode_ms_per_token": t["predicted_ms"] / max(t["predicted_n"], 1),
+        "decode_tokens_per_s": t["predicted_n"] * 1e3 / max(t["predicted_ms"], 1e-9),
+    }
 
 
-def best(rounds: list[dict]) -> dict:
-    """The median round by tokens/s (rounds differ by the machine's other load)."""
-    ordered = sorted(rounds, key=lambda r: r["tokens_per_s"])
-    return ordered[len(ordered) // 2]
+def spread(samples: list[dict], key: str) -> dict[str, float]:
+    values = [s[key] for s in samples]
+    return {"median": statistics.median(values), "low": min(values), "high": max(values)}
 
 
-async def chat(rounds: int, max_tokens: int) -> dict:
+async def chat(rounds: int, max_tokens: int, prompts: list[tuple[str, str]]) -> dict:
     import httpx
 
     model = SmolLm2ChatModel()
     base_url, key = await embedded_llama_server().aendpoint()
-    await model.call(Prompt("Hello", ChatOptions(max_tokens=8)))  # warm-up
-    results: dict[str, Any] = {"max_tokens": max_tokens}
+    samples: dict[str, list[dict]] = {case: [] for case, _, _ in CASES}
+    n = 0
     async with httpx.AsyncClient(
         base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=300
     ) as client:
-        for concurrency in (1, 4):
-            # Rounds alternate ours / raw, so load from other work falls on both alike.
-            ours_rounds, raw_rounds = [], []
-            for _ in range(rounds):
-                ours_rounds.append(await chat_round(model, concurrency, max_tokens))
-                raw_rounds.append(await raw_round(client, concurrency, max_tokens))
-            ours, raw = best(ours_rounds), best(raw_rounds)
-            results[f"c{concurrency}"] = {
-                "ours_tokens_per_s": ours["tokens_per_s"],
-                "ours_tokens": ours["tokens"],
-                "raw_http_tokens_per_s": raw["tokens_per_s"],
-                "ratio_vs_raw": ours["tokens_per_s"] / raw["tokens_per_s"],
-                "first_token_s": await first_token_s(model, concurrency, max_tokens),
-            }
-    return results
+        await ours_once(model, -1, prompts[0][1], 8)  # warm-up
+        for round_no in range(rounds):
+            question, excerpts = prompts[round_no % len(prompts)]
+            order = CASES[round_no % len(CASES) :] + CASES[: round_no % len(CASES)]
+            for case, kind, side in order:
+                n += 1
+                user = excerpts if kind == "demo" else question
+                once = ours_once(model, n, user, max_tokens) if side == "ours" else None
+                sample = await (once or raw_once(client, n, user, max_tokens))
+                samples[case].append(sample)
+                print(
+                    f"  round {round_no + 1} {case:24} prompt {sample['prompt_tokens']} tok: "
+                    f"prefill {sample['prefill_ms']:.0f} ms, decode "
+                    f"{sample['decode_tokens_per_s']:.1f} tok/s",
+                    flush=True,
+                )
+    keys = (
+        "prompt_tokens",
+        "completion_tokens",
+        "prefill_ms",
+        "prefill_tokens_per_s",
+        "decode_ms_per_token",
+        "decode_tokens_per_s",
+    )
+    return {
+        "max_tokens": max_tokens,
+        "rounds": rounds,
+        "cases": {case: {k: spread(s, k) for k in keys} for case, s in samples.items()},
+        "samples": samples,
+    }
 
 
 async def embeddings(seconds: float, repeats: int) -> dict:
@@ -162,31 +219,49 @@ async def embeddings(seconds: float, repeats: int) -> dict:
     return results
 
 
-def main() -> None:
+def _cell(figure: dict[str, float], digits: int) -> str:
+    return f"{figure['median']:.{digits}f} ({figure['low']:.{digits}f}–{figure['high']:.{digits}f})"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="chat rounds per measurement")
-    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved chat rounds (≥ 5)")
+    parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=0.5, help="per embedding repetition")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="write the results to this file")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     info = machine()
-    print(f"# embedded models — {describe(info)}")
+    header("embedded models", MEASURED, info)
+    prompts = demo_prompts()
     # Embeddings first: llama.cpp's threads keep spinning for a while after a request.
     embedded = asyncio.run(embeddings(args.seconds, args.repeats))
-    results = {"chat": asyncio.run(chat(args.rounds, args.max_tokens)), "embeddings": embedded}
-    c, e = results["chat"], results["embeddings"]
-    print(f"\nchat, SmolLM2-135M, {args.max_tokens} tokens per request (median of {args.rounds})")
+    results = {
+        "chat": asyncio.run(chat(args.rounds, args.max_tokens, prompts)),
+        "embeddings": embedded,
+    }
+    c, e = results["chat"]["cases"], results["embeddings"]
     print(
-        f"{'concurrent':>10} {'ours tok/s':>11} {'raw HTTP tok/s':>15} {'ratio':>6} "
-        f"{'1st tok s':>10}"
+        f"\nchat, SmolLM2-135M, one request at a time, up to {args.max_tokens} tokens: median "
+        f"(lowest–highest) of {args.rounds} interleaved rounds"
     )
-    for n in (1, 4):
-        r = c[f"c{n}"]
+    print(
+        f"{'case':24} {'prompt tok':>10} {'prefill ms':>20} {'prefill tok/s':>20} "
+        f"{'decode ms/tok':>18} {'decode tok/s':>18}"
+    )
+    for case, _, _ in CASES:
+        r = c[case]
         print(
-            f"{n:>10} {r['ours_tokens_per_s']:11.1f} {r['raw_http_tokens_per_s']:15.1f} "
-            f"{r['ratio_vs_raw']:6.2f} {r['first_token_s']:10.2f}"
+            f"{case:24} {r['prompt_tokens']['median']:10.0f} {_cell(r['prefill_ms'], 0):>20} "
+            f"{_cell(r['prefill_tokens_per_s'], 0):>20} {_cell(r['decode_ms_per_token'], 1):>18} "
+            f"{_cell(r['decode_tokens_per_s'], 1):>18}"
         )
+    ours, raw = c["demo prompt, ours"], c["demo prompt, raw HTTP"]
+    print(
+        f"demo prompt, ours / raw: prefill time "
+        f"{ours['prefill_ms']['median'] / raw['prefill_ms']['median']:.2f}x, decode rate "
+        f"{ours['decode_tokens_per_s']['median'] / raw['decode_tokens_per_s']['median']:.2f}x"
+    )
     print("\nembeddings, all-MiniLM-L6-v2 (int8 ONNX), embeddings/s")
     print(f"{'concurrent':>10} {'1 sentence/request':>19} {'32 per request':>15}")
     for n in (1, 4):
@@ -197,6 +272,7 @@ def main() -> None:
         "  (bare ONNX encoder, no worker thread: the peer)"
     )
     write_json(args.json, "embedded_models", vars(args), results, info)
+    return results
 
 
 if __name__ == "__main__":

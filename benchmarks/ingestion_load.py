@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from benchmarks._common import describe, machine, percentile, write_json  # noqa: E402
+from benchmarks._common import header, machine, percentile, write_json  # noqa: E402
 from benchmarks.turn_pipeline import database, server_url  # noqa: E402
 
 LOGS = ROOT / "var" / "benchmarks"
@@ -298,7 +298,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args(argv)
     info = machine()
-    print(f"# ingestion load — {describe(info)}")
+    header(
+        "ingestion load",
+        "what another user's small REST request gets while a task worker embeds an upload "
+        "(p50/p95 against the idle figure of the same run)",
+        info,
+    )
     print(
         f"# one daphne process + one db_worker; GET /api/collections/kb/ one at a time; "
         f"{args.idle} idle requests before and after, {args.seconds:g} s during the ingestion "

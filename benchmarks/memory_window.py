@@ -41,7 +41,7 @@ from django.db import connection, connections  # noqa: E402
 from advisors_app.core import AssistantMessage, SystemMessage, UserMessage  # noqa: E402
 from advisors_app.core.memory import MessageWindowChatMemory, select_window  # noqa: E402
 from advisors_app.stores.memory import DjangoChatMemoryRepository  # noqa: E402
-from benchmarks._common import describe, machine, write_json  # noqa: E402
+from benchmarks._common import header, machine, write_json  # noqa: E402
 
 SIZES = (10, 1_000, 100_000)
 WINDOW = 20
@@ -83,7 +83,12 @@ def main() -> None:
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
     info = machine()
-    print(f"# chat memory on PostgreSQL — {describe(info)}")
+    header(
+        "chat memory on PostgreSQL",
+        "reading the chat-memory window and appending a turn through the ORM repository at "
+        "10 to 100,000 stored messages, against a Spring-style read of the whole conversation",
+        info,
+    )
 
     old_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
@@ -138,10 +143,10 @@ def main() -> None:
         loop.close()
 
         sizes = "".join(f"{f'{size:,} msgs':>14}" for size in SIZES)
-        header = f"{'operation':44}{sizes} {f'{SIZES[-1]:,} / {SIZES[0]:,}':>16}"
+        heading = f"{'operation':44}{sizes} {f'{SIZES[-1]:,} / {SIZES[0]:,}':>16}"
         print(f"\nmedian ms per operation on PostgreSQL (window = {WINDOW} messages)")
-        print(header)
-        print("-" * len(header))
+        print(heading)
+        print("-" * len(heading))
         for _key, label, times, ratio in rows:
             print(f"{label:44}" + "".join(f"{t:14.3f}" for t in times) + f" {ratio:15.2f}x")
         write_json(

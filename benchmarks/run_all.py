@@ -43,7 +43,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("safe_guard_matching", []),
     ("memory_window", []),
     ("vector_search", ["--rows", "10000,30000,100000"]),
-    ("websocket_load", ["--clients", "50,200,500", "--tokens", "50"]),
+    ("websocket_load", []),
     ("embedded_models", []),
     ("turn_pipeline", []),
     ("ingestion_load", []),
@@ -207,72 +207,10 @@ def rows(data: dict[str, dict[str, Any] | None]) -> list[dict[str, str]]:
         )
     vector = data.get("vector_search")
     if vector:
-        params, res = vector["parameters"], vector["results"]
-        for key, label in (("no_filter", "no filter"), ("filter_1pct", "1% filter")):
-            r = res[key]
-            add(
-                f"4 vector: HNSW recall@10, {params['rows']:,} × {params['dimensions']}, {label}",
-                _fmt(r["recall_at_10"], digits=3),
-                "exact search 1.000",
-                target="≥ 0.95",
-                met=r["recall_at_10"] >= 0.95,
-            )
-            add(
-                f"4 vector: top-10 p50 latency, {label}, ms",
-                _fmt(r["hnsw_p50_ms"], digits=2),
-                f"exact SQL {_fmt(r['exact_sql_p50_ms'], digits=1)}, "
-                f"numpy {_fmt(r['numpy_p50_ms'], digits=1)}",
-                _fmt(r["hnsw_p50_ms"] / r["exact_sql_p50_ms"], digits=3),
-            )
-        sparse = res.get("sparse")
-        if sparse:
-            r = sparse["no_filter"]
-            add(
-                f"4 vector: HNSW recall@10, {sparse['rows']:,} × {params['dimensions']}, "
-                "2 rows per topic (harder), no filter",
-                _fmt(r["recall_at_10"], digits=3),
-                "exact search 1.000",
-                target="≥ 0.95",
-                met=r["recall_at_10"] >= 0.95,
-            )
+        vector_rows(add, vector)
     ws = data.get("websocket_load")
     if ws:
-        runs = ws["results"]["runs"]
-        top = max(r["clients"] for r in runs)
-        for layer in ("memory", "redis"):
-            ours = [
-                r
-                for r in runs
-                if r["layer"] == layer and r["mode"] == "coalesced" and r["clients"] == top
-            ]
-            peer = [r for r in runs if r["layer"] == layer and r["mode"] == "per token"]
-            if not ours:
-                add(
-                    f"5 websocket, {layer} layer",
-                    "not run",
-                    target=f"{top} chats, 0 lost",
-                    met=False,
-                )
-                continue
-            o = ours[0]
-            p = peer[0] if peer else None
-            add(
-                f"5 websocket, {layer} layer, {top} chats: lost chats",
-                f"{o['lost_chats']}/{o['chats']}",
-                f"per-token {p['lost_chats']}/{p['chats']}" if p else "—",
-                target="500 chats, 0 lost",
-                met=o["lost_chats"] == 0 and o["chats"] >= 500,
-            )
-            add(
-                f"5 websocket, {layer}: frames/s, p50/p99 gap ms, server CPU %",
-                f"{o['frames_per_s']:,.0f}, {o['gap_p50']:.0f}/{o['gap_p99']:.0f}, "
-                f"{100 * o['cpu'] / o['wall']:.0f}",
-                f"per-token {p['frames_per_s']:,.0f}, {p['gap_p50']:.0f}/{p['gap_p99']:.0f}, "
-                f"{100 * p['cpu'] / p['wall']:.0f}"
-                if p
-                else "—",
-                f"{o['frames'] / p['frames']:.2f}× frames" if p else "—",
-            )
+        websocket_rows(add, ws)
     guard = (data.get("safe_guard_matching") or {}).get("results")
     if guard and "10000" in guard:
         g = guard["10000"]
@@ -284,24 +222,7 @@ def rows(data: dict[str, dict[str, Any] | None]) -> list[dict[str, str]]:
         )
     models = (data.get("embedded_models") or {}).get("results")
     if models:
-        chat, emb = models["chat"], models["embeddings"]
-        for n in (1, 4):
-            c = chat[f"c{n}"]
-            add(
-                f"6 embedded chat (SmolLM2-135M), {n} concurrent: tokens/s",
-                _fmt(c["ours_tokens_per_s"]),
-                f"raw HTTP {_fmt(c['raw_http_tokens_per_s'])}",
-                _fmt(c["ratio_vs_raw"], digits=2),
-            )
-        for n in (1, 4):
-            e = emb[f"c{n}"]
-            add(
-                f"6 embeddings (MiniLM), {n} concurrent: 1 text / 32 texts per request, per s",
-                f"{_fmt(e['ours_one_per_s'], digits=0)} / "
-                f"{_fmt(e['ours_batch32_per_s'], digits=0)}",
-                f"bare encoder {_fmt(emb['direct_one_per_s'], digits=0)} / "
-                f"{_fmt(emb['direct_batch32_per_s'], digits=0)}",
-            )
+        embedded_rows(add, models)
     turn = (data.get("turn_pipeline") or {}).get("results")
     if turn:
         turn_rows(add, turn)
@@ -309,6 +230,125 @@ def rows(data: dict[str, dict[str, Any] | None]) -> list[dict[str, str]]:
     if ingestion:
         ingestion_rows(add, ingestion)
     return out
+
+
+#: Issue 23's targets for vector search at 100,000 rows: (recall@10 at least, p50 ms below).
+VECTOR_TARGETS = {
+    "no_filter": (0.98, 10.0),
+    "filter_1pct": (0.95, 10.0),
+    "filter_10pct": (0.95, 10.0),
+}
+
+
+def vector_rows(add: Any, vector: dict[str, Any]) -> None:
+    """Section 4: HNSW on real MiniLM embeddings, unfiltered and with 1% / 10% filters."""
+    params, res = vector["parameters"], vector["results"]
+    rows_n, ef = params["rows"], params.get("headline_ef_search", 40)
+    labels = (
+        ("no_filter", "no filter"),
+        ("filter_1pct", "1% filter"),
+        ("filter_10pct", "10% filter"),
+    )
+    for key, label in labels:
+        r = res.get(key)
+        if r is None or "hnsw_p99_ms" not in r:
+            continue  # a results file of the older synthetic benchmark
+        recall_min, p50_max = VECTOR_TARGETS[key]
+        exact = r.get("exact_fallbacks", 0)
+        note = f" ({exact} of the searches exact)" if exact else ""
+        add(
+            f"4 vector: HNSW recall@10, {rows_n:,} real sentences (MiniLM), {label}, "
+            f"ef_search {ef}{note}",
+            _fmt(r["recall_at_10"], digits=3),
+            "exact search 1.000",
+            target=f"≥ {recall_min}",
+            met=r["recall_at_10"] >= recall_min,
+        )
+        add(
+            f"4 vector: top-10 p50 / p99 ms, {label}",
+            f"{_fmt(r['hnsw_p50_ms'], digits=2)} / {_fmt(r['hnsw_p99_ms'], digits=2)}",
+            f"exact SQL {_fmt(r['exact_sql_p50_ms'], digits=1)}, "
+            f"numpy {_fmt(r['numpy_p50_ms'], digits=1)}",
+            _fmt(r["hnsw_p50_ms"] / r["exact_sql_p50_ms"], digits=3),
+            f"p50 < {p50_max:g} ms",
+            r["hnsw_p50_ms"] < p50_max,
+        )
+
+
+def websocket_rows(add: Any, ws: dict[str, Any]) -> None:
+    """Section 5: chats on a real chain across 2 processes on Redis, some resumed."""
+    r, params = ws["results"], ws["parameters"]
+    if "first_delta_p99_ms" not in r:
+        return  # a results file of the older benchmark
+    where = f"{r['chats']} chats on 2 processes (Redis), {r['resumed_chats']} resumed on the other"
+    add(
+        f"5 websocket, {where}: frames lost / duplicated (chats lost)",
+        f"{r['lost_frames']} / {r['duplicated_frames']} ({r['lost_chats']})",
+        target="0 / 0",
+        met=r["lost_frames"] == 0 and r["lost_chats"] == 0 and r["duplicated_frames"] == 0,
+    )
+    add(
+        "5 websocket: first delta p50 / p99, ms",
+        f"{r['first_delta_p50_ms']:,.0f} / {r['first_delta_p99_ms']:,.0f}",
+        target="p99 < 1,000",
+        met=r["first_delta_p99_ms"] < 1000,
+    )
+    add(
+        f"5 websocket: done p50 / p99, ms (answer {params['tokens'] * params['interval']:g} s)",
+        f"{r['done_p50_ms']:,.0f} / {r['done_p99_ms']:,.0f}",
+    )
+    add(
+        "5 websocket: inter-frame gap p50 / p99, ms",
+        f"{r['gap_p50_ms']:,.0f} / {r['gap_p99_ms']:,.0f}",
+        target="p99 < 100",
+        met=r["gap_p99_ms"] < 100,
+    )
+    add(
+        "5 websocket: server CPU, process A / B, % of a core",
+        f"{r['cpu_a_pct']:.0f} / {r['cpu_b_pct']:.0f}",
+    )
+
+
+def _spread(figure: dict[str, float], digits: int = 0) -> str:
+    return (
+        f"{_fmt(figure['median'], digits=digits)} "
+        f"({_fmt(figure['low'], digits=digits)}–{_fmt(figure['high'], digits=digits)})"
+    )
+
+
+def embedded_rows(add: Any, models: dict[str, Any]) -> None:
+    """Section 6: SmolLM2 prefill and decode on a demo-sized prompt; MiniLM embeddings."""
+    chat, emb = models["chat"], models["embeddings"]
+    cases = chat.get("cases")
+    if cases:
+        rounds = chat["rounds"]
+        for kind, label in (("demo prompt", "demo prompt"), ("question only", "question only")):
+            ours, raw = cases[f"{kind}, ours"], cases[f"{kind}, raw HTTP"]
+            tokens = ours["prompt_tokens"]["median"]
+            add(
+                f"6 embedded chat (SmolLM2-135M), {label} ({tokens:,.0f} tokens): prefill ms, "
+                f"median (range) of {rounds} rounds",
+                _spread(ours["prefill_ms"]),
+                f"llama.cpp {_spread(raw['prefill_ms'])}",
+                _fmt(ours["prefill_ms"]["median"] / raw["prefill_ms"]["median"], digits=2),
+            )
+            add(
+                f"6 … {label}: decode tokens/s",
+                _spread(ours["decode_tokens_per_s"], 1),
+                f"llama.cpp {_spread(raw['decode_tokens_per_s'], 1)}",
+                _fmt(
+                    ours["decode_tokens_per_s"]["median"] / raw["decode_tokens_per_s"]["median"],
+                    digits=2,
+                ),
+            )
+    for n in (1, 4):
+        e = emb[f"c{n}"]
+        add(
+            f"6 embeddings (MiniLM), {n} concurrent: 1 text / 32 texts per request, per s",
+            f"{_fmt(e['ours_one_per_s'], digits=0)} / {_fmt(e['ours_batch32_per_s'], digits=0)}",
+            f"bare encoder {_fmt(emb['direct_one_per_s'], digits=0)} / "
+            f"{_fmt(emb['direct_batch32_per_s'], digits=0)}",
+        )
 
 
 def ingestion_rows(add: Any, ingestion: dict[str, Any]) -> None:

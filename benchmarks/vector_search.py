@@ -45,7 +45,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "advisorsite.settings")
 os.environ.setdefault("ADVISORS_EMBEDDED_DB", "throwaway")
 os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only")
 
-from benchmarks._common import describe, machine, percentile, write_json
+from benchmarks._common import header, machine, percentile, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 DIMENSIONS = 384
@@ -289,11 +289,12 @@ def main() -> None:
     info = machine()
     sizes = sorted({int(r) for r in args.rows.split(",") if r.strip()})
     efs = sorted({int(e) for e in args.ef.split(",") if e.strip()} | {args.headline_ef})
-    print(f"# vector search — {describe(info)}")
-    print(
-        f"Measures: PgVectorStore.search_vector top-{TOP_K} (HNSW, iterative scan) over real "
-        f"MiniLM embeddings of docstring/pydoc sentences, {args.queries} held-out queries, "
-        "query embedding excluded; recall against numpy exact search."
+    header(
+        "vector search",
+        f"PgVectorStore.search_vector top-{TOP_K} (HNSW, iterative scan) over real MiniLM "
+        f"embeddings of docstring/pydoc sentences, {args.queries} held-out queries, query "
+        "embedding excluded; recall against numpy exact search",
+        info,
     )
 
     sentences, vectors = embedded_corpus(args.queries + sizes[-1])
