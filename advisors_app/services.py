@@ -928,14 +928,21 @@ class TurnStream:
         self.exception: BaseException | None = None
         self._started = False
         self._events = self._run()
+        #: The turn's scope, entered around each step (one object: steps never overlap).
+        self._scoped = turn.running()
+        #: The task that iterated last (registered as running a turn).
+        self._task: asyncio.Task[Any] | None = None
 
     def __aiter__(self) -> TurnStream:
         return self
 
     async def __anext__(self) -> TurnEvent:
-        # Set per step: each step runs in the context of whichever task awaits it.
-        _running_turn_started()
-        with self._turn.running():
+        # Per step: each step runs in the context of whichever task awaits it.
+        task = asyncio.current_task()
+        if task is not self._task:
+            self._task = task
+            _running_turn_started()
+        with self._scoped:
             return await self._events.__anext__()
 
     async def aclose(self) -> None:
@@ -985,7 +992,13 @@ class TurnStream:
                             yield item
                             continue
                         accumulator.add(item)
-                        text = _delta(item)
+                        # The chunk's text (inline: this runs for every chunk).
+                        chat = item.chat_response
+                        text = (
+                            chat.generations[0].output.text
+                            if chat is not None and chat.generations
+                            else ""
+                        )
                         if text:
                             if first is None:
                                 first = time.perf_counter() - turn.started
@@ -1027,13 +1040,6 @@ class TurnStream:
             yield done
         finally:
             _running_turn_ended()
-
-
-def _delta(chunk: ChatClientResponse) -> str:
-    chat = chunk.chat_response
-    if chat is None or not chat.generations:
-        return ""
-    return chat.generations[0].output.text
 
 
 def _sources(chunk: ChatClientResponse) -> list[dict[str, Any]]:

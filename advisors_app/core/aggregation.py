@@ -20,7 +20,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, S
 from itertools import pairwise
 from typing import Any
 
-from .mappings import ReadOnlyMap
+from .mappings import EMPTY, ReadOnlyMap
 from .messages import AssistantMessage, ToolCall
 from .requests import ChatClientResponse
 from .response import ChatGenerationMetadata, ChatResponse, ChatResponseMetadata, Generation, Usage
@@ -150,24 +150,28 @@ class _GenerationSlot:
         self.generation_extra: dict[str, Any] = {}
 
     def add(self, generation: Generation) -> None:
+        # Most chunks carry no metadata: the shared EMPTY map is recognised by identity, which
+        # spares a (Python-level) length check per chunk and map.
         output = generation.output
         text = output.text
+        message_metadata = output.metadata
         if text:
             self.text.append(text)
-            if output.metadata.get(THOUGHT_KEY):
+            if message_metadata is not EMPTY and message_metadata.get(THOUGHT_KEY):
                 self.has_thoughts = True
                 self.thoughts.append(text)
             else:
                 self.plain.append(text)
-        if output.metadata:
-            self.message_metadata.update(output.metadata)
+        if message_metadata is not EMPTY and message_metadata:
+            self.message_metadata.update(message_metadata)
         if output.tool_calls:
             merge_tool_call_deltas(self.tool_calls, output.tool_calls)
         metadata = generation.metadata
         if metadata.finish_reason:
             self.finish_reason = metadata.finish_reason
-        if metadata.extra:
-            self.generation_extra.update(metadata.extra)
+        extra = metadata.extra
+        if extra is not EMPTY and extra:
+            self.generation_extra.update(extra)
 
     def result(self) -> Generation:
         metadata = dict(self.message_metadata)
@@ -196,10 +200,11 @@ class ChatResponseAccumulator:
         self._rate_limit: Any = None
 
     def add(self, chunk: ChatResponse) -> None:
+        slots = self._slots
         for i, generation in enumerate(chunk.generations):
-            if i == len(self._slots):
-                self._slots.append(_GenerationSlot())
-            self._slots[i].add(generation)
+            if i == len(slots):
+                slots.append(_GenerationSlot())
+            slots[i].add(generation)
         metadata = chunk.metadata
         if metadata.usage is not None:
             self._usages.append(metadata.usage)
@@ -209,8 +214,9 @@ class ChatResponseAccumulator:
             self._model = metadata.model
         if metadata.rate_limit is not None:
             self._rate_limit = metadata.rate_limit
-        if metadata.extra:
-            self._extra.update(metadata.extra)
+        extra = metadata.extra
+        if extra is not EMPTY and extra:
+            self._extra.update(extra)
 
     def result(self) -> ChatResponse:
         return ChatResponse(
@@ -242,7 +248,7 @@ class ChatClientResponseAccumulator:
             self._responses.add(chunk.chat_response)
         context = chunk.context
         # A stream's chunks mostly share one (read-only) context: merge each one once.
-        if context and context is not self._last_context:
+        if context is not self._last_context and context:
             self._context.update(context)
             self._last_context = context
 

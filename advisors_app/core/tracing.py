@@ -278,22 +278,24 @@ class CallTrace:
         # Without payloads only times and counts are kept: no per-chunk aggregation, which
         # would cost more per chunk than the advisor itself.
         accumulator = ChatClientResponseAccumulator() if self._capture else None
+        outer, index = self._current, entry.index
         try:
             async with closing_stream(proceed(request)) as chunks:
-                while True:
-                    outer, self._current = self._current, entry.index
-                    try:
-                        chunk = await anext(chunks)
-                    except StopAsyncIteration:
-                        break
-                    finally:
+                # The entry is the current one while the downstream runs (each step of the
+                # ``async for``), never while the chunk is with the consumer.
+                self._current = index
+                try:
+                    async for chunk in chunks:
                         self._current = outer
-                    if entry.first_chunk is None:
-                        entry.first_chunk = time.perf_counter() - self._origin - entry.started
-                    entry.chunks += 1
-                    if accumulator is not None:
-                        accumulator.add(chunk)
-                    yield chunk
+                        if entry.first_chunk is None:
+                            entry.first_chunk = time.perf_counter() - self._origin - entry.started
+                        entry.chunks += 1
+                        if accumulator is not None:
+                            accumulator.add(chunk)
+                        yield chunk
+                        self._current = index
+                finally:
+                    self._current = outer
         except (GeneratorExit, asyncio.CancelledError):
             self._close(entry, self._aggregate(entry, accumulator), "cancelled")
             raise
