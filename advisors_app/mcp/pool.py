@@ -205,7 +205,7 @@ def _describe(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-def anyio_fail_after(seconds: float) -> Any:
+def _fail_after(seconds: float) -> Any:
     import anyio
 
     return anyio.fail_after(seconds)
@@ -296,7 +296,7 @@ class McpClientPool:
     async def _fetch_tools(self, config: ServerConfig) -> tuple[McpTool, ...]:
         tools: list[McpTool] = []
         try:
-            with anyio_fail_after(config.connect_timeout):
+            with _fail_after(config.connect_timeout):
                 client = await self._session(config)
                 cursor = None
                 while True:
@@ -347,7 +347,7 @@ class McpClientPool:
         from mcp.shared.exceptions import MCPError
 
         try:
-            with anyio_fail_after(timeout):
+            with _fail_after(timeout):
                 client = await self._session(config)
                 result = await client.call_tool(name, arguments, read_timeout_seconds=timeout)
         except McpServerError:
