@@ -29,6 +29,8 @@ PYTHON_ANSWER = (
     "This is **bold** and __bold words__ too."
 )
 JSON_ANSWER = {"answer": "A with block calls __enter__ and __exit__.", "topics": ["with"]}
+#: Starts with "[" but is Markdown, not JSON.
+NUMBERED_ANSWER = "[1] A with block calls **__enter__()** first."
 MEMORY = ("message_chat_memory", {"max_messages": 10})
 
 
@@ -39,6 +41,7 @@ def chains(django_user_model: Any) -> None:
     for slug, name, answer in (
         ("plain", "Python docs", PYTHON_ANSWER),
         ("json", "Python docs as JSON", json.dumps(JSON_ANSWER)),
+        ("numbered", "Numbered", NUMBERED_ANSWER),
     ):
         chain = make_chain(
             slug,
@@ -84,6 +87,16 @@ def test_a_json_answer_is_an_indented_code_block(
         assert last_reply(page).locator(".msg-body p").count() == 0
         page.reload()
         connected(page)
+
+    # An answer that only starts with a bracket stays Markdown.
+    page.goto(f"{chat_server.url}/chat/?chain=numbered")
+    connected(page)
+    send(page, "And numbered?")
+    wait_done(page)
+    body = last_reply(page).locator(".msg-body")
+    expect(body.locator("p")).to_have_text("[1] A with block calls __enter__() first.")
+    expect(body.locator("strong")).to_have_text("__enter__()")
+    assert body.locator("pre").count() == 0
 
 
 def test_switching_chain_starts_a_new_conversation(

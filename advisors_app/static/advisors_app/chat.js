@@ -71,18 +71,23 @@
     return true;
   });
 
-  /* An answer that is a JSON value (a structured-output chain's) is shown as an indented
-   * code block, not run together into one paragraph; while it streams in and does not parse
-   * yet, as the raw text in the same block. "[" followed by a word is Markdown (a link). */
-  var JSON_START = /^\s*(\{|\[\s*($|[\[{"\-\d\]]))/;
+  /* An answer that is a JSON object or array (a structured-output chain's) is shown as an
+   * indented code block, not run together into one paragraph. While it streams in and does
+   * not parse yet, or when it was cut short, it shows as the raw text in the same block if it
+   * starts like JSON ("{", or "[" then "{", "[", '"' or "]"); "[1] ..." or "[a link](...)"
+   * that does not parse is Markdown. */
+  var JSON_START = /^(\{|\[\s*[\[{"\]])/;
 
   function jsonAnswer(text) {
-    if (!JSON_START.test(text)) return null;
+    var trimmed = text.trim();
+    if (trimmed.charAt(0) !== "{" && trimmed.charAt(0) !== "[") return null;
     try {
-      return JSON.stringify(JSON.parse(text), null, 2);
+      var value = JSON.parse(trimmed);
+      if (value !== null && typeof value === "object") return JSON.stringify(value, null, 2);
     } catch (error) {
-      return text.trim();
+      // not (yet) JSON: see below
     }
+    return JSON_START.test(trimmed) ? trimmed : null;
   }
 
   function renderMarkdown(element, text) {
