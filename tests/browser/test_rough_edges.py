@@ -117,6 +117,12 @@ def test_switching_chain_starts_a_new_conversation(
         "conversations."
     )
     expect(page).to_have_url(f"{chat_server.url}/chat/?chain=json")
+    # Switching on before anything was said: no stale notice naming the other chain.
+    page.get_by_label("Chain").select_option("numbered")
+    connected(page)
+    expect(page.locator(".chat-switched")).to_have_count(0)
+    page.get_by_label("Chain").select_option("json")
+    connected(page)
     send(page, "And as JSON?")
     wait_done(page)
     expect(last_reply(page).locator("pre.msg-json")).to_be_visible()

@@ -234,6 +234,7 @@
    * history, copied its last reply). The open conversation stays in the list. */
   function switchChain(slug) {
     state.chain = slug;
+    messages.querySelectorAll(".chat-switched").forEach(function (node) { node.remove(); });
     var open = state.conversationId || messages.querySelector(".msg");
     if (open) {
       clearConversation();
