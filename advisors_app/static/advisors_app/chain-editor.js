@@ -17,6 +17,7 @@
   var RELATIVE = /^(HIGHEST|LOWEST)(?:_PRECEDENCE)?(?:([+-])(\d+))?$/i;
   var specs = {};
   var group = null;
+  var labelCount = 0;
 
   function parseOrder(text) {
     var value = String(text || "").replace(/\s+/g, "");
@@ -245,22 +246,31 @@
     return params;
   }
 
+  /* django-jsonform's labels have no `for`, and array items none at all: name each control
+     after its label, or its list's title and place ("words, item 1"). */
   function labelForm(container) {
-    container.querySelectorAll(".rjf-form-row, .rjf-form-group-wrapper").forEach(function (row) {
-      var label = row.querySelector(":scope > label, :scope > .rjf-form-row-inner > label");
-      var control = row.querySelector("input, select, textarea");
-      if (!label || !control) return;
-      if (!label.id) label.id = "rjf-label-" + Math.random().toString(36).slice(2);
-      if (!control.getAttribute("aria-labelledby")) control.setAttribute("aria-labelledby", label.id);
-    });
-    container.querySelectorAll("input, select, textarea, button").forEach(function (control) {
+    container.querySelectorAll("input, select, textarea, button, [tabindex='0']").forEach(function (control) {
       if (control.getAttribute("aria-labelledby") || control.getAttribute("aria-label")) return;
-      var text = control.getAttribute("title") || control.textContent.trim();
-      if (!text && control.closest(".rjf-form-row")) {
-        var label = control.closest(".rjf-form-row").querySelector("label");
-        text = label ? label.textContent.trim() : "";
+      if (control.tagName === "BUTTON") {
+        if (!control.textContent.trim() && control.title) control.setAttribute("aria-label", control.title);
+        return;
       }
-      if (text) control.setAttribute("aria-label", text);
+      var row = control.closest(".rjf-form-row");
+      var label = row && row.querySelector("label:not(.rjf-radio-option)");
+      if (label && label.textContent.trim() && !label.contains(control)) {
+        if (!label.id) label.id = "rjf-label-" + (++labelCount);
+        control.setAttribute("aria-labelledby", label.id);
+        return;
+      }
+      var group = control.closest(".rjf-form-group");
+      var title = group && group.querySelector(".rjf-form-group-title");
+      if (!title || label) return;
+      var rows = Array.prototype.filter.call(
+        group.querySelectorAll(".rjf-form-row"),
+        function (r) { return r.closest(".rjf-form-group") === group; }
+      );
+      var place = rows.indexOf(row) + 1;
+      control.setAttribute("aria-label", title.textContent.trim() + (place ? ", item " + place : ""));
     });
   }
 
@@ -435,6 +445,7 @@
       window.Sortable.create(tbody, {
         draggable: "tr.form-row:not(.empty-form)",
         handle: ".drag-handle",
+        forceFallback: true,  // mouse and touch events, not HTML5 drag and drop: table rows drag the same everywhere
         animation: 120,
         onEnd: function (event) {
           if (event.oldIndex !== event.newIndex) reorder(event.item);

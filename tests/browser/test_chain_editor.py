@@ -1,0 +1,245 @@
+"""The chain editor in Chromium: params forms from each type's JSON Schema (selects, numbers,
+reference pickers, a raw JSON toggle, errors on their field), reordering by drag and by
+keyboard with the effective order shown live, and an axe-core check."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from playwright.sync_api import expect
+
+from advisors_app.models import (
+    AdvisorChain,
+    AdvisorConfig,
+    Collection,
+    PromptTemplate,
+    SensitiveWordList,
+)
+from tests.browser.axe import axe_violations
+from tests.browser.screenshots import save
+from tests.factories import make_chain
+from tests.live_server import LiveServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def chain(django_user_model: Any) -> AdvisorChain:
+    django_user_model.objects.create_superuser("admin", password="pw")
+    SensitiveWordList.objects.create(slug="weapons", name="Weapons", words=["bomb"])
+    SensitiveWordList.objects.create(slug="slurs", name="Slurs", words=["x"])
+    PromptTemplate.objects.create(
+        slug="qa-short", name="Short QA", text="{query}\n{question_answer_context}"
+    )
+    Collection.objects.create(slug="handbook", name="Handbook")
+    return make_chain(
+        advisors=(
+            ("safe_guard", {"words": ["bomb"]}, None),
+            ("message_chat_memory", {}, None),
+            ("question_answer", {"collection": "handbook"}, None),
+        ),
+        publish=False,
+        description="Answers customers from the handbook and remembers the conversation.",
+    )
+
+
+def open_editor(page: Any, server: LiveServer, chain: AdvisorChain) -> None:
+    path = f"/admin/advisors_app/advisorchain/{chain.pk}/change/"
+    page.goto(f"{server.url}/accounts/login/?next={quote(path)}")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill("pw")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(server.url + path)
+    page.evaluate("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
+    page.reload()
+    expect(page.locator("#advisors-group .chain-order li")).to_have_count(3)
+
+
+def row(page: Any, advisor_type: str) -> Any:
+    """The inline row of the advisor of ``advisor_type``."""
+    return page.locator("#advisors-group tr.form-row").filter(
+        has=page.locator(f"select[name$='-advisor_type'] >> option[value='{advisor_type}']:checked")
+    )
+
+
+def save_chain(page: Any) -> None:
+    page.get_by_role("button", name="Save and continue editing").click()
+    page.wait_for_load_state()
+    assert not page.locator(".exception_value").count(), page.locator("#summary").inner_text()
+    expect(page.locator(".messagelist .success")).to_be_visible()
+
+
+def params_form(tr: Any) -> Any:
+    return tr.locator(".params-form")
+
+
+def form_field(tr: Any, name: str) -> Any:
+    """The input or select of param ``name`` in the row's params form."""
+    return (
+        params_form(tr)
+        .locator(".rjf-form-row")
+        .filter(has=tr.page.locator(f"label:text-is('{name}')"))
+        .locator("input, select, textarea")
+        .first
+    )
+
+
+def params_of(advisor_type: str) -> dict[str, Any]:
+    return AdvisorConfig.objects.get(advisor_type=advisor_type).params
+
+
+def order_of(advisor_type: str) -> int | None:
+    return AdvisorConfig.objects.get(advisor_type=advisor_type).order
+
+
+def test_a_select_and_a_number_are_edited_in_the_form_and_saved(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    guard, memory = row(page, "safe_guard"), row(page, "message_chat_memory")
+    scope = form_field(guard, "scope")
+    expect(scope).to_have_value("user")  # the schema's default, shown
+    expect(guard).to_contain_text('Default: "user".')  # and said, after the description
+    scope.select_option("prompt")
+    expect(memory.locator("textarea.params-json")).to_be_hidden()  # the form, not the JSON
+    form_field(memory, "max_messages").fill("8")
+    save_chain(page)
+    # Only what was edited is stored: the defaults the form showed are not pinned into the row.
+    assert params_of("safe_guard") == {"words": ["bomb"], "scope": "prompt"}
+    assert params_of("message_chat_memory") == {"max_messages": 8}
+    page.reload()
+    expect(form_field(row(page, "safe_guard"), "scope")).to_have_value("prompt")
+    expect(form_field(row(page, "message_chat_memory"), "max_messages")).to_have_value("8")
+
+
+def test_a_reference_param_picks_an_existing_row(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    qa = row(page, "question_answer")
+    picker = form_field(qa, "prompt_template")
+    expect(picker.locator("option[value='qa-short']")).to_have_text("qa-short (Short QA)")
+    picker.select_option("qa-short")
+    save_chain(page)
+    assert params_of("question_answer")["prompt_template"] == "qa-short"
+
+
+def test_raw_json_toggle_edits_the_same_params(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    memory = row(page, "message_chat_memory")
+    toggle = memory.get_by_role("button", name="Raw JSON")
+    toggle.click()
+    expect(toggle).to_have_attribute("aria-pressed", "true")
+    raw = memory.get_by_role("textbox", name="Params (JSON): message_chat_memory")
+    expect(raw).to_be_focused()
+    raw.fill('{"max_messages": 5}')
+    toggle.click()  # back to the form, which reads what was typed
+    expect(form_field(memory, "max_messages")).to_have_value("5")
+    toggle.click()
+    raw.fill("{not json")
+    toggle.click()  # refused: the JSON stays to be fixed
+    expect(memory.get_by_role("status")).to_contain_text("Not valid JSON")
+    raw.fill('{"max_messages": 6}')
+    save_chain(page)
+    assert params_of("message_chat_memory") == {"max_messages": 6}
+
+
+def test_a_refused_param_shows_its_error_on_its_field(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    form_field(row(page, "message_chat_memory"), "max_messages").fill("0")
+    page.get_by_role("button", name="Save and continue editing").click()
+    expect(page.locator(".errornote")).to_be_visible()
+    memory = row(page, "message_chat_memory")
+    field_row = (
+        params_form(memory)
+        .locator(".rjf-form-row")
+        .filter(has=page.locator("label:text-is('max_messages')"))
+    )
+    expect(field_row.locator(".rjf-error-text")).to_contain_text("less than the minimum of 1")
+    assert params_of("message_chat_memory") == {}
+
+
+def test_a_new_row_gets_the_form_of_the_type_chosen(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    new = page.locator("#advisors-group tr.form-row:not(.has_original):not(.empty-form)").first
+    new.locator("select[name$='-advisor_type']").select_option("budget_guard")
+    expect(form_field(new, "max_chars")).to_be_visible()
+    expect(new.locator("input[name$='-order']")).to_have_attribute("placeholder", "HIGHEST+150")
+    form_field(new, "max_chars").fill("2000")
+    new.locator("select[name$='-advisor_type']").select_option("safe_guard")
+    expect(form_field(new, "scope")).to_be_visible()  # another type, another form
+    new.locator("select[name$='-advisor_type']").select_option("budget_guard")
+    form_field(new, "max_chars").fill("3000")
+    save_chain(page)
+    assert params_of("budget_guard") == {"max_chars": 3000}
+
+
+def running_order(page: Any) -> list[str]:
+    return page.locator("#advisors-group .chain-order li code").all_inner_texts()
+
+
+def drag(page: Any, handle: Any, onto: Any) -> None:
+    """Drag ``handle`` with the mouse, in steps (as a hand does), up over ``onto``'s top half."""
+    onto.evaluate("row => row.scrollIntoView()")  # its top, and the handle below, in view
+    start, target = handle.bounding_box(), onto.bounding_box()
+    x, y = start["x"] + start["width"] / 2, start["y"] + start["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x, y - 10, steps=5)  # past Sortable's threshold: the drag starts
+    page.mouse.move(x, target["y"] + target["height"] / 2, steps=30)
+    page.mouse.move(x, target["y"] + 10, steps=10)
+    page.mouse.up()
+
+
+def test_drag_reorders_and_saves_the_orders(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    page = new_page(viewport={"width": 1400, "height": 1400})  # both rows in view
+    open_editor(page, chat_server, chain)
+    assert running_order(page) == ["safe_guard", "message_chat_memory", "question_answer"]
+    drag(page, row(page, "question_answer").locator(".drag-handle"), row(page, "safe_guard"))
+    assert running_order(page) == ["question_answer", "safe_guard", "message_chat_memory"]
+    expect(row(page, "question_answer").locator("input[name$='-order']")).to_have_value("HIGHEST")
+    save_chain(page)
+    assert order_of("question_answer") == -(2**31)
+
+
+def test_keyboard_reorders_and_saves_the_orders(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    up = page.get_by_role("button", name="Move question_answer up")
+    up.focus()
+    page.keyboard.press("Enter")
+    expect(up).to_be_focused()
+    assert running_order(page) == ["safe_guard", "question_answer", "message_chat_memory"]
+    expect(page.locator(".chain-order [role=status]")).to_contain_text(
+        "question_answer moved up, now runs at HIGHEST+150"
+    )
+    save_chain(page)
+    assert order_of("question_answer") == -(2**31) + 150
+    save(page, "chain-editor", readme=True, full_page=True)
+
+
+def test_the_chain_editor_has_no_serious_accessibility_violations(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    assert axe_violations(page) == []
+    row(page, "message_chat_memory").get_by_role("button", name="Raw JSON").click()
+    assert axe_violations(page) == []
