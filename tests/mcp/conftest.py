@@ -70,12 +70,22 @@ def stdio_entry(marker: Path | None = None, **extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": args, **extra}
 
 
+@pytest.fixture(scope="session")
+def cancel_marker(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The file the stdio servers note cancelled calls in; one per session, so the servers
+    (keyed by their configuration) are started once, not per test."""
+    return tmp_path_factory.mktemp("mcp-stdio") / "stdio-cancel.txt"
+
+
 @pytest.fixture
-def mcp_settings(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def mcp_settings(
+    settings: Any, tmp_path: Path, cancel_marker: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """stdio servers ``local`` (5 s calls), ``quick`` (0.5 s calls), ``patient`` (30 s calls)
     and ``growing`` (its own process, per test) in the settings; the token variable set.
     Returns the cancel marker."""
-    marker = tmp_path / "stdio-cancel.txt"
+    marker = cancel_marker
+    marker.write_text("")
     monkeypatch.setenv("MCP_TEST_TOKEN", TOKEN)
     settings.ADVISORS = {
         **settings.ADVISORS,
