@@ -113,6 +113,17 @@ async def test_a_tool_call_in_call_and_in_stream(django_user_model: Any) -> None
     assert tool_responses(model)[-1] == "8"
 
 
+async def test_the_loop_limits_apply_to_mcp_tools(django_user_model: Any) -> None:
+    user = await django_user_model.objects.acreate(username="ann")
+    model = await sync_to_async(mcp_chain)(
+        "capped", [{"server": "local", "tools": ["add"]}], max_identical_calls=1
+    )
+    model.add(call("c1", "add", a=1, b=1), call("c2", "add", a=1, b=1), "Unreached.")
+    outcome = await call_turn("capped", user, "again and again")
+    assert outcome.finish_reason == "toolCallLimitExceeded"
+    assert tool_responses(model) == ["2"]  # the repeat never reached the server
+
+
 async def test_server_errors_become_tool_errors(django_user_model: Any) -> None:
     user = await django_user_model.objects.acreate(username="ann")
     model = await sync_to_async(mcp_chain)(
