@@ -232,7 +232,17 @@ def test_keyboard_reorders_and_saves_the_orders(
     )
     save_chain(page)
     assert order_of("question_answer") == -(2**31) + 150
-    save(page, "chain-editor", readme=True, full_page=True)
+
+
+def test_the_params_forms_for_the_readme(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    """The README's image of the chain editor's advisor rows: params forms, order, reordering."""
+    page = new_page(viewport={"width": 1400, "height": 1200})
+    open_editor(page, chat_server, chain)
+    page.locator("#advisors-group").scroll_into_view_if_needed()
+    page.evaluate("document.getElementById('advisors-group').scrollIntoView()")
+    save(page, "chain-editor-params", readme=True)
 
 
 def test_the_chain_editor_has_no_serious_accessibility_violations(
