@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 from advisors_app.demo.loader import MAIN_CHAIN, ensure_demo_rows
 from advisors_app.models import AdvisorChain
 from tests.browser.admin_session import admin_log_in, watch
+from tests.browser.axe import axe_violations
 from tests.browser.screenshots import save
 from tests.factories import make_chain, scripted_model
 from tests.live_server import LiveServer
@@ -55,6 +56,8 @@ def test_the_demo_chain_page_draws_its_onion(
     description = svg.evaluate("svg => svg.querySelector('desc').textContent")
     assert description.startswith("From outermost to innermost")
     save(figure, "chain-picture", readme=True)
+    violations = axe_violations(page, context="#chain-picture-panel")
+    assert violations == [], violations
     assert problems.errors == [] and problems.elsewhere == []
 
 
@@ -92,4 +95,6 @@ def test_the_playground_draws_the_picture_with_each_advisors_time(
     assert (figure.locator("g.cp-model").get_attribute("data-time") or "").endswith(" ms")
     expect(figure).to_contain_text("Ran the draft.")
     save(page, "playground-picture", full_page=True)
+    violations = axe_violations(page, context="#trace")
+    assert violations == [], violations
     assert problems.errors == [] and problems.elsewhere == []

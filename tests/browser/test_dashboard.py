@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from advisors_app.models import AdvisorChain, CallLog
 from tests.browser.admin_session import admin_log_in, watch
+from tests.browser.axe import axe_violations
 from tests.browser.screenshots import save
 from tests.cost_logs import log_call, priced_round
 from tests.live_server import LiveServer
@@ -83,6 +84,8 @@ def test_the_dashboard_draws_its_charts_with_data(
     expect(page.get_by_role("table", name="By chain")).to_contain_text("support")
     expect(page.get_by_role("table", name="By version")).to_contain_text("triage draft")
     save(page, "dashboard", readme=True)
+    violations = axe_violations(page, context="#content-main")
+    assert violations == [], violations
 
     # The chain filter narrows every figure.
     page.get_by_role("combobox", name="Chain").select_option("triage")

@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.admin_session import admin_log_in, watch
+from tests.browser.axe import axe_violations
 from tests.browser.screenshots import save
 from tests.factories import make_chain, scripted_model
 from tests.live_server import LiveServer
@@ -49,4 +50,6 @@ def test_compare_shows_two_replies_side_by_side(
     expect(page.locator("#compare-summary")).to_have_text("Same reply. The final prompts differ.")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     save(page, "playground-compare", full_page=True)
+    violations = axe_violations(page, context="#content-main")
+    assert violations == [], violations
     assert problems.errors == [] and problems.elsewhere == []
