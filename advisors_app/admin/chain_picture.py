@@ -109,6 +109,11 @@ class Picture:
     extras: tuple[dict[str, Any], ...] = field(default=())
     annotated: bool = False
 
+    @property
+    def unknown_paths(self) -> bool:
+        """Whether some layer's type is not registered here (its paths are not known)."""
+        return any(layer.call is None or layer.stream is None for layer in self.layers)
+
 
 def _paths(key: str) -> tuple[bool | None, bool | None]:
     advisor_type = advisor_types.get(key)

@@ -134,6 +134,7 @@ def test_the_chain_page_draws_the_picture(admin_client: Client) -> None:
     ]
     assert "<title id=" in html and "<desc id=" in html
     assert "From outermost to innermost" in html
+    assert "not known" not in html  # every built-in type names its class
     figure = html.split('<figure class="chain-picture"')[1].split("</figure>")[0]
     assert "<script" not in figure and "href=" not in figure  # nothing to fetch
 
@@ -152,3 +153,4 @@ def test_the_playground_annotates_the_picture_with_times(admin_client: Client) -
     assert picture.layers[0].total > 0 and picture.model_total is not None
     assert 'data-time="' in html and "(own " in html
     assert "Ran the draft." in html
+    assert "not known (the type has no advisor class)" in html  # the test plugin's type
