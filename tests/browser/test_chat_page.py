@@ -17,6 +17,7 @@ from advisors_app.demo.loader import MAIN_CHAIN, ensure_demo_rows
 from advisors_app.ingestion import ingest_text
 from advisors_app.models import AdvisorChain, CallLog, ChatMessage, Collection, Conversation
 from advisors_app.stores.memory import DjangoChatMemoryRepository
+from tests.browser.axe import axe_violations
 from tests.browser.screenshots import save
 from tests.factories import make_chain, scripted_model
 from tests.live_server import LiveServer
@@ -387,6 +388,7 @@ def test_the_page_works_on_a_phone(
     expect(sidebar.get_by_role("link", name="Refunds?")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     expect(page.get_by_role("textbox", name="Message")).to_be_in_viewport()
+    assert axe_violations(page) == []  # with the sidebar open over the conversation
     save(page, "chat-phone")
 
 
