@@ -45,7 +45,9 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
 * Malformed frames — not JSON, binary, not an object, an unknown ``type``, a missing, blank or
   non-string ``text``, unknown fields, wrong types — get an ``error`` frame with code
   ``"invalid"`` and field ``errors``; the connection stays open and usable. (``cancel``
-  ignores fields it does not know: it should always work.)
+  ignores fields it does not know: it should always work.) A frame over
+  :data:`MAX_FRAME_BYTES` gets that ``error`` frame (``errors.frame`` names its size), then
+  the socket is closed with 1009.
 * Server frames of a turn resumed elsewhere — tool calls decided outside a turn (an approver,
   ``POST /api/approvals/<id>/decision/``) and resumed by a task worker
   (:mod:`advisors_app.approval_jobs`) — reach every open chat socket of the conversation's
