@@ -153,7 +153,7 @@ def _field(prop: Any, choices: Mapping[str, list[dict[str, str]]]) -> tuple[dict
         field["additionalProperties"] = False
     elif kind == "array":
         items, items_nullable = _field(prop.get("items", {}), choices)
-        if items_nullable or items.get("type") in ("array", "object"):
+        if items_nullable:
             raise _Raw
         if "choices" in items:
             items["widget"] = "multiselect"

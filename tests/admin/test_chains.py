@@ -11,6 +11,7 @@ from advisors_app.core import HIGHEST_PRECEDENCE
 from advisors_app.core.tools import tool
 from advisors_app.definition import check_draft
 from advisors_app.models import AdvisorChain, CallLog, Collection
+from advisors_app.registry import advisor_types
 from advisors_app.runtime import clear_cache
 from advisors_app.tools import tool_registry
 from tests.admin.forms import chain_form
@@ -257,3 +258,76 @@ def test_tools_are_chosen_from_the_tool_registry(admin_client: Client) -> None:
         )
     finally:
         tool_registry.unregister("now")
+
+
+def test_the_chain_list_links_the_name(admin_client: Client) -> None:
+    chain = make_chain()
+    AdvisorChain.objects.filter(pk=chain.pk).update(name="Customer support")
+    page = admin_client.get("/admin/advisors_app/advisorchain/").content.decode()
+    assert f'<a href="{change_url(chain)}">Customer support</a>' in page
+
+
+def test_the_page_carries_each_types_params_form(admin_client: Client) -> None:
+    Collection.objects.create(slug="handbook", name="Handbook")
+    chain = make_chain(advisors=(("message_chat_memory", {}),))
+    response = admin_client.get(change_url(chain))
+    page = response.content.decode()
+    assert '<script id="advisor-params-forms" type="application/json">' in page
+    assert "advisors_app/chain-editor.js" in page and "django_jsonform/react-json-form.js" in page
+    assert 'data-advisor-type="message_chat_memory"' in page
+    forms = response.context["params_forms"]
+    assert set(forms) == {t.key for t in advisor_types}
+    collection = forms["question_answer"]["schema"]["properties"]["collection"]
+    assert collection["choices"] == [{"value": "handbook", "title": "handbook (Handbook)"}]
+
+
+def test_a_refused_param_is_marked_on_its_field(admin_client: Client) -> None:
+    chain = make_chain(advisors=(("message_chat_memory", {}),))
+    row = chain.advisors.get()
+    data = chain_form(
+        chain,
+        rows=[{"id": row.pk, "advisor_type": "message_chat_memory", "params": {"max_messages": 0}}],
+    )
+    response = admin_client.post(change_url(chain), data)
+    [form] = response.context["inline_admin_formsets"][0].formset.forms
+    assert form.errors["params"] == ["max_messages: 0 is less than the minimum of 1"]
+    widget = form.fields["params"].widget
+    assert widget.error_map == {"max_messages": ["0 is less than the minimum of 1"]}
+    assert 'data-errors="{&quot;max_messages&quot;: [&quot;0 is less' in response.content.decode()
+
+
+def test_saving_the_form_stores_what_was_changed_not_the_defaults_it_showed(
+    admin_client: Client,
+) -> None:
+    chain = make_chain(advisors=(("safe_guard", {"words": ["bomb"]}),))
+    row = chain.advisors.get()
+    shown = {
+        "words": ["bomb"],
+        "word_lists": [],
+        "failure_response": "",
+        "scope": "prompt",
+        "whole_words": False,
+        "case_sensitive": False,
+        "normalize": True,
+        "guard_output": False,
+    }
+    data = chain_form(chain, rows=[{"id": row.pk, "advisor_type": "safe_guard", "params": shown}])
+    assert admin_client.post(change_url(chain), data).status_code == 302
+    row.refresh_from_db()
+    assert row.params == {"words": ["bomb"], "scope": "prompt"}
+
+
+def test_an_empty_new_row_stays_unsaved(admin_client: Client) -> None:
+    chain = make_chain(advisors=(("append", {"text": "!"}),))
+    row = chain.advisors.get()
+    data = chain_form(
+        chain, rows=[{"id": row.pk, "advisor_type": "append", "params": {"text": "!"}}]
+    )
+    # The extra row as the editor leaves it: no type, params "{}".
+    data.update(
+        {"advisors-TOTAL_FORMS": "2", "advisors-1-advisor_type": "", "advisors-1-params": "{}"}
+    )
+    data.update({"advisors-1-id": "", "advisors-1-chain": chain.pk, "advisors-1-order": ""})
+    data["advisors-1-enabled"] = "on"  # the new row's box starts ticked
+    assert admin_client.post(change_url(chain), data).status_code == 302
+    assert chain.advisors.count() == 1
