@@ -98,7 +98,7 @@ from advisors_app.streaming import DeltaCoalescer
 from advisors_app.turn_buffer import SeenIds, TurnPublisher, events_after, turn_buffer, user_group
 from advisors_app.turn_input import TurnInput
 
-__all__ = ["CLOSE_NOT_AUTHENTICATED", "ChatConsumer", "user_group"]
+__all__ = ["CLOSE_NOT_AUTHENTICATED", "MAX_FRAME_BYTES", "ChatConsumer", "user_group"]
 
 logger = logging.getLogger(__name__)
 
