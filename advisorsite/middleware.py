@@ -7,9 +7,11 @@ sends its first byte, queued behind whatever that thread is doing. The middlewar
 I/O in those methods (headers, redirects, cookies, lazy objects), so these subclasses run them on
 the event loop; in a sync stack they are Django's own. ``SessionMiddleware`` and
 ``MessageMiddleware`` only set up lazy objects on the way in, so that half runs on the loop too;
-on the way out they may write the session, which keeps its hop. CSRF runs on the loop only while
-``CSRF_USE_SESSIONS`` is off (with it on, the token lives in the session, read from the
-database).
+on the way out they may write the session, which keeps its hop — only for a request that has
+something to write (a modified session, messages added or read). CSRF runs on the loop only
+while ``CSRF_USE_SESSIONS`` is off (with it on, the token lives in the session, read from the
+database); its ``process_view`` passes an exempt view (the API's) on the loop and checks any
+other in the worker thread.
 
 Django's deployment checks look for its middleware by dotted path, so the example site silences
 ``security.W001``–``W003`` and :func:`check_middleware` checks for these subclasses instead.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.contrib.auth import middleware as auth
 from django.contrib.messages import middleware as messages
@@ -42,13 +44,16 @@ __all__ = [
 
 
 class _OnTheEventLoop:
-    """Runs ``process_request`` and (unless ``RESPONSE_ON_LOOP`` is false) ``process_response``
-    inline in an async stack."""
+    """Runs ``process_request`` and (when :meth:`_response_on_loop` says so)
+    ``process_response`` inline in an async stack."""
 
-    RESPONSE_ON_LOOP = True
     get_response: Any
 
     def _inline(self) -> bool:
+        return True
+
+    def _response_on_loop(self, request: HttpRequest) -> bool:
+        """Whether ``process_response`` does no I/O for this request (else it keeps its hop)."""
         return True
 
     async def __acall__(self, request: HttpRequest) -> Any:
@@ -59,7 +64,7 @@ class _OnTheEventLoop:
         response = response or await self.get_response(request)
         process_response = getattr(self, "process_response", None)
         if process_response is not None:
-            if self.RESPONSE_ON_LOOP:
+            if self._response_on_loop(request):
                 response = process_response(request, response)
             else:
                 response = await sync_to_async(process_response)(request, response)
@@ -71,7 +76,10 @@ class SecurityMiddleware(_OnTheEventLoop, security.SecurityMiddleware):
 
 
 class SessionMiddleware(_OnTheEventLoop, sessions.SessionMiddleware):
-    RESPONSE_ON_LOOP = False  # saves a modified session
+    def _response_on_loop(self, request: HttpRequest) -> bool:
+        # Only a session to save means I/O (a modified one, or every one by the setting).
+        session = getattr(request, "session", None)
+        return not (settings.SESSION_SAVE_EVERY_REQUEST or getattr(session, "modified", True))
 
 
 class CommonMiddleware(_OnTheEventLoop, common.CommonMiddleware):
@@ -79,8 +87,23 @@ class CommonMiddleware(_OnTheEventLoop, common.CommonMiddleware):
 
 
 class CsrfViewMiddleware(_OnTheEventLoop, csrf.CsrfViewMiddleware):
+    def __init__(self, get_response: Any) -> None:
+        super().__init__(get_response)
+        if iscoroutinefunction(self):  # an async stack: see _aprocess_view
+            self.process_view = self._aprocess_view  # type: ignore[method-assign]
+
     def _inline(self) -> bool:
         return not settings.CSRF_USE_SESSIONS
+
+    async def _aprocess_view(
+        self, request: HttpRequest, callback: Any, callback_args: Any, callback_kwargs: Any
+    ) -> Any:
+        """A view exempt from CSRF (the API's) is passed at once, as Django's method does
+        first thing; any other is checked in the worker thread (the form body is read)."""
+        if getattr(callback, "csrf_exempt", False):
+            return None
+        check = sync_to_async(super().process_view)
+        return await check(request, callback, callback_args, callback_kwargs)
 
 
 class AuthenticationMiddleware(_OnTheEventLoop, auth.AuthenticationMiddleware):
@@ -88,7 +111,11 @@ class AuthenticationMiddleware(_OnTheEventLoop, auth.AuthenticationMiddleware):
 
 
 class MessageMiddleware(_OnTheEventLoop, messages.MessageMiddleware):
-    RESPONSE_ON_LOOP = False  # may store messages in the session
+    def _response_on_loop(self, request: HttpRequest) -> bool:
+        # Storing messages (into the session, which may be read for it) only when some were
+        # added or read.
+        storage = getattr(request, "_messages", None)
+        return storage is None or not (storage.used or storage.added_new)
 
 
 class XFrameOptionsMiddleware(_OnTheEventLoop, clickjacking.XFrameOptionsMiddleware):

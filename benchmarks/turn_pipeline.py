@@ -19,6 +19,12 @@ model, answering 8 chunks; its peer for time to first token is the same model wi
    three advisors in the core ``ChatClient`` alone (the engine figure), both from the slope
    between a short and a long answer (a turn's fixed costs cancel out).
 
+5. The floors under SSE time to first token, on our side only, measured between the blocks of
+   row 2 by the same kind of client (``_sse_floor.py``): a bare ASGI app streaming the same
+   events under daphne, and an ``async def`` Django view streaming them behind the site's
+   middleware (no authentication, no database, no turn). What SSE costs above the second is
+   ours to cut; the second itself is Django's and daphne's.
+
 "Before" is built from a temporary ``git worktree`` of ``--baseline`` (removed at the end) and
 runs on the same machine, the same PostgreSQL server (a database of its own: the schemas
 differ) and the same virtualenv; its websocket frame names the text ``text`` where ours says
@@ -163,9 +169,17 @@ def worker(side: Side, steps: str, args: argparse.Namespace) -> dict[str, Any]:
 class Server:
     """``daphne advisorsite.asgi:application`` started in a code tree, on a port the OS picks."""
 
-    def __init__(self, side: Side) -> None:
+    def __init__(
+        self,
+        side: Side,
+        app: str = "advisorsite.asgi:application",
+        name: str = "",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.side = side
-        self.log_path = LOGS / f"turn_pipeline-{side.name}.log"
+        self.app = app
+        self.env = env or {}
+        self.log_path = LOGS / f"turn_pipeline-{name or side.name}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.port = 0
@@ -180,10 +194,10 @@ class Server:
         self.process = subprocess.Popen(
             [
                 *(sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "0"),
-                *("--access-log", os.devnull, "advisorsite.asgi:application"),
+                *("--access-log", os.devnull, self.app),
             ],
             cwd=self.side.tree,
-            env=child_env(self.side.database_url),
+            env=child_env(self.side.database_url) | self.env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
@@ -319,6 +333,24 @@ async def sse_turns(side: Side, chain: str, turns: int) -> list[float]:
     return times
 
 
+async def floor_turns(server: Server, path: str, turns: int) -> list[float]:
+    """Seconds from sending to the first ``delta`` event of a floor server (``_sse_floor.py``)."""
+    times: list[float] = []
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        for i in range(turns + 1):
+            first = None
+            sent = time.perf_counter()
+            async with client.stream("POST", path, json={"message": f"Question {i}?"}) as answer:
+                async for line in answer.aiter_lines():
+                    if first is None and line.startswith("event: delta"):
+                        first = time.perf_counter()
+            if first is None:
+                raise SystemExit(f"floor {path}: no delta event ({answer.status_code})")
+            if i:
+                times.append(first - sent)
+    return times
+
+
 async def rest_run(side: Side, chain: str, clients: int, seconds: float) -> dict[str, Any]:
     """``clients`` clients posting ``call`` turns one after another for ``seconds``."""
     server = side.server
@@ -374,12 +406,18 @@ async def rest_run(side: Side, chain: str, clients: int, seconds: float) -> dict
     }
 
 
-async def serve_and_measure(sides: list[Side], args: argparse.Namespace) -> None:
-    """Rows 2 and 3 against both servers, interleaved."""
+async def serve_and_measure(
+    sides: list[Side], floors: dict[str, tuple[Server, str]], args: argparse.Namespace
+) -> dict[str, list[float]]:
+    """Rows 2 and 3 against both servers, interleaved; and the SSE floors (ours only) between
+    them: the seconds to their first delta."""
     per_block = max(1, args.turns // args.blocks)
+    floor_times: dict[str, list[float]] = {name: [] for name in floors}
     for side in sides:
         side.ttft = {t: {"memory": [], "bare": []} for t in ("websocket", "sse")}
     for _ in range(args.blocks):
+        for name, (server, path) in floors.items():
+            floor_times[name] += await floor_turns(server, path, per_block)
         for side in sides:
             fx = side.fixtures
             for chain in ("memory", "bare"):
@@ -392,6 +430,7 @@ async def serve_and_measure(sides: list[Side], args: argparse.Namespace) -> None
                 side, side.fixtures["memory_chain"], args.concurrency, args.seconds
             )
             side.rest.append(run)
+    return floor_times
 
 
 # --- figures -----------------------------------------------------------------------------------
@@ -480,6 +519,22 @@ def compare(ours: dict[str, Any], before: dict[str, Any] | None) -> list[dict[st
                     "met": o["above_model_p50_ms"] <= TARGETS["ttft_p50_ms"]
                     if chain == "memory"
                     else None,
+                }
+            )
+    for name, label in (
+        ("asgi", "bare ASGI app under daphne"),
+        ("django", "async Django view, site middleware"),
+    ):
+        floor = ours.get("sse_floor", {}).get(name)
+        if floor:
+            rows.append(
+                {
+                    "what": f"SSE floor: time to first delta event, {label}, p50 / p95 ms",
+                    "ours": f"{floor['p50_ms']:.2f} / {floor['p95_ms']:.2f}",
+                    "before": "—",
+                    "ratio": None,
+                    "target": "",
+                    "met": None,
                 }
             )
     o, b = ours["stream"], before["stream"] if before else None
@@ -659,8 +714,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for side in sides:
             side.server = Server(side).start()
             stack.callback(side.server.stop)
-        asyncio.run(serve_and_measure(sides, args))
+        floors: dict[str, tuple[Server, str]] = {}
+        site = "advisorsite.asgi:application"
+        for name, app, env, path in (
+            ("asgi", "_sse_floor:application", {}, "/"),
+            ("django", site, {"TURNBENCH_URLCONF": "_sse_floor"}, "/floor/"),
+        ):
+            server = Server(sides[0], app, f"floor-{name}", env).start()
+            stack.callback(server.stop)
+            floors[name] = (server, path)
+        floor_times = asyncio.run(serve_and_measure(sides, floors, args))
     ours = side_results(sides[0])
+    ours["sse_floor"] = {
+        name: {
+            "turns": len(seconds),
+            "p50_ms": percentile([t * 1e3 for t in seconds], 0.5),
+            "p95_ms": percentile([t * 1e3 for t in seconds], 0.95),
+        }
+        for name, seconds in floor_times.items()
+    }
     before = side_results(sides[1]) if baseline else None
     for side in (ours, before):
         if side:

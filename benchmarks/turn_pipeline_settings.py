@@ -10,6 +10,8 @@ sends far more than 30 turns a minute), delta coalescing keeps its default.
 
 from __future__ import annotations
 
+import os
+
 from advisorsite.settings import *  # noqa: F403
 from advisorsite.settings import ADVISORS
 
@@ -23,3 +25,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SECURE_SSL_REDIRECT = False
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = False
 SECURE_HSTS_SECONDS = 0
+
+if os.environ.get("TURNBENCH_URLCONF"):
+    # The Django floor of SSE time to first token (``_sse_floor.py``): the site's middleware
+    # in front of a view that only streams.
+    ROOT_URLCONF = os.environ["TURNBENCH_URLCONF"]

@@ -153,6 +153,7 @@ def sse_frame(frame: dict[str, Any]) -> str:
 
 SSE_KEEPALIVE = ": keep-alive\n\n"
 _END = object()
+_KEEPALIVE = object()
 
 
 async def sse_events(
@@ -166,10 +167,25 @@ async def sse_events(
     interval = app_settings.SSE_KEEPALIVE_SECONDS or None
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)  # the turn runs at most one event ahead
     detached = False
+    loop = asyncio.get_running_loop()
+    last_event = loop.time()
 
     async def put(item: Any) -> None:
+        nonlocal last_event
         if not detached:
             await queue.put(item)
+            last_event = loop.time()
+
+    async def keep_alive() -> None:
+        # Says the stream is alive once it has been silent for ``interval``: a timer of its own,
+        # so waiting for an event costs no timeout (no task) per event.
+        nonlocal last_event
+        assert interval is not None
+        while True:
+            await asyncio.sleep(max(last_event + interval - loop.time(), 0.0))
+            if loop.time() - last_event >= interval and queue.empty():
+                queue.put_nowait(_KEEPALIVE)
+                last_event = loop.time()
 
     async def pump() -> None:
         final_sent = False
@@ -192,11 +208,11 @@ async def sse_events(
     # One task iterates the turn from start to end, so its context variables and its
     # cancellation stay in one place; a keep-alive timeout here only stops waiting on the queue.
     turn = asyncio.create_task(pump())
+    alive = asyncio.create_task(keep_alive()) if interval is not None else None
     try:
         while True:
-            try:
-                item = await asyncio.wait_for(queue.get(), interval)
-            except TimeoutError:
+            item = await queue.get()
+            if item is _KEEPALIVE:
                 yield SSE_KEEPALIVE
                 continue
             if item is _END:
@@ -205,6 +221,8 @@ async def sse_events(
                 raise item
             yield sse_frame(item)
     finally:
+        if alive is not None:
+            alive.cancel()
         if app_settings.DISCONNECT_POLICY == "continue" and not turn.done():
             detached = True
             while not queue.empty():  # unblocks a pending put; later ones are skipped
