@@ -1,18 +1,22 @@
 """Admin of MCP servers (streamable HTTP): URL, headers by environment variable, timeouts.
 
 stdio servers are not here on purpose: a command line editable in the admin would let an admin
-account run programs on the server; they live in ``ADVISORS["MCP_SERVERS"]``. The change page
-shows the tools the server lists now (discovered through the process's pool, cached for the
-TTL) and which header variables are set — never their values.
+account run programs on the server; they live in ``ADVISORS["MCP_SERVERS"]`` (the changelist
+names them). The change page shows the tools the server lists now (discovered through the
+process's pool, cached for the TTL) and which header variables are set — never their values.
 """
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django.contrib import admin, messages
 from django.db import models
+from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from advisors_app.admin.protected import ReferencedByVersionsAdmin
+from advisors_app.conf import app_settings
 from advisors_app.mcp import McpConfigurationError, McpServerError, ServerConfig, mcp_pool
 from advisors_app.models import McpServer
 
@@ -39,6 +43,17 @@ class McpServerAdmin(ReferencedByVersionsAdmin):
         "discovered_tools",
     )
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        stdio = sorted(app_settings.MCP_SERVERS)
+        if stdio:
+            # Slugs only: their command lines are the settings' business, not the admin's.
+            messages.info(
+                request,
+                "stdio servers from ADVISORS['MCP_SERVERS'] (not editable here): "
+                + ", ".join(stdio),
+            )
+        return super().changelist_view(request, extra_context)
 
     @admin.display(description="Header variables")
     def header_variables(self, obj: McpServer) -> str:

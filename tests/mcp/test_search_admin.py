@@ -92,7 +92,9 @@ def test_an_admin_adds_a_server_by_variable_name_and_sees_its_tools(
     assert "MCP_TEST_TOKEN set" in page
     assert "<code>add</code>" in page and "Add two integers." in page
     assert TOKEN not in page
-    assert admin_client.get("/admin/advisors_app/mcpserver/").status_code == 200
+    listing = admin_client.get("/admin/advisors_app/mcpserver/").content.decode()
+    assert "servers from ADVISORS" in listing and "growing, local, patient, quick" in listing
+    assert sys.executable not in listing  # slugs only, never a command line
 
 
 # -- the pool ----------------------------------------------------------------------------------
