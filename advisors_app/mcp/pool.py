@@ -48,6 +48,8 @@ T = TypeVar("T")
 
 #: Seconds to wait for every connection to close at shutdown.
 CLOSE_TIMEOUT = 5.0
+#: Seconds before a dropped ``subscriptions/listen`` stream is opened again.
+LISTEN_RETRY_SECONDS = 1.0
 #: Seconds a failed discovery is remembered: saving a chain whose server is down does not wait
 #: for the connect timeout again and again.
 FAILURE_TTL = 15.0
@@ -167,19 +169,28 @@ class _Connection:
             self.pool._forget(self)
 
     async def _listen(self, client: Any) -> None:
-        """2026-07-28 servers send list changes on a ``subscriptions/listen`` stream."""
+        """2026-07-28 servers send list changes on a ``subscriptions/listen`` stream; one that
+        drops is opened again (and the tools listed anew: events are not replayed)."""
+        from mcp.client.subscriptions import SubscriptionLost
+
         capabilities = client.server_capabilities.tools
         if capabilities is None or not capabilities.list_changed:
             return
-        try:
-            async with client.listen(tools_list_changed=True) as subscription:
-                async for _event in subscription:
-                    self.pool.invalidate(self.config)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            # A 2025 server: notifications reach _on_message instead.
-            logger.debug("MCP server %r: no listen stream (%s)", self.config.slug, exc)
+        while True:
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    async for _event in subscription:
+                        self.pool.invalidate(self.config)
+            except SubscriptionLost:
+                pass
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # A 2025 server: notifications reach _on_message instead.
+                logger.debug("MCP server %r: no listen stream (%s)", self.config.slug, exc)
+                return
+            await asyncio.sleep(LISTEN_RETRY_SECONDS)
+            self.pool.invalidate(self.config)
 
     async def _on_message(self, message: Any) -> None:
         method = getattr(message, "method", None)
