@@ -525,7 +525,7 @@ def prepare_turn(
 
 
 class PreparedTurn:
-    """A turn validated and read by :func:`prepare_turn`, not run yet (opaque)."""
+    """A turn validated and read by :func:`prepare_turn`, not run yet (opaque; run it once)."""
 
     __slots__ = ("_turn",)
 
