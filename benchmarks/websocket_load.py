@@ -51,6 +51,7 @@ import random
 import sys
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -338,6 +339,10 @@ def summarize(chats: list[Chat], answer: str) -> dict[str, Any]:
         "lost_frames": lost_frames,
         "duplicated_frames": duplicated,
         "lost_chats": len(lost_chats),
+        "lost_chats_resumed": sum(1 for c in lost_chats if c["resumed"]),
+        "lost_reasons": dict(
+            Counter(c["error"] or "text differs from the answer" for c in lost_chats)
+        ),
         "lost_examples": lost_chats[:5],
     }
 
@@ -492,6 +497,11 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"frames lost {r['lost_frames']}, duplicated {r['duplicated_frames']}; "
         f"chats lost {r['lost_chats']}/{r['chats']}"
     )
+    if r["lost_chats"]:
+        print(
+            f"lost chats: {r['lost_chats_resumed']} of them resumed on B; "
+            + ", ".join(f"{n}× {why}" for why, n in r["lost_reasons"].items())
+        )
     for example in r["lost_examples"]:
         print(f"  lost: {example}")
     print(
