@@ -269,8 +269,15 @@
         group.querySelectorAll(".rjf-form-row"),
         function (r) { return r.closest(".rjf-form-group") === group; }
       );
+      // The title's own text, without its collapse toggle ("[-]").
+      var name = (title.firstChild && title.firstChild.nodeType === 3 ? title.firstChild.textContent : title.textContent)
+        .replace(/\s*\[[-+]\]\s*$/, "").trim();
+      if (control.classList.contains("rjf-multiselect-field-input")) {
+        control.setAttribute("aria-label", name);
+        return;
+      }
       var place = rows.indexOf(row) + 1;
-      control.setAttribute("aria-label", title.textContent.trim() + (place ? ", item " + place : ""));
+      control.setAttribute("aria-label", name + (place ? ", item " + place : ""));
     });
   }
 
