@@ -206,7 +206,8 @@ def dashboard_figures(
             unknown_cost=unknown,
         )
         if grouping == _TOTAL:
-            result["total"] = figures
+            # The empty grouping set answers even without rows: no turns is no total.
+            result["total"] = figures if turns else None
         elif grouping == _BY_DAY:
             result["days"][day] = figures
         elif grouping == _BY_CHAIN:

@@ -133,6 +133,13 @@ def test_only_staff_who_may_view_call_logs(client: Client, django_user_model) ->
     assert client.get(URL).status_code == 302  # to the admin login
 
 
+def test_a_range_without_turns_says_so(admin_client: Client) -> None:
+    response = admin_client.get(URL, {"from": "2020-01-01", "to": "2020-01-31"})
+    assert response.context["total"] is None
+    assert "No turns from 2020-01-01 to 2020-01-31." in response.content.decode()
+    assert response.context["charts"]["days"]["turns"] == [None] * 31
+
+
 def test_the_app_index_links_the_dashboard(admin_client: Client) -> None:
     page = admin_client.get("/admin/advisors_app/").content.decode()
     assert f'href="{URL}"' in page
