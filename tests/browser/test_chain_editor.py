@@ -10,6 +10,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
+from advisors_app.demo.loader import MAIN_CHAIN, ensure_demo_rows
 from advisors_app.models import (
     AdvisorChain,
     AdvisorConfig,
@@ -187,6 +188,25 @@ def test_a_new_row_gets_the_form_of_the_type_chosen(
     assert params_of("budget_guard") == {"max_chars": 3000}
 
 
+def test_a_json_box_param_is_stored_as_json(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    """A param the editor cannot draw as fields (a free-form object) is a JSON box in the form."""
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    new = page.locator("#advisors-group tr.form-row:not(.has_original):not(.empty-form)").first
+    new.locator("select[name$='-advisor_type']").select_option("structured_output_validation")
+    box = form_field(new, "output_json_schema *")
+    expect(box).to_have_js_property("tagName", "TEXTAREA")
+    box.fill('{"type": "object", "required": ["answer"]}')
+    form_field(new, "max_repeat_attempts").fill("1")
+    save_chain(page)
+    assert params_of("structured_output_validation") == {
+        "output_json_schema": {"type": "object", "required": ["answer"]},
+        "max_repeat_attempts": 1,
+    }
+
+
 def running_order(page: Any) -> list[str]:
     return page.locator("#advisors-group .chain-order li code").all_inner_texts()
 
@@ -252,4 +272,10 @@ def test_the_chain_editor_has_no_serious_accessibility_violations(
     open_editor(page, chat_server, chain)
     assert axe_violations(page) == []
     row(page, "message_chat_memory").get_by_role("button", name="Raw JSON").click()
+    assert axe_violations(page) == []
+    # The demo chain: lists, multiselects of references, JSON boxes.
+    ensure_demo_rows()
+    demo = AdvisorChain.objects.get(slug=MAIN_CHAIN)
+    page.goto(f"{chat_server.url}/admin/advisors_app/advisorchain/{demo.pk}/change/")
+    expect(page.locator("#advisors-group .chain-order li").first).to_be_visible()
     assert axe_violations(page) == []
