@@ -16,6 +16,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from advisors_app.admin.protected import ReferencedByVersionsAdmin
+from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
 from advisors_app.conf import app_settings
 from advisors_app.mcp import McpConfigurationError, McpServerError, ServerConfig, mcp_pool
 from advisors_app.models import McpServer
@@ -42,7 +43,7 @@ class McpServerAdmin(ReferencedByVersionsAdmin):
         "enabled",
         "discovered_tools",
     )
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    formfield_overrides = {**TEXTAREA_OVERRIDES, models.URLField: {"assume_scheme": "https"}}
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
         stdio = sorted(app_settings.MCP_SERVERS)
