@@ -1,5 +1,7 @@
-"""Smoke tests of ``benchmarks/``: the chain, turn and ingestion benchmarks at tiny sizes, and the
-summary.
+"""Smoke tests of ``benchmarks/``: the chain, turn, ingestion and websocket benchmarks at tiny
+sizes (the websocket one, two daphne processes on Redis, is marked slow), the websocket
+benchmark's counting of lost and duplicated frames, the demo-sized prompt, the head every
+benchmark prints, and the summary.
 
 None needs the peers of ``requirements-bench.txt`` (CI does not install them): without
 LangChain the chain benchmark measures our side only and says so; the turn benchmark runs
@@ -9,11 +11,15 @@ without its baseline worktree (``--baseline none``).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks import _common, chain_overhead, ingestion_load, run_all, turn_pipeline
-from tests.helpers import database_url_for_subprocess
+from tests.helpers import database_url_for_subprocess, subprocess_env
 
 
 def test_chain_overhead_runs_at_tiny_sizes(tmp_path: Path, capsys) -> None:
@@ -269,3 +275,43 @@ def test_ingestion_load_runs_at_tiny_sizes(tmp_path: Path, capsys) -> None:
     [row] = [r for r in run_all.rows({"ingestion_load": written}) if r["what"].startswith("8 ")]
     assert row["what"].startswith("8 small REST request during a 20 KB ingestion (worker at nice")
     assert row["met"] in ("met", "**missed**")
+
+
+@pytest.mark.slow
+def test_websocket_load_runs_at_tiny_sizes(tmp_path: Path) -> None:
+    """Two daphne processes on the Redis layer, three chats, one dropped and resumed on B."""
+    out = tmp_path / "websocket.json"
+    tiny = [
+        *("--clients", "3", "--tokens", "6", "--interval", "0.02", "--ramp", "0.1"),
+        *("--topics", "1", "--resume-share", "0.5", "--reconnect", "0.05", "--deadline", "60"),
+    ]
+    env = subprocess_env(
+        # The suite's PostgreSQL server; the benchmark makes (and drops) a database of its own.
+        DATABASE_URL=database_url_for_subprocess("bench_websocket_smoke"),
+        DJANGO_SETTINGS_MODULE="advisorsite.settings",
+    )
+    run = subprocess.run(
+        [sys.executable, "benchmarks/websocket_load.py", *tiny, "--json", str(out)],
+        cwd=run_all.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "# CPU pressure" in run.stdout and "# Measures: concurrent websocket chats" in run.stdout
+    assert "target frames duplicated" in run.stdout
+    written = json.loads(out.read_text())
+    results = written["results"]
+    assert written["parameters"]["servers"] == 2 and results["chats"] == 3
+    assert results["frames"] > 0 and results["first_delta_p50_ms"] > 0
+    assert {t["figure"] for t in results["targets"]} == {
+        "frames lost",
+        "frames duplicated",
+        "first delta p99",
+        "inter-frame gap p99",
+    }
+    assert any(
+        r["what"].startswith("5 websocket, 3 chats")
+        for r in run_all.rows({"websocket_load": written})
+    )
