@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.test import Client, RequestFactory
 
 from advisors_app.admin.forms import PlaygroundForm
-from advisors_app.admin.widgets import Textarea
+from advisors_app.admin.widgets import ParamsEditor, Textarea
 from advisors_app.models import AdvisorChain, PromptTemplate, SensitiveWordList
 from tests.admin.forms import chain_form
 from tests.factories import make_chain, scripted_model
@@ -79,3 +79,18 @@ def test_every_textarea_of_the_admin_folds_line_breaks(admin_user) -> None:
         "playground.message",
     } <= set(found)
     assert [name for name, widget in found.items() if not isinstance(widget, Textarea)] == []
+
+
+def test_the_params_editor_is_a_textarea_with_its_type_and_errors() -> None:
+    """The params textarea stays what is submitted (CRLF folded); the editor's data ride along."""
+    editor = ParamsEditor(attrs={"id": "id_advisors-0-params"})
+    editor.advisor_type = "safe_guard"
+    editor.error_map = {"scope": ["'everything' is not one of ['user', 'prompt']"]}
+    html = editor.render("advisors-0-params", '{"scope": "everything"}')
+    assert 'data-advisor-type="safe_guard"' in html
+    assert 'data-errors="{&quot;scope&quot;: [&quot;&#x27;everything&#x27; is not' in html
+    assert 'id="id_advisors-0-params_jsonform" hidden' in html
+    assert '<textarea name="advisors-0-params"' in html
+    assert "django_jsonform/react-json-form.js" in str(editor.media)
+    data = {"advisors-0-params": '{\r\n"scope": "user"\r\n}'}
+    assert editor.value_from_datadict(data, {}, "advisors-0-params") == '{\n"scope": "user"\n}'
