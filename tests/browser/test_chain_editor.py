@@ -217,7 +217,7 @@ def running_order(page: Any) -> list[str]:
     return page.locator("#advisors-group .chain-order li code").all_inner_texts()
 
 
-def drag(page: Any, handle: Any, onto: Any) -> None:
+def drag(page: Any, handle: Any, onto: Any, before_drop: Any = None) -> None:
     """Drag ``handle`` with the mouse, in steps (as a hand does), up over ``onto``'s top half."""
     onto.evaluate("row => row.scrollIntoView()")  # its top, and the handle below, in view
     start, target = handle.bounding_box(), onto.bounding_box()
@@ -227,6 +227,8 @@ def drag(page: Any, handle: Any, onto: Any) -> None:
     page.mouse.move(x, y - 10, steps=5)  # past Sortable's threshold: the drag starts
     page.mouse.move(x, target["y"] + target["height"] / 2, steps=30)
     page.mouse.move(x, target["y"] + 10, steps=10)
+    if before_drop is not None:
+        before_drop()
     page.mouse.up()
 
 
@@ -236,7 +238,12 @@ def test_drag_reorders_and_saves_the_orders(
     page = new_page(viewport={"width": 1400, "height": 1400})  # both rows in view
     open_editor(page, chat_server, chain)
     assert running_order(page) == ["safe_guard", "message_chat_memory", "question_answer"]
-    drag(page, row(page, "question_answer").locator(".drag-handle"), row(page, "safe_guard"))
+
+    def while_dragging() -> None:  # the list follows the row as it is dragged
+        expect(page.locator(".chain-order li").first).to_have_text("question_answer (moving)")
+
+    handle = row(page, "question_answer").locator(".drag-handle")
+    drag(page, handle, row(page, "safe_guard"), while_dragging)
     assert running_order(page) == ["question_answer", "safe_guard", "message_chat_memory"]
     expect(row(page, "question_answer").locator("input[name$='-order']")).to_have_value("HIGHEST")
     save_chain(page)

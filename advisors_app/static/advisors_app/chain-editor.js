@@ -75,7 +75,8 @@
 
   /* ---- the effective order, shown live ---- */
 
-  function showOrder() {
+  /* `moving`: a row being dragged; the list then follows the table, where the row would land. */
+  function showOrder(moving) {
     var list = group.querySelector(".chain-order ol");
     var entries = [];
     formRows().forEach(function (tr, index) {
@@ -86,14 +87,16 @@
       var enabled = field(tr, "enabled");
       entries.push({ tr: tr, order: order, index: index, off: enabled && !enabled.checked });
     });
-    entries.sort(function (a, b) { return a.order - b.order || a.index - b.index; });
+    if (moving) entries.sort(function (a, b) { return a.index - b.index; });
+    else entries.sort(function (a, b) { return a.order - b.order || a.index - b.index; });
     list.textContent = "";
     entries.forEach(function (entry) {
       var item = document.createElement("li");
       var code = document.createElement("code");
       code.textContent = typeOf(entry.tr);
       item.appendChild(code);
-      item.appendChild(document.createTextNode(" at " + formatOrder(entry.order) + (entry.off ? " (disabled)" : "")));
+      var at = entry.tr === moving ? " (moving)" : " at " + formatOrder(entry.order);
+      item.appendChild(document.createTextNode(at + (entry.off ? " (disabled)" : "")));
       list.appendChild(item);
     });
     var mismatch = entries.some(function (entry, i) {
@@ -454,8 +457,10 @@
         handle: ".drag-handle",
         forceFallback: true,  // mouse and touch events, not HTML5 drag and drop: table rows drag the same everywhere
         animation: 120,
+        onChange: function (event) { showOrder(event.item); },
         onEnd: function (event) {
           if (event.oldIndex !== event.newIndex) reorder(event.item);
+          else showOrder();
         }
       });
     }
