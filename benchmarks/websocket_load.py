@@ -542,6 +542,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"10–60% of the answer and resumed on B {args.reconnect:g} s later; deadline "
         f"{args.deadline:.0f} s"
     )
+    if args.interval * 1e3 >= TARGETS["gap_p99_ms"]:
+        print(
+            f"note: tokens {args.interval * 1e3:.0f} ms apart: the gap between frames cannot be "
+            f"below the model's own cadence, so the gap target ({TARGETS['gap_p99_ms']:.0f} ms) "
+            "is out of reach by construction; read the gap against the cadence"
+        )
     old_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
