@@ -121,14 +121,25 @@ def check_settings(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
         if type(item) is not expected and not (expected is float and type(item) is int):
             errors.append(
                 _settings_error(
-                    f"settings.ADVISORS[{key!r}] must be {expected.__name__}, got {item!r}."
+                    f"settings.ADVISORS[{key!r}] must be {expected.__name__}, "
+                    f"got {_shown(item, expected)}."
                 )
             )
             continue
         problem = _value_problem(key, item)
         if problem:
-            errors.append(_settings_error(f"settings.ADVISORS[{key!r}] = {item!r}: {problem}"))
+            shown = "" if isinstance(item, dict) else f" = {item!r}"
+            errors.append(_settings_error(f"settings.ADVISORS[{key!r}]{shown}: {problem}"))
     return errors
+
+
+def _shown(item: Any, expected: type) -> str:
+    """A wrong-typed value as a check message may show it: a scalar for a scalar setting as
+    written, anything else by its type only (model and MCP server entries may hold keys or an
+    ``env`` with secrets, and check output ends up in CI logs)."""
+    if expected is not dict and (item is None or isinstance(item, bool | int | float | str)):
+        return repr(item)
+    return f"a {type(item).__name__}"
 
 
 _POSITIVE = ("MAX_MESSAGE_CHARS", "MAX_UPLOAD_BYTES")

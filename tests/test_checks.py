@@ -70,6 +70,36 @@ def test_e003_advisors_setting_is_invalid(advisors: object, fragment: str) -> No
     assert "EMBEDDING_DIMENSIONS=384" in errors[0].hint
 
 
+@pytest.mark.parametrize(
+    ("bad", "fragment"),
+    [
+        ({"command": ""}, "['bad']['command'] must be a non-empty string"),
+        ({"command": "x", "env": {"N": 1}}, "['bad']['env'] must map names to strings"),
+        ("python", "['bad'] must be a dict"),
+    ],
+)
+def test_e003_mcp_servers_never_shows_a_value(bad: object, fragment: str) -> None:
+    """A malformed entry is named with its field; no value of any entry (``env`` may hold a
+    key) reaches the check's output, which CI logs keep."""
+    good = {"command": "python", "env": {"OPENAI_API_KEY": "sk-SUPERSECRET-VALUE"}}
+    with override_settings(ADVISORS={"MCP_SERVERS": {"good": good, "bad": bad}}):
+        errors = check_settings(None)
+    assert ids(errors) == ["advisors_app.E003"]
+    assert fragment in errors[0].msg
+    assert "SUPERSECRET" not in errors[0].msg + (errors[0].hint or "")
+    assert "python" not in errors[0].msg.replace("'bad'", "")
+
+
+@pytest.mark.parametrize("setting", ["MCP_SERVERS", "CHAT_MODELS", "EMBEDDING_MODELS"])
+def test_e003_wrong_typed_mapping_setting_shows_its_type_only(setting: str) -> None:
+    value = [{"env": {"API_KEY": "sk-SUPERSECRET-VALUE"}}]
+    with override_settings(ADVISORS={setting: value}):
+        errors = check_settings(None)
+    assert ids(errors) == ["advisors_app.E003"]
+    assert f"[{setting!r}] must be dict, got a list." in errors[0].msg
+    assert "SUPERSECRET" not in errors[0].msg
+
+
 def test_valid_advisors_setting_passes() -> None:
     valid = {
         "DEFAULT_CHAT_MODEL": "gpt",
