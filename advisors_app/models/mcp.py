@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-__all__ = ["HEADER_VALUE", "McpServer", "header_env_names"]
+__all__ = ["HEADER_VALUE", "McpServer", "header_env_names", "url_problems"]
 
 #: A header value: an optional scheme word, then one environment variable reference.
 HEADER_VALUE = re.compile(r"^(?:([A-Za-z][A-Za-z0-9-]*) )?\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -43,6 +43,44 @@ def header_env_names(headers: Any) -> dict[str, str]:
             )
         names[name] = match.group(2)
     return names
+
+
+#: Query parameter names that look like they carry a secret (``?access_token=``, ``?sig=``).
+_SECRET_PARAM = re.compile(r"token|key|secret|passw|pwd|auth|sig|credential|session|jwt", re.I)
+
+
+def url_problems(url: str) -> list[str]:
+    """What makes ``url`` unfit for a row: not http(s), credentials in it (``user:pass@``) or a
+    query parameter named like a secret. A row's URL is stored, shown in the admin and put in
+    chain snapshots, so secrets go in headers by environment variable instead."""
+    try:
+        parts = urlsplit(url or "")
+        userinfo = parts.username is not None or parts.password is not None
+    except ValueError:
+        return ["Enter a valid URL."]
+    problems = []
+    if parts.scheme not in ("http", "https"):
+        problems.append("Enter an http:// or https:// URL.")
+    if userinfo:
+        problems.append(
+            "Remove the credentials (user:password@) from the URL: it is stored, shown and put "
+            'in snapshots. Send them as a header by variable: {"Authorization": '
+            '"Basic ${MCP_CREDENTIALS}"}.'
+        )
+    secret = sorted(
+        {
+            name
+            for name, _ in parse_qsl(parts.query, keep_blank_values=True)
+            if _SECRET_PARAM.search(name)
+        }
+    )
+    if secret:
+        problems.append(
+            f"Remove the query parameter(s) {', '.join(secret)} from the URL: a secret in it "
+            "would be stored, shown and put in snapshots. Send it as a header by variable: "
+            '{"Authorization": "Bearer ${MCP_TOKEN}"}.'
+        )
+    return problems
 
 
 class McpServer(models.Model):
@@ -88,8 +126,9 @@ class McpServer(models.Model):
             header_env_names(self.headers)
         except ValueError as exc:
             errors["headers"] = [str(exc)]
-        if urlsplit(self.url or "").scheme not in ("http", "https"):
-            errors.setdefault("url", []).append("Enter an http:// or https:// URL.")
+        url = url_problems(self.url)
+        if url:
+            errors["url"] = url
         from advisors_app.conf import app_settings
 
         if self.slug and self.slug in app_settings.MCP_SERVERS:

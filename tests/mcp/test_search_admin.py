@@ -14,6 +14,7 @@ from advisors_app.core.prompt import ToolCallingChatOptions
 from advisors_app.mcp import ServerConfig
 from advisors_app.mcp.pool import McpClientPool
 from advisors_app.models import McpServer
+from advisors_app.models.mcp import url_problems
 from advisors_app.services import call_turn
 from tests.factories import make_chain, scripted_model
 from tests.mcp.conftest import SERVER, TOKEN
@@ -83,6 +84,15 @@ def test_an_admin_adds_a_server_by_variable_name_and_sees_its_tools(
     assert "never the secret itself" in refused.content.decode()
     stdio_slug = admin_client.post(add, {**form, "slug": "local"})
     assert "stdio server" in stdio_slug.content.decode()
+    with_user = http_server["url"].replace("://", "://bob:pa55word@")
+    for url, said in [
+        (with_user, "Remove the credentials (user:password@)"),
+        (http_server["url"] + "?tenant=a&access_token=xyz", "query parameter(s) access_token"),
+    ]:
+        refused = admin_client.post(add, {**form, "url": url})
+        page = refused.content.decode()
+        assert refused.status_code == 200 and said in page
+    assert not McpServer.objects.exists()
 
     form["headers"] = '{"Authorization": "Bearer ${MCP_TEST_TOKEN}"}'
     response = admin_client.post(add, form)
@@ -95,6 +105,23 @@ def test_an_admin_adds_a_server_by_variable_name_and_sees_its_tools(
     listing = admin_client.get("/admin/advisors_app/mcpserver/").content.decode()
     assert "servers from ADVISORS" in listing and "growing, local, patient, quick" in listing
     assert sys.executable not in listing  # slugs only, never a command line
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("https://host/mcp", False),
+        ("https://host/mcp?tenant=a&page=2", False),
+        ("https://user@host/mcp", True),
+        ("https://:pw@host/mcp", True),
+        ("https://host/mcp?api_key=1", True),
+        ("https://host/mcp?X-Amz-Signature=1", True),
+        ("https://host/mcp?password=", True),
+        ("ftp://host/mcp", True),
+    ],
+)
+def test_a_url_with_credentials_or_a_secret_parameter_is_refused(url: str, refused: bool) -> None:
+    assert bool(url_problems(url)) is refused
 
 
 # -- the pool ----------------------------------------------------------------------------------
