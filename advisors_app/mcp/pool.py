@@ -58,6 +58,9 @@ FAILURE_TTL = 15.0
 class McpServerError(RuntimeError):
     """Raised when an MCP server cannot be reached, answers with a protocol error or times out."""
 
+    #: An expected outcome: the tool loop logs it as one line, without a traceback.
+    expected_tool_error = True
+
 
 @dataclass(frozen=True)
 class McpTool:

@@ -37,6 +37,9 @@ TOOL_LOOP_TYPES = ("tool_calling", "tool_search")
 class McpToolError(RuntimeError):
     """Raised when an MCP server answers a tool call with a result flagged ``isError``."""
 
+    #: An expected outcome: the tool loop logs it as one line, without a traceback.
+    expected_tool_error = True
+
 
 class McpToolCallback(ToolCallback):
     """One tool of an MCP server, offered to the model under ``definition.name`` (the server's

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,10 @@ async def test_the_loop_limits_apply_to_mcp_tools(django_user_model: Any) -> Non
     assert tool_responses(model) == ["2"]  # the repeat never reached the server
 
 
-async def test_server_errors_become_tool_errors(django_user_model: Any) -> None:
+async def test_server_errors_become_tool_errors(
+    django_user_model: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="advisors_app.core.tools.manager")
     user = await django_user_model.objects.acreate(username="ann")
     model = await sync_to_async(mcp_chain)(
         "errs", [{"server": "local", "tools": ["fail"]}, {"server": "quick", "tools": ["slow"]}]
@@ -141,6 +145,11 @@ async def test_server_errors_become_tool_errors(django_user_model: Any) -> None:
     outcome = await call_turn("errs", user, "wait")
     assert outcome.content == "Too slow." and time.monotonic() - started < 5
     assert "timed out after 0.5 s" in tool_responses(model)[-1]
+    # Expected failures are one WARNING line each, without a traceback.
+    failed = [r for r in caplog.records if r.name == "advisors_app.core.tools.manager"]
+    assert [r.levelno for r in failed] == [logging.WARNING, logging.WARNING]
+    assert not any(r.exc_info for r in failed)
+    assert "cannot do it" in failed[0].getMessage() and "timed out" in failed[1].getMessage()
 
 
 async def test_an_unreachable_server_is_a_tool_error(http_server: dict[str, Any]) -> None:

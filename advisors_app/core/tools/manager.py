@@ -140,6 +140,13 @@ def canonical_arguments(arguments: str) -> str:
         return text
 
 
+def _expected(error: BaseException) -> bool:
+    """Whether a tool's failure is an outcome its environment produces routinely — a timeout,
+    or an exception class marked ``expected_tool_error = True`` (an MCP server's error result,
+    an unreachable server) — logged as one line: a traceback would only show the tool loop."""
+    return isinstance(error, TimeoutError) or bool(getattr(error, "expected_tool_error", False))
+
+
 def default_exception_processor(call: ToolCall, error: BaseException) -> str:
     """The text a failed call sends to the model: the validation problems or the exception."""
     if isinstance(error, ToolArgumentsError):
@@ -556,6 +563,8 @@ class ToolCallingManager:
             except Exception as error:
                 if isinstance(error, ToolArgumentsError):
                     logger.info("%s", error)
+                elif _expected(error):
+                    logger.warning("tool %r failed: %s", call.name, error)
                 else:
                     logger.warning("tool %r failed: %s", call.name, error, exc_info=True)
                 text = self.exception_processor(call, error)
