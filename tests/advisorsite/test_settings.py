@@ -35,12 +35,16 @@ def advisors_setting(**env: str) -> dict:
 
 
 def test_without_variables_the_embedded_model_is_the_default() -> None:
-    assert advisors_setting(ADVISORS_CHAT_MODEL="") == {"CHAT_PAGE_DEFAULT_CHAIN": "python-docs"}
+    assert advisors_setting(ADVISORS_CHAT_MODEL="") == {
+        "CHAT_PAGE_DEFAULT_CHAIN": "python-docs",
+        "MCP_ENDPOINT_ENABLED": True,
+    }
 
 
 def test_the_variables_name_an_openai_compatible_model() -> None:
     assert advisors_setting(ADVISORS_CHAT_MODEL="gpt-4o-mini") == {
         "CHAT_PAGE_DEFAULT_CHAIN": "python-docs",
+        "MCP_ENDPOINT_ENABLED": True,
         "CHAT_MODELS": {"openai-compatible": {"provider": "openai", "model": "gpt-4o-mini"}},
         "DEFAULT_CHAT_MODEL": "openai-compatible",
     }
