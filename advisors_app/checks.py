@@ -19,7 +19,7 @@ a hint that says how to fix it, rather than as a SQL error in the middle of a re
 - ``advisors_app.E011``: ``DEFAULT_CHAT_MODEL`` / ``DEFAULT_EMBEDDING_MODEL`` names no alias.
 - ``advisors_app.W010``: a model configuration reads its API key from an environment variable
   that is not set in this process (requests to that model would fail with a 401).
-- ``advisors_app.E101``–``E120``, ``W103``, ``W104``, ``W112``, ``W114``: the chain lint of every
+- ``advisors_app.E101``–``E121``, ``W103``, ``W104``, ``W112``, ``W114``: the chain lint of every
   stored chain's draft and of every labelled version (:mod:`advisors_app.definition.lint`),
   with ``--database``.
 """

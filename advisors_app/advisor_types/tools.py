@@ -111,7 +111,7 @@ _TOOL_LOOP = {
                     "minItems": 1,
                     "uniqueItems": True,
                 },
-                "prefix": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{0,40}$", "default": ""},
+                "prefix": {"type": "string", "pattern": "^[A-Za-z0-9_-]{0,40}$", "default": ""},
             },
             "required": ["server", "tools"],
             "additionalProperties": False,

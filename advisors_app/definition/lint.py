@@ -40,6 +40,8 @@ and every labelled version). Each rule has a stable id:
 - ``advisors_app.E119``: an MCP tool the chain enables that its server does not list.
 - ``advisors_app.E120``: an MCP server whose tools are not known: disabled, unreachable or
   misconfigured when the draft was resolved (the message says which).
+- ``advisors_app.E121``: an MCP tool whose name as offered (prefix + tool) is not a function
+  name model APIs accept: 1 to 64 letters, digits, ``_`` and ``-`` (OpenAI's rule).
 
 "Inside" means later in the chain's execution order (larger order; equal orders keep the
 rows' saved order).
@@ -47,6 +49,7 @@ rows' saved order).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -417,8 +420,12 @@ def _session_messages(rows: list[_Row], has_tools: bool) -> list[LintMessage]:
     return messages
 
 
+#: A function name model APIs accept (OpenAI's ``^[a-zA-Z0-9_-]{1,64}$``).
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
 def _mcp_messages(snapshot: Mapping[str, Any]) -> list[LintMessage]:
-    """E118, E119 and E120 (see the module docstring); a missing server is E110's."""
+    """E118 to E121 (see the module docstring); a missing server is E110's."""
     messages = []
     references = snapshot["references"]
     seen: dict[str, str] = {}
@@ -448,6 +455,17 @@ def _mcp_messages(snapshot: Mapping[str, Any]) -> list[LintMessage]:
                     f"{where}: MCP server {use.server!r} has no tool {use.tool!r}.",
                     "Remove it from the list, or use a name the server lists (its admin page "
                     "shows them).",
+                )
+            )
+        if not TOOL_NAME.match(use.name):
+            messages.append(
+                _error(
+                    "advisors_app.E121",
+                    f"{where}: tool {use.tool!r} of MCP server {use.server!r} would be offered "
+                    f"as {use.name!r}, which is not a tool name model APIs accept (1 to 64 "
+                    "letters, digits, _ and -).",
+                    "Shorten the prefix (params.mcp_servers[].prefix) or use only letters, "
+                    "digits, _ and - in it.",
                 )
             )
         source = f"tool {use.tool!r} of MCP server {use.server!r}"

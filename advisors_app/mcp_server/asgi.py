@@ -8,8 +8,11 @@ because the SDK's transport is an ASGI application, not a Django view. For each 
    not otherwise pass through);
 2. authenticates ``Authorization: Token <key>`` — the REST API's tokens (DRF's
    ``rest_framework.authtoken``); ``Bearer <key>`` is accepted as well, the scheme MCP clients
-   send. No token, an unknown one or an inactive user: 401, before anything runs;
-3. hands the request, with the user in the scope under ``"user"``, to the SDK's
+   send. No token, an unknown one or an inactive user: 401, before anything runs (the
+   message says whether the token was missing or invalid);
+3. answers any method but ``POST`` with 405 (``Allow: POST``): in stateless JSON-response mode
+   there is no server-to-client stream for a ``GET`` and no session to ``DELETE``;
+4. hands the request, with the user in the scope under ``"user"``, to the SDK's
    ``StreamableHTTPSessionManager`` in **stateless** mode with JSON responses: every request
    stands alone (no MCP session kept in memory), so any number of server processes can serve
    one client, and each request is authenticated on its own.
@@ -69,8 +72,21 @@ class MCPEndpoint:
                         send,
                         401,
                         "not_authenticated",
-                        "Send your API token: Authorization: Token <key>.",
+                        "Invalid token: it is no active user's API token."
+                        if _token_presented(scope)
+                        else "Send your API token: Authorization: Token <key>.",
                         ((b"www-authenticate", b"Token"),),
+                    )
+                    return
+                if scope["method"] != "POST":
+                    # Stateless with JSON responses: no server-to-client stream to open (a GET
+                    # would get an endless keep-alive stream) and no session to DELETE.
+                    await _answer(
+                        send,
+                        405,
+                        "method_not_allowed",
+                        "The MCP endpoint takes POST requests only (stateless, JSON responses).",
+                        ((b"allow", b"POST"),),
                     )
                     return
                 manager = await _session_manager()
@@ -95,6 +111,14 @@ async def authenticate(scope: dict[str, Any]) -> Any:
     except (UnicodeDecodeError, AuthenticationFailed):
         return None
     return user
+
+
+def _token_presented(scope: dict[str, Any]) -> bool:
+    """Whether ``Authorization`` has the shape of a token (so a 401 says the token is wrong,
+    not that none was sent)."""
+    header = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
+    parts = header.split()
+    return len(parts) == 2 and parts[0].lower() in SCHEMES
 
 
 def _host_allowed(scope: dict[str, Any]) -> bool:

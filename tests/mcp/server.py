@@ -78,6 +78,12 @@ async def evolve(ctx: Context) -> str:
     return "evolved"
 
 
+@server.tool()
+def page_by_its_full_title_and_lang(title: str) -> str:
+    """A long tool name: behind a long prefix it passes the 64 characters model APIs allow."""
+    return title
+
+
 def http_app(token: str) -> Any:
     app = server.streamable_http_app()
     if not token:

@@ -107,6 +107,17 @@ def test_a_prefixed_mcp_tool_named_like_a_python_tool_is_e118() -> None:
     assert "advisors_app.E118" not in lint_ids(fine)
 
 
+def test_an_offered_name_model_apis_refuse_is_e121() -> None:
+    long_tool = "page_by_its_full_title_and_lang"  # 31 characters
+    found = lint_ids(draft("long", [{"server": "local", "tools": [long_tool], "prefix": "p" * 40}]))
+    assert "1 to 64" in found["advisors_app.E121"] and long_tool in found["advisors_app.E121"]
+    fine = draft("short", [{"server": "local", "tools": [long_tool], "prefix": "p" * 33}])
+    assert "advisors_app.E121" not in lint_ids(fine)  # exactly 64
+    # A dot is not allowed in a prefix (OpenAI's function-name rule): the params' schema says so.
+    dotted = lint_ids(draft("dotted", [{"server": "local", "tools": ["add"], "prefix": "a."}]))
+    assert "advisors_app.E109" in dotted
+
+
 def test_two_servers_offering_one_name_is_e118(http_server: dict[str, Any]) -> None:
     http_row(http_server["url"])
     chain = draft(

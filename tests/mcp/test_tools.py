@@ -71,7 +71,15 @@ def test_discovery_over_stdio_and_http(http_server: dict[str, Any]) -> None:
     local = stdio_config("local")
     assert local is not None and local.transport == "stdio"
     names = [tool.name for tool in mcp_pool.list_tools_sync(local)]
-    assert names == ["add", "shout", "fail", "slow", "grow", "evolve"]
+    assert names == [
+        "add",
+        "shout",
+        "fail",
+        "slow",
+        "grow",
+        "evolve",
+        "page_by_its_full_title_and_lang",
+    ]
     http_row(http_server["url"])
     remote = server_config("remote")
     assert remote is not None and remote.transport == "http"

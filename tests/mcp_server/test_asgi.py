@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import httpx2
 import pytest
+from asgiref.sync import sync_to_async
 from django.test import override_settings
 from mcp.client import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -137,3 +138,23 @@ async def test_behind_a_proxy_the_forwarded_host_is_checked() -> None:
     async with client(**{"X-Forwarded-Host": "advisors.example"}) as http:
         answer = await http.post("/mcp/", json=INITIALIZE_BODY, headers=HEADERS)
     assert answer.status_code == 401  # past the host check, refused for want of a token
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ADVISORS=ENABLED)
+async def test_a_bad_token_is_called_invalid_and_get_is_405(django_user_model: Any) -> None:
+    async with client(Authorization="Token not-a-token") as http:
+        bad = await http.post("/mcp/", json=INITIALIZE_BODY, headers=HEADERS)
+    assert bad.status_code == 401 and "Invalid token" in bad.json()["error"]["message"]
+    async with client() as http:
+        missing = await http.post("/mcp/", json=INITIALIZE_BODY, headers=HEADERS)
+    assert "Send your API token" in missing.json()["error"]["message"]
+
+    dave = await django_user_model.objects.acreate(username="dave")
+    token = await sync_to_async(token_of)(dave)
+    async with client(Authorization=f"Token {token}") as http:
+        for method in ("GET", "DELETE"):
+            # Answered at once: no endless keep-alive stream.
+            answer = await http.request(method, "/mcp/", headers=HEADERS, timeout=5)
+            assert answer.status_code == 405 and answer.headers["Allow"] == "POST"
+            assert answer.json()["error"]["code"] == "method_not_allowed"
