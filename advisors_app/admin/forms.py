@@ -187,7 +187,7 @@ class AdvisorConfigFormSet(BaseInlineFormSet):
                 continue
             rows.append(form.instance)
         self.lint_messages = list(check_draft(self.instance, rows).messages)
-        errors = [str(m) for m in self.lint_messages if m.is_error]
+        errors = [f"{m.id}: {m}" for m in self.lint_messages if m.is_error]
         if errors:
             raise ValidationError(errors)
 

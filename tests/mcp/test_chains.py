@@ -21,6 +21,7 @@ from advisors_app.runtime import load_chain
 from advisors_app.services import call_turn
 from advisors_app.tools import tool_registry
 from advisors_app.turn_input import TurnInput
+from tests.admin.forms import chain_form
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.factories import make_chain, scripted_model
 from tests.mcp.test_tools import call, http_row, mcp_chain, tool_responses
@@ -263,3 +264,14 @@ def test_restoring_a_version_never_creates_a_server_and_says_so(
     notes = apply_snapshot(AdvisorChain.objects.get(slug="moved"), snapshot)
     assert notes == ["MCP server 'gone' does not exist here; add it"]
     assert list(McpServer.objects.values_list("slug", flat=True)) == ["remote"]
+
+
+def test_the_admin_names_the_lint_code_when_it_refuses_a_save(admin_client: Any) -> None:
+    params = {"mcp_servers": [{"server": "local", "tools": ["nope"]}]}
+    data = chain_form(
+        chat_model=scripted_model("coded").pk,
+        rows=[{"advisor_type": "tool_calling", "params": params}],
+    )
+    refused = admin_client.post("/admin/advisors_app/advisorchain/add/", data)
+    assert refused.status_code == 200 and not AdvisorChain.objects.exists()
+    assert "advisors_app.E119: " in refused.content.decode()
