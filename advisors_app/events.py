@@ -348,7 +348,8 @@ class TurnError(Exception):
 
     ``code``: ``"invalid"`` (400, see ``errors``), ``"not_authenticated"`` (401),
     ``"permission_denied"`` (403), ``"chain_not_found"``/``"version_not_found"`` (404),
-    ``"conflict"`` (409: the tool calls a resume decides were decided meanwhile, or changed),
+    ``"conflict"`` (409: the tool calls a resume decides were decided meanwhile, or changed; the
+    conversation was started on another chain),
     ``"context_overflow"`` (400: the message alone cannot fit the chat model's context window;
     the turn's call log is written, the only thing a refused turn leaves),
     ``"throttled"`` (429, ``retry_after`` seconds), ``"budget_exceeded"`` (429: a budget

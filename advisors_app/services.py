@@ -313,6 +313,19 @@ def _check_target_permission(user: Any, label: str | None, version: int | str | 
         )
 
 
+def _check_same_chain(chain: str, target: ChainTarget, stored: StoredConversation | None) -> None:
+    """Refuse a conversation that started on another chain (409 ``conflict``): its history,
+    memory and version belong to that chain, and another chain continuing it would answer from
+    a history it did not write (the JSON chain copied the plain chain's last reply)."""
+    if stored is None or stored.chain_version_chain_id in (None, target.chain_id):
+        return
+    message = (
+        f"This conversation was started on another chain; start a new conversation (send no "
+        f"conversation_id) to talk to chain {chain!r}."
+    )
+    raise TurnError("conflict", message, errors={"conversation_id": [message]}, http_status=409)
+
+
 def _pinned(target: ChainTarget, stored: StoredConversation | None) -> ChainTarget:
     """``target``, or the version the caller's conversation started on (when it is of this
     chain and the chain pins conversations)."""
@@ -424,6 +437,7 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
     stored = None
     if not errors and conversation_id is not None:
         stored = find_turn_conversation(user, conversation_id)
+        _check_same_chain(chain, target, stored)
         if label is None and version is None:
             target = _pinned(target, stored)
     compiled = _compiled(chain, user, data, target, trace_id)

@@ -152,6 +152,18 @@ async def test_a_conversation_continues_and_belongs_to_its_owner(
     assert public_conversation_id(mine.conversation_id) == first.conversation_id
 
 
+async def test_a_conversation_of_another_chain_is_refused_and_kept(chain: Any, user: Any) -> None:
+    await script(chain.slug, "one")
+    first = await call_turn(chain.slug, user, "first")
+    other_chain = await sync_to_async(make_chain)("json-answers")
+    with pytest.raises(TurnError) as refused:
+        await call_turn(other_chain.slug, user, "again", conversation_id=first.conversation_id)
+    assert refused.value.code == "conflict" and refused.value.http_status == 409
+    assert "start a new conversation" in refused.value.errors["conversation_id"][0]
+    key = f"{user.pk}:{first.conversation_id}"
+    assert [t for _, t, _ in await atranscript(key)] == ["first", "one"]
+
+
 async def test_a_client_may_choose_the_id_of_a_new_conversation(chain: Any, user: Any) -> None:
     await script(chain.slug, "ok")
     result = await call_turn(chain.slug, user, "hi", conversation_id="trip-2024.05")
