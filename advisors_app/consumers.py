@@ -87,15 +87,25 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from channels.db import aclose_old_connections
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from advisors_app import server_shutdown
 from advisors_app.conf import app_settings
 from advisors_app.conversations import afind_conversation
 from advisors_app.events import DoneEvent, ErrorEvent, TurnError, TurnOutcome, error_event
 from advisors_app.feedback import FeedbackError, feedback_frame, parse_vote, record_vote
 from advisors_app.services import TurnStream, stream_turn
 from advisors_app.streaming import DeltaCoalescer
-from advisors_app.turn_buffer import SeenIds, TurnPublisher, events_after, turn_buffer, user_group
+from advisors_app.turn_buffer import (
+    SeenIds,
+    TurnPublisher,
+    events_after,
+    parse_event_id,
+    turn_buffer,
+    user_group,
+)
 from advisors_app.turn_input import TurnInput
 
 __all__ = ["CLOSE_NOT_AUTHENTICATED", "MAX_FRAME_BYTES", "ChatConsumer", "user_group"]
@@ -113,6 +123,10 @@ CLOSE_NOT_AUTHENTICATED = 4401
 #: above this one.
 MAX_FRAME_BYTES = 256 * 1024
 CLOSE_TOO_BIG = 1009
+
+#: A ``resume`` naming an event of a turn the buffer holds nothing of yet waits this many
+#: tenths of a second for the turn's first batch before answering ``not_found``.
+RESUME_WAIT_STEPS = 10
 
 _FRAME_TYPES = ("cancel", "feedback", "message", "resume")
 
@@ -170,9 +184,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         try:
             await super().__call__(scope, receive, send)
         except asyncio.CancelledError:
-            # The server is shutting down: daphne cancels every connection and waits for it.
-            # End the running turn as a disconnect does, so it is stored and logged.
-            self._shutting_down = True
+            # Daphne cancels every connection when the server shuts down — and also one that
+            # took longer than its application close timeout (10 s) to end after its client
+            # left. The latter is no reason to stop a "continue" turn: only a real shutdown
+            # (server_shutdown's hook, which stops every running turn first) is.
+            self._shutting_down = (
+                app_settings.DISCONNECT_POLICY != "continue" or server_shutdown.stopping()
+            )
             await self.disconnect(1001)
             raise
 
@@ -223,6 +241,27 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(_invalid({"frame": ["Not valid JSON."]}).to_dict())
             return
         await self.receive_json(frame)
+
+    async def send_json(self, content: Any, close: bool | int = False) -> None:
+        """Send one frame; a socket that closed under it (the client left, its disconnect not
+        processed yet: autobahn raises ``Disconnected``) is noted as going away instead of
+        failing the caller — under ``"continue"`` a running turn goes on publishing."""
+        if self._closing:
+            return
+        text = await self.encode_json(content)  # a frame that is not JSON is a bug: raised
+        try:
+            await self.send(text_data=text, close=close)
+        except Exception:
+            logger.debug("Send on chat socket %s failed: it closed", self.channel_name)
+            self._socket_lost()
+
+    def _socket_lost(self) -> None:
+        """The socket went away before its disconnect was processed: send nothing more, and
+        under ``"cancel"`` stop the running turn as the disconnect will."""
+        self._closing = True
+        task = self._generation
+        if app_settings.DISCONNECT_POLICY != "continue" and self._turn_active and task is not None:
+            task.cancel()  # the turn's own task too: cancelled at its next await
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not self._authenticated:
@@ -403,6 +442,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         so no group message is delivered in between: none is missed or sent twice."""
         try:
             frames = await turn_buffer().read(self.user.pk, conversation_id)
+            if frames is None and parse_event_id(last_event_id) is not None:
+                frames = await self._wait_for_buffer(conversation_id)
         except Exception as exc:  # the buffer's store failed: the socket stays usable
             logger.exception("Resuming conversation %s failed", conversation_id)
             frames, failure = None, error_event(exc).to_dict()
@@ -416,9 +457,23 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(failure | {"in_reply_to": "resume"})
             return
         self._resumed.add(conversation_id)
+        # The client has everything up to last_event_id — possibly more than the buffer holds
+        # yet (it is written after the frames are sent): none of that is sent again, neither
+        # from the buffer nor from the group's batches that follow.
+        self._seen.seen_up_to(conversation_id, last_event_id)
         for frame in events_after(frames, last_event_id):
             if self._seen.first_time(conversation_id, frame):
                 await self.send_json(frame)
+
+    async def _wait_for_buffer(self, conversation_id: str) -> list[dict[str, Any]] | None:
+        """The buffer is written after the frames are sent: a client that saw a turn's first
+        frames may resume before the first batch is stored. Wait for it a moment."""
+        for _ in range(RESUME_WAIT_STEPS):
+            await asyncio.sleep(0.1)
+            frames = await turn_buffer().read(self.user.pk, conversation_id)
+            if frames is not None:
+                return frames
+        return None
 
     async def turn_events(self, event: dict[str, Any]) -> None:
         """Channel-layer handler: frames of a turn run by another socket (another tab, another
@@ -436,6 +491,20 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if not own:
                 frame = {"conversation_id": conversation_id, **frame, "resumed_elsewhere": True}
             await self.send_json(frame)
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        """The client left: end or detach the running turn first (:meth:`disconnect`), then
+        leave the group. A failing ``group_discard`` (Redis unreachable or out of connections)
+        is logged, not raised: the turn's fate never depends on it, and channels_redis drops
+        a dead channel from the group after ``group_expiry`` anyway."""
+        await self.disconnect(message.get("code", 1000))
+        for group in self.groups:
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception:
+                logger.warning("Could not leave group %s", group, exc_info=True)
+        await aclose_old_connections()
+        raise StopConsumer()
 
     async def disconnect(self, code: int) -> None:
         """Cancel and await every task of the connection (the partial turn gets stored) — or,

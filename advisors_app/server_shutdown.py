@@ -7,6 +7,10 @@ nothing: the running turns vanish with the process, with no transcript and no ca
 runs :func:`~advisors_app.services.stop_running_turns` first and makes the server wait for it,
 then closes the process's pooled MCP connections (:func:`~advisors_app.mcp.close_mcp_connections`;
 other servers close them at interpreter exit).
+
+:func:`stopping` tells a connection cancelled by the server apart: daphne also cancels a
+connection that took more than its application close timeout (10 s) to end after its client
+left, which must not stop a turn left running under ``DISCONNECT_POLICY = "continue"``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,14 @@ import asyncio
 import sys
 from typing import Any
 
-__all__ = ["stop_turns_before_daphne_exits"]
+__all__ = ["stop_turns_before_daphne_exits", "stopping"]
+
+_stopping = False
+
+
+def stopping() -> bool:
+    """Whether this process's server began shutting down (the hook below ran)."""
+    return _stopping
 
 
 def stop_turns_before_daphne_exits() -> None:
@@ -32,6 +43,8 @@ def stop_turns_before_daphne_exits() -> None:
     from advisors_app.services import stop_running_turns
 
     async def stop() -> None:
+        global _stopping
+        _stopping = True
         await stop_running_turns()
         # Then the pooled MCP connections: stdio servers exit with the server, not after it.
         await asyncio.to_thread(close_mcp_connections)

@@ -97,12 +97,22 @@ class SeenIds:
         parsed = parse_event_id(frame.get("event_id"))
         if parsed is None:
             return True
-        last = self._last.get(conversation_id)
-        last_n = last[1] if last is not None and last[0] == parsed[0] else 0
-        if last_n >= parsed[1] or (contiguous and parsed[1] != last_n + 1):
+        if not self._new(conversation_id, parsed, contiguous):
             return False
         self._last[conversation_id] = parsed
         return True
+
+    def seen_up_to(self, conversation_id: str, event_id: str | None) -> None:
+        """Note every event of ``event_id``'s turn up to it as delivered (a ``resume``: the
+        client has them); no-op for a malformed id or one not after what was delivered."""
+        parsed = parse_event_id(event_id)
+        if parsed is not None and self._new(conversation_id, parsed, False):
+            self._last[conversation_id] = parsed
+
+    def _new(self, conversation_id: str, parsed: tuple[str, int], contiguous: bool) -> bool:
+        last = self._last.get(conversation_id)
+        last_n = last[1] if last is not None and last[0] == parsed[0] else 0
+        return not (last_n >= parsed[1] or (contiguous and parsed[1] != last_n + 1))
 
 
 class TurnBuffer(ABC):
@@ -183,7 +193,10 @@ class RedisTurnBuffer(TurnBuffer):
         loop = asyncio.get_running_loop()  # redis.asyncio connections belong to one loop
         client = self._clients.get(loop)
         if client is None:
-            client = self._clients[loop] = redis.Redis.from_url(self.url, **self._options)
+            # A pool that waits for a free connection instead of raising "Too many
+            # connections" (advisors_app.redis_layer), sized as the channel layer's.
+            pool = redis.BlockingConnectionPool.from_url(self.url, **self._options)
+            client = self._clients[loop] = redis.Redis(connection_pool=pool)
         return client
 
     def _key(self, owner: int, conversation_id: str) -> str:
@@ -237,13 +250,17 @@ class RedisTurnBuffer(TurnBuffer):
 
 def _redis_location(layer: Any) -> tuple[str, str, dict[str, Any]] | None:
     hosts = getattr(layer, "hosts", None)
-    if not hosts or type(layer).__module__.split(".")[0] != "channels_redis":
+    from_channels_redis = any(
+        c.__module__.split(".")[0] == "channels_redis" for c in type(layer).__mro__
+    )
+    if not hosts or not from_channels_redis:
         return None
     host = dict(hosts[0])
     address = host.pop("address", None)
     if not isinstance(address, str):
         return None
-    options = {k: host[k] for k in ("socket_timeout", "socket_connect_timeout") if k in host}
+    names = ("socket_timeout", "socket_connect_timeout", "max_connections", "timeout")
+    options = {k: host[k] for k in names if k in host}
     return address, str(getattr(layer, "prefix", "asgi")), options
 
 

@@ -162,14 +162,26 @@ def channel_layers(redis_url: str | None) -> dict[str, Any]:
     the receive raises and the consumer dies (socket closed with 1011, the rest of the answer
     lost: 2 of 500 chats in ``benchmarks/websocket_load.py``). A read timeout well above the
     wait keeps it from ever timing out; connecting still gives up after 5 s.
+
+    redis-py's pool raises "Too many connections" past 100 (500 chats on two processes:
+    ``group_send`` failed, consumers died in ``group_discard``): the layer's pool
+    (:mod:`advisors_app.redis_layer`, also the turn buffer's) holds up to 200 connections per
+    process and makes a command wait up to 20 s for a free one. A socket's group messages
+    wait in a queue of ``capacity`` (100 dropped a slow socket's oldest batches under load).
     """
     if not redis_url:
         return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    host = {"address": redis_url, "socket_timeout": 30.0, "socket_connect_timeout": 5.0}
+    host = {
+        "address": redis_url,
+        "socket_timeout": 30.0,
+        "socket_connect_timeout": 5.0,
+        "max_connections": 200,
+        "timeout": 20.0,
+    }
     return {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [host]},
+            "BACKEND": "advisors_app.redis_layer.RedisChannelLayer",
+            "CONFIG": {"hosts": [host], "capacity": 1000},
         }
     }
 

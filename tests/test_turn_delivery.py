@@ -1,0 +1,246 @@
+"""Delivery bugs a two-process websocket load found (issue 23): a resume past what the buffer
+holds sends nothing twice; a send on a socket that just closed does not kill the turn; a
+connection the server cancels after its client left (daphne's close timeout) leaves a
+``continue`` turn running; the Redis layer waits for a free connection instead of failing."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from autobahn.exception import Disconnected
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from channels_redis.core import RedisChannelLayer as StockRedisChannelLayer
+from django.test import override_settings
+from redis.asyncio import BlockingConnectionPool
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from advisors_app import consumers, server_shutdown
+from advisors_app import turn_buffer as tb
+from advisors_app.redis_layer import RedisChannelLayer
+from advisors_app.runtime import clear_cache
+from advisorsite.asgi import application
+from advisorsite.settings import channel_layers
+from tests.factories import make_chain, scripted_model
+from tests.test_consumers import HOST, ORIGIN, frames_until_end, open_socket, script, session_cookie
+from tests.test_turn_resume import ANSWER, WORDS, ids_of, wait_stored
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAST = {"STREAM_COALESCE_MS": 0}
+CONTINUE = {"DISCONNECT_POLICY": "continue", "STREAM_COALESCE_MS": 0}
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    clear_cache()
+    yield
+    clear_cache()
+
+
+@pytest.fixture
+def alice(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("alice", password="pw")
+
+
+@pytest.fixture
+def chain() -> Any:
+    return make_chain(model=scripted_model("delivery", responses=(), repeat=False))
+
+
+class LaggingBuffer(tb.InMemoryTurnBuffer):
+    """The buffer of a loaded Redis: batches from the ``held``-th on are stored only once
+    ``gate`` is set, long after the socket running the turn sent their frames."""
+
+    def __init__(self, held: int) -> None:
+        super().__init__(300)
+        self.held = held
+        self.gate = asyncio.Event()
+        self.batches = 0
+
+    async def append(self, owner: int, conversation_id: str, frames: list[dict[str, Any]]) -> None:
+        self.batches += 1
+        if self.batches >= self.held:
+            await self.gate.wait()
+        await super().append(owner, conversation_id, frames)
+
+
+@pytest.fixture
+def lagging(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def install(held: int) -> LaggingBuffer:
+        buffer = LaggingBuffer(held)
+        monkeypatch.setattr(tb, "turn_buffer", lambda: buffer)
+        monkeypatch.setattr(consumers, "turn_buffer", lambda: buffer)
+        return buffer
+
+    return install
+
+
+async def until_id(socket: Any, n: int) -> list[dict[str, Any]]:
+    """The turn's frames up to event ``n`` (``conversation`` frames skipped)."""
+    frames: list[dict[str, Any]] = []
+    while not frames or ids_of(frames)[-1] < n:
+        frame = await socket.receive_json_from(timeout=5)
+        if frame["type"] != "conversation":
+            frames.append(frame)
+    return frames
+
+
+@pytest.mark.parametrize("held", [2, 1], ids=["buffer-behind", "buffer-empty"])
+@override_settings(ADVISORS=FAST)
+async def test_a_resume_past_what_the_buffer_holds_sends_nothing_twice(
+    alice: Any, chain: Any, lagging: Any, held: int
+) -> None:
+    buffer = lagging(held)
+    await script(chain.slug, WORDS, delay=0.02)
+    talking = await open_socket(alice)
+    await talking.send_json_to({"type": "message", "text": "count"})
+    before = await until_id(talking, 6)  # the client had frames 1-6 when it dropped
+    conversation = before[0]["conversation_id"]
+    kept = await buffer.read(alice.pk, conversation)
+    assert len(kept or []) < 6  # the buffer is behind what the client saw
+    resumed = await open_socket(alice)
+    await resumed.send_json_to(
+        {"type": "resume", "conversation_id": conversation, "last_event_id": before[-1]["event_id"]}
+    )
+    # The lagging batches land while (buffer-empty) or after (buffer-behind) the resume is
+    # answered: they reach the resumed socket through its group too.
+    asyncio.get_running_loop().call_later(0.2, buffer.gate.set)
+    after = await frames_until_end(resumed)
+    own = before + await frames_until_end(talking)
+    assert ids_of(after) == list(range(7, len(own) + 1))  # each once, nothing lost
+    assert not any(f.get("resumed_elsewhere") for f in after)
+    assert [f["event_id"] for f in before + after] == [f["event_id"] for f in own]
+    await talking.disconnect()
+    await resumed.disconnect()
+
+
+def closes_after(count: int) -> Any:
+    """The site's ASGI app on a socket that closes (under daphne: autobahn raises
+    ``Disconnected``) after ``count`` frames were sent, before its disconnect is processed."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        sent = 0
+
+        async def send_until_closed(message: dict[str, Any]) -> None:
+            nonlocal sent
+            if message["type"] == "websocket.send":
+                sent += 1
+                if sent > count:
+                    raise Disconnected("Attempt to send on a closed protocol")
+            await send(message)
+
+        await application(scope, receive, send_until_closed)
+
+    return app
+
+
+async def open_closing_socket(user: Any, slug: str, count: int) -> Any:
+    headers = [HOST, ORIGIN, await session_cookie(user)]
+    socket = WebsocketCommunicator(closes_after(count), f"/ws/chat/{slug}/", headers=headers)
+    connected, _ = await socket.connect()
+    assert connected
+    return socket
+
+
+@pytest.mark.parametrize(("policy", "reason"), [("continue", "complete"), ("cancel", "cancelled")])
+async def test_a_send_on_a_socket_that_just_closed_acts_as_a_disconnect(
+    alice: Any, chain: Any, policy: str, reason: str
+) -> None:
+    with override_settings(ADVISORS={"DISCONNECT_POLICY": policy, "STREAM_COALESCE_MS": 0}):
+        await script(chain.slug, WORDS, delay=0.02)
+        socket = await open_closing_socket(alice, chain.slug, 3)
+        await socket.send_json_to({"type": "message", "text": "count"})
+        start = await socket.receive_json_from(timeout=5)
+        conversation = start["conversation_id"]
+        rows = await wait_stored(f"{alice.pk}:{conversation}")
+        # What was published after the send failed: a resume gets the turn's end.
+        other = await open_socket(alice, chain.slug)
+        await other.send_json_to({"type": "resume", "conversation_id": conversation})
+        replay = await frames_until_end(other)
+        await other.disconnect()
+        await socket.disconnect()
+    assert replay[-1]["type"] == "done" and replay[-1]["reason"] == reason
+    assert not any(f["type"] == "error" for f in replay)
+    assert [kind for kind, _, _ in rows] == ["user", "assistant"]
+    if policy == "continue":
+        assert rows[1][1] == ANSWER and "interrupted" not in rows[1][2]
+    else:
+        assert len(rows[1][1]) < len(ANSWER) and rows[1][2].get("interrupted") is True
+
+
+@override_settings(ADVISORS=CONTINUE)
+async def test_continue_the_consumer_returns_at_once_and_the_turn_ends_whole(
+    alice: Any, chain: Any
+) -> None:
+    await script(chain.slug, WORDS, delay=0.05)  # 0.6 s of answer
+    socket = await open_socket(alice, chain.slug)
+    await socket.send_json_to({"type": "message", "text": "count"})
+    start = await socket.receive_json_from(timeout=5)
+    await socket.disconnect(timeout=0.3)  # asgiref cancels an app still running by then
+    assert socket.future.done() and not socket.future.cancelled()
+    rows = await wait_stored(f"{alice.pk}:{start['conversation_id']}")
+    assert [(kind, text) for kind, text, _ in rows] == [("user", "count"), ("assistant", ANSWER)]
+    assert "interrupted" not in rows[1][2]
+
+
+@pytest.mark.parametrize("shutting_down", [False, True], ids=["close-timeout", "shutdown"])
+@override_settings(ADVISORS=CONTINUE)
+async def test_continue_survives_daphnes_close_timeout_but_not_a_shutdown(
+    alice: Any, chain: Any, monkeypatch: pytest.MonkeyPatch, shutting_down: bool
+) -> None:
+    monkeypatch.setattr(server_shutdown, "_stopping", shutting_down)
+    await script(chain.slug, WORDS, delay=0.03)
+    socket = await open_socket(alice, chain.slug)
+    await socket.send_json_to({"type": "message", "text": "count"})
+    start, *_ = await until_id(socket, 3)  # some text arrived: a stopped turn stores it
+    # Daphne cancels an application that has not ended 10 s after its client left — and
+    # every application when the server stops (after server_shutdown's hook ran).
+    socket.future.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await socket.future
+    rows = await wait_stored(f"{alice.pk}:{start['conversation_id']}")
+    assert [kind for kind, _, _ in rows] == ["user", "assistant"]
+    if shutting_down:
+        assert rows[1][2].get("interrupted") is True
+    else:
+        assert rows[1][1] == ANSWER and "interrupted" not in rows[1][2]
+
+
+async def test_the_redis_layer_waits_for_a_free_connection() -> None:
+    """redis-py's pool raises "Too many connections" past ``max_connections``; the site's
+    layer waits for one (``timeout``). Needs Redis on 127.0.0.1:6379."""
+    host = {"address": REDIS_URL, "max_connections": 2}
+    for layer_class, fails in ((StockRedisChannelLayer, True), (RedisChannelLayer, False)):
+        options = host if fails else host | {"timeout": 5}
+        layer = layer_class(hosts=[options], prefix=f"advisors-tests-{uuid.uuid4().hex}")
+        channels = [await layer.new_channel() for _ in range(20)]
+        sends = [layer.group_add("g", channel) for channel in channels]
+        try:
+            results = await asyncio.gather(*sends, return_exceptions=True)
+            failures = [r for r in results if isinstance(r, RedisConnectionError)]
+            assert bool(failures) is fails, results
+            if not fails:
+                await layer.group_send("g", {"type": "x"})
+                assert await layer.receive(channels[-1]) == {"type": "x"}
+        finally:
+            await layer.flush()
+            await layer.close_pools()
+
+
+async def test_the_turn_buffer_shares_the_layers_pool_settings() -> None:
+    with override_settings(CHANNEL_LAYERS=channel_layers(REDIS_URL)):
+        layer = get_channel_layer()
+        assert isinstance(layer, RedisChannelLayer)
+        buffer = tb.turn_buffer()
+        assert isinstance(buffer, tb.RedisTurnBuffer)
+        client = buffer._client()
+        pool = client.connection_pool
+        assert isinstance(pool, BlockingConnectionPool)
+        assert (pool.max_connections, pool.timeout) == (200, 20.0)
+        await client.aclose()
