@@ -74,9 +74,12 @@ Anonymous users: the connection is accepted, sent one ``error`` frame with code
 apart from a dropped connection (a refused handshake would only show code 1006).
 
 The turn runs in a task of its own, never inside ``receive`` (bug case B31): ``cancel`` and
-disconnects are handled while tokens stream. On disconnect every task of the connection is
-cancelled and awaited inside ``disconnect``, well within the server's shutdown timeout; the
-partial turn is stored as on ``cancel``.
+disconnects are handled while tokens stream. On disconnect (or a send that failed because the
+socket just closed) under ``"cancel"`` the turn is cancelled and awaited inside
+``disconnect``, well within the server's shutdown timeout, and the partial turn stored as on
+``cancel``; under ``"continue"`` the consumer returns at once and the turn outlives it — even
+when daphne cancels a connection slow to close (its 10 s application close timeout). Only a
+server shutdown (:func:`advisors_app.server_shutdown.stopping`) stops it then.
 """
 
 from __future__ import annotations
