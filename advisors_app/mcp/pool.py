@@ -50,6 +50,10 @@ T = TypeVar("T")
 CLOSE_TIMEOUT = 5.0
 #: Seconds before a dropped ``subscriptions/listen`` stream is opened again.
 LISTEN_RETRY_SECONDS = 1.0
+#: A listen stream this old is renewed before a call or a listing (see ``_Connection``).
+LISTEN_RENEW_SECONDS = 1.0
+#: Longest a listen stream is kept while the connection is idle.
+LISTEN_MAX_AGE_SECONDS = 60.0
 #: Seconds a failed discovery is remembered: saving a chain whose server is down does not wait
 #: for the connect timeout again and again.
 FAILURE_TTL = 15.0
@@ -111,6 +115,11 @@ class _Connection:
         self.error: BaseException | None = None
         self.ready = asyncio.Event()
         self.stop = asyncio.Event()
+        #: Whether the server takes ``subscriptions/listen``; the current stream's task.
+        self.listens = False
+        self.subscription: asyncio.Task[None] | None = None
+        self.subscribed_at = 0.0
+        self.renewing = asyncio.Lock()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
@@ -159,9 +168,11 @@ class _Connection:
                 try:
                     await self.stop.wait()
                 finally:
-                    listener.cancel()
-                    with contextlib.suppress(BaseException):
-                        await listener
+                    for task in (listener, self.subscription):
+                        if task is not None:
+                            task.cancel()
+                            with contextlib.suppress(BaseException):
+                                await task
         except BaseException as exc:  # a connection ends, whatever ended it
             self.error = exc
             if not isinstance(exc, asyncio.CancelledError | GeneratorExit):
@@ -171,29 +182,98 @@ class _Connection:
             self.ready.set()
             self.pool._forget(self)
 
-    async def _listen(self, client: Any) -> None:
-        """2026-07-28 servers send list changes on a ``subscriptions/listen`` stream; one that
-        drops is opened again (and the tools listed anew: events are not replayed)."""
-        from mcp.client.subscriptions import SubscriptionLost
+    # -- list changes (2026-07-28 ``subscriptions/listen``) -------------------------------------
+    #
+    # A listen stream is one long request to one server process. Over streamable HTTP a
+    # restarted server is a new process behind the same URL: calls reach it, but the stream
+    # stays with the old one — which waits on it to exit gracefully — and the new process's
+    # changes would be missed for the whole TTL. So a stream is not kept for long: it is
+    # renewed before a call or listing once it is LISTEN_RENEW_SECONDS old (the new one opens
+    # and is acknowledged before the old one closes: no change falls in between) and at least
+    # every LISTEN_MAX_AGE_SECONDS while the connection is idle.
 
+    async def _listen(self, client: Any) -> None:
+        """Keep a listen stream open while the connection is (2025 servers send
+        ``notifications/tools/list_changed`` to :meth:`_on_message` instead)."""
         capabilities = client.server_capabilities.tools
         if capabilities is None or not capabilities.list_changed:
             return
-        while True:
-            try:
-                async with client.listen(tools_list_changed=True) as subscription:
-                    async for _event in subscription:
-                        self.pool.invalidate(self.config)
-            except SubscriptionLost:
-                pass
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                # A 2025 server: notifications reach _on_message instead.
-                logger.debug("MCP server %r: no listen stream (%s)", self.config.slug, exc)
+        self.listens = True
+        # A stdio server cannot be restarted behind the connection's back: no renewals.
+        max_age = LISTEN_MAX_AGE_SECONDS if self.config.transport == "http" else None
+        async with self.renewing:
+            await self._subscribe(client)
+        while self.listens:
+            current = self.subscription
+            if current is None:
+                await asyncio.sleep(LISTEN_RETRY_SECONDS)
+                async with self.renewing:
+                    opened = await self._subscribe(client)
+                if opened:
+                    # Events are not replayed: what changed while no stream was open is unknown.
+                    self.pool.invalidate(self.config)
+                continue
+            await asyncio.wait({current}, timeout=max_age)
+            if current is not self.subscription:
+                continue  # renewed meanwhile
+            if current.done():
+                # The stream ended: the server closed it or went away, most likely to restart.
+                # What changed meanwhile is unknown, and a request sent before the new process
+                # listens would break the connection: the next use opens a new one (listening
+                # anew).
+                self.subscription = None
+                self.pool.invalidate(self.config)
+                self.pool._retire(self)
                 return
-            await asyncio.sleep(LISTEN_RETRY_SECONDS)
-            self.pool.invalidate(self.config)
+            else:
+                await self.renew(force=True)
+
+    async def renew(self, force: bool = False) -> None:
+        """Open a new listen stream and close the old one, when the old one is
+        ``LISTEN_RENEW_SECONDS`` old (or ``force``); a failure keeps the old one."""
+        if not self.listens or self.client is None or self.config.transport != "http":
+            return
+        async with self.renewing:
+            if not force and time.monotonic() - self.subscribed_at < LISTEN_RENEW_SECONDS:
+                return
+            await self._subscribe(self.client)
+
+    async def _subscribe(self, client: Any) -> bool:
+        """Open a listen stream and wait for its acknowledgment; then it replaces the current
+        one (closed: the server it went to may exit)."""
+        acked = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._subscription(client, acked))
+        waiter = loop.create_task(acked.wait())
+        try:
+            await asyncio.wait(
+                {task, waiter}, timeout=self.config.connect_timeout, return_when="FIRST_COMPLETED"
+            )
+        finally:
+            waiter.cancel()
+        if not acked.is_set():
+            task.cancel()
+            return False
+        old, self.subscription = self.subscription, task
+        self.subscribed_at = time.monotonic()
+        if old is not None:
+            old.cancel()
+        return True
+
+    async def _subscription(self, client: Any, acked: asyncio.Event) -> None:
+        from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                acked.set()
+                async for _event in subscription:
+                    self.pool.invalidate(self.config)
+        except ListenNotSupportedError:
+            self.listens = False  # a 2025 connection: notifications reach _on_message
+        except SubscriptionLost:
+            pass
+        except Exception as exc:
+            logger.debug("MCP server %r: listen stream failed (%s)", self.config.slug, exc)
 
     async def _on_message(self, message: Any) -> None:
         method = getattr(message, "method", None)
@@ -201,13 +281,17 @@ class _Connection:
             self.pool.invalidate(self.config)
 
     async def session(self) -> Any:
+        """The open client, its listen stream renewed first when it is not fresh (so a
+        restarted server's changes are heard)."""
         await self.ready.wait()
         if self.client is None:
             raise McpServerError(
                 f"MCP server {self.config.slug!r} is unreachable: "
                 f"{_describe(self.error) if self.error else 'connection closed'}"
             )
-        return self.client
+        client = self.client
+        await self.renew()
+        return client
 
 
 def _describe(error: BaseException) -> str:
@@ -217,6 +301,13 @@ def _describe(error: BaseException) -> str:
     if isinstance(error, TimeoutError):
         return "timed out connecting"
     return str(error) or type(error).__name__
+
+
+def _connection_closed(error: BaseException | None) -> bool:
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import CONNECTION_CLOSED
+
+    return isinstance(error, MCPError) and error.error.code == CONNECTION_CLOSED
 
 
 def _fail_after(seconds: float) -> Any:
@@ -261,6 +352,11 @@ class McpClientPool:
         # Cancelling the awaiting task cancels the wrapped future, and with it the task on the
         # pool's loop (the SDK call is abandoned there).
         return await asyncio.wrap_future(self._submit(factory))
+
+    def _retire(self, connection: _Connection) -> None:
+        """Close ``connection``; the next use of its configuration opens a new one."""
+        self._forget(connection)
+        connection.stop.set()
 
     def _forget(self, connection: _Connection) -> None:
         if self._connections.get(connection.config) is connection:
@@ -308,6 +404,16 @@ class McpClientPool:
         return found
 
     async def _fetch_tools(self, config: ServerConfig) -> tuple[McpTool, ...]:
+        try:
+            return await self._fetch_tools_once(config)
+        except McpServerError as exc:
+            if not _connection_closed(exc.__cause__):
+                raise
+        # The pooled connection broke under the listing (a server restarted between two
+        # requests): listing is safe to repeat, on a new connection.
+        return await self._fetch_tools_once(config)
+
+    async def _fetch_tools_once(self, config: ServerConfig) -> tuple[McpTool, ...]:
         tools: list[McpTool] = []
         try:
             with _fail_after(config.connect_timeout):
@@ -371,6 +477,8 @@ class McpClientPool:
                 f"MCP server {config.slug!r}: the call timed out after {timeout:g} s"
             ) from exc
         except MCPError as exc:
+            if _connection_closed(exc):
+                self._drop(config)  # the next call opens a new connection
             if "timed out" in str(exc):
                 raise McpServerError(
                     f"MCP server {config.slug!r}: the call timed out after {timeout:g} s"

@@ -26,6 +26,20 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
+    """Return once ``process`` accepts connections on ``port`` (20 s at most)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("the MCP test server did not start") from None
+            time.sleep(0.1)
+
+
 @pytest.fixture(scope="session")
 def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """``{"url", "marker"}`` of a streamable-HTTP MCP server running for the session."""
@@ -37,16 +51,7 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise RuntimeError("the MCP test server did not start") from None
-            time.sleep(0.1)
+    wait_for_port(port, process)
     yield {"url": f"http://127.0.0.1:{port}/mcp", "marker": marker}
     process.terminate()
     try:
