@@ -280,3 +280,27 @@ def test_discovery_is_cached_for_the_ttl(settings: Any) -> None:
     mcp_pool.list_tools_sync(local)
     time.sleep(0.01)
     assert mcp_pool.cached_tools(local) is None  # expired: the next use lists again
+
+
+async def test_an_unexpected_tool_exception_keeps_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from advisors_app.core import Prompt, ToolCallingChatOptions, UserMessage
+    from advisors_app.core.tools import ToolCallingManager, tool
+
+    @tool(description="Always breaks.")
+    def broken() -> str:
+        raise KeyError("bug")
+
+    @tool(description="Times out.")
+    def late() -> str:
+        raise TimeoutError("too late")
+
+    caplog.set_level(logging.WARNING, logger="advisors_app.core.tools.manager")
+    prompt = Prompt((UserMessage("go"),), ToolCallingChatOptions(tool_callbacks=(broken, late)))
+    await ToolCallingManager().execute_tool_calls(
+        prompt, tool_call_response(("broken", {}), ("late", {}))
+    )
+    records = {r.getMessage().split(":")[0]: r for r in caplog.records}
+    assert records["tool 'broken' failed"].exc_info  # a bug: its traceback is wanted
+    assert not records["tool 'late' failed"].exc_info  # expected: one line
