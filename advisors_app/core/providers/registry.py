@@ -142,7 +142,9 @@ def validate_model_config(config: Mapping[str, Any], kind: str, name: str = "") 
         # bool is an int: True must not pass as a number.
         if expected and (not isinstance(value, expected) or _is_bool_for_number(value, expected)):
             names = " or ".join("null" if t is type(None) else t.__name__ for t in expected)
-            raise ValueError(f"{label}: {key!r} must be {names}, got {value!r}")
+            # The value's type, not the value: a misplaced header or key must not be echoed.
+            got = "a bool" if isinstance(value, bool) else f"a {type(value).__name__}"
+            raise ValueError(f"{label}: {key!r} must be {names}, got {got}")
     if provider == "openai" and not config.get("model"):
         raise ValueError(f"{label}: provider 'openai' needs a 'model'")
     embedded = EMBEDDED_CHAT_MODEL if kind == "chat" else EMBEDDED_EMBEDDING_MODEL

@@ -106,6 +106,14 @@ def test_which_variable_holds_the_key(config: dict, expected: str | None) -> Non
     assert missing_api_key_env(config, environ={expected or "X": "set"}) is None
 
 
+def test_a_value_of_the_wrong_type_is_named_by_its_type_never_echoed() -> None:
+    secret = ["Authorization: Bearer tok-0123456789abcdef"]
+    with pytest.raises(ValueError) as raised:
+        validate_model_config({"provider": "openai", "model": "m", "headers": secret}, "chat", "a")
+    assert "'headers' must be dict" in str(raised.value) and "got a list" in str(raised.value)
+    assert "tok-0123456789abcdef" not in str(raised.value)
+
+
 @pytest.mark.parametrize(
     ("kind", "config", "fragment"),
     [
