@@ -195,6 +195,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 app_settings.DISCONNECT_POLICY != "continue" or server_shutdown.stopping()
             )
             await self.disconnect(1001)
+            await self._leave_groups()  # no dead channel left in the user's group
             raise
 
     async def connect(self) -> None:
@@ -501,13 +502,19 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         is logged, not raised: the turn's fate never depends on it, and channels_redis drops
         a dead channel from the group after ``group_expiry`` anyway."""
         await self.disconnect(message.get("code", 1000))
-        for group in self.groups:
-            try:
-                await self.channel_layer.group_discard(group, self.channel_name)
-            except Exception:
-                logger.warning("Could not leave group %s", group, exc_info=True)
+        await self._leave_groups()
         await aclose_old_connections()
         raise StopConsumer()
+
+    async def _leave_groups(self) -> None:
+        groups, self.groups = list(getattr(self, "groups", None) or ()), []
+        for group in groups:
+            try:
+                await asyncio.wait_for(
+                    self.channel_layer.group_discard(group, self.channel_name), 5
+                )
+            except Exception:
+                logger.warning("Could not leave group %s", group, exc_info=True)
 
     async def disconnect(self, code: int) -> None:
         """Cancel and await every task of the connection (the partial turn gets stored) — or,

@@ -204,6 +204,7 @@ async def test_continue_survives_daphnes_close_timeout_but_not_a_shutdown(
     socket.future.cancel()
     with pytest.raises(asyncio.CancelledError):
         await socket.future
+    assert not get_channel_layer().groups.get(tb.user_group(alice))  # left, not a dead channel
     rows = await wait_stored(f"{alice.pk}:{start['conversation_id']}")
     assert [kind for kind, _, _ in rows] == ["user", "assistant"]
     if shutting_down:
