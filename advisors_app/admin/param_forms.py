@@ -172,11 +172,24 @@ def _field(prop: Any, choices: Mapping[str, list[dict[str, str]]]) -> tuple[dict
     return field, nullable
 
 
+def _reference(prop: Any) -> str | None:
+    """The kind a param (or its items) references, for its picker's "(missing)" option."""
+    if not isinstance(prop, Mapping):
+        return None
+    items = prop.get("items")
+    for place in (prop, items if isinstance(items, Mapping) else {}):
+        if isinstance(place.get("x-reference"), str):
+            return str(place["x-reference"])
+    return None
+
+
 def form_spec(
     advisor_type: AdvisorType, choices: Mapping[str, list[dict[str, str]]] | None = None
 ) -> dict[str, Any]:
     """What the editor needs for one type: ``schema`` (django-jsonform's), the names of its
-    ``raw`` (JSON text) and ``nullable`` params, its ``default_order`` and ``label``."""
+    ``raw`` (JSON text) and ``nullable`` params, its ``references`` (``{param: kind}``: the
+    editor adds a stored slug whose row is gone as a "slug (missing)" choice, so it stays picked
+    and saving an unrelated change keeps it), its ``default_order`` and ``label``."""
     schema = advisor_type.params_schema
     if choices is None:
         choices = reference_choices(_kinds(schema))
@@ -184,6 +197,7 @@ def form_spec(
     properties: dict[str, Any] = {}
     raw: list[str] = []
     nullable: list[str] = []
+    references: dict[str, str] = {}
     for name, prop in schema.get("properties", {}).items():
         title = f"{name} *" if name in required else name
         try:
@@ -195,11 +209,15 @@ def form_spec(
             is_nullable = False
         if is_nullable:
             nullable.append(name)
+        kind = _reference(prop)
+        if kind and name not in raw:
+            references[name] = kind
         properties[name] = {"title": title, **field}
     return {
         "schema": {"type": "object", "properties": properties, "additionalProperties": False},
         "raw": raw,
         "nullable": nullable,
+        "references": references,
         "default_order": advisor_type.default_order,
         "label": advisor_type.label,
     }

@@ -112,3 +112,10 @@ def test_what_the_form_filled_in_by_itself_is_not_stored() -> None:
         "max_identical_calls": None
     }
     assert prune_untouched(tool_loop, {"max_identical_calls": 3}, {}) == {}
+
+
+def test_reference_params_are_listed_for_the_missing_choice() -> None:
+    """The editor adds a stored slug whose row is gone as a "slug (missing)" choice of these."""
+    assert form_spec(advisor_types["safe_guard"])["references"] == {"word_lists": "word_list"}
+    qa = form_spec(advisor_types["question_answer"])["references"]
+    assert qa["collection"] == "collection" and qa["prompt_template"] == "prompt_template"

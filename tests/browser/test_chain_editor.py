@@ -18,6 +18,7 @@ from advisors_app.models import (
     PromptTemplate,
     SensitiveWordList,
 )
+from advisors_app.registry import advisor_types
 from tests.browser.axe import axe_violations
 from tests.browser.screenshots import save
 from tests.factories import make_chain
@@ -292,3 +293,104 @@ def test_the_chain_editor_has_no_serious_accessibility_violations(
     page.goto(f"{chat_server.url}/admin/advisors_app/advisorchain/{demo.pk}/change/")
     expect(page.locator("#advisors-group .chain-order li").first).to_be_visible()
     assert axe_violations(page) == []
+
+
+def test_a_deleted_reference_stays_picked_as_missing(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    """A draft's reference to a row deleted since stays, shown "(missing)": saving another change
+    in the row keeps it, so lint E110 refuses the save naming it, where it used to be dropped."""
+    guard = AdvisorConfig.objects.get(advisor_type="safe_guard")
+    guard.params = {"words": ["bomb"], "word_lists": ["gone-words", "weapons"]}
+    guard.save()
+    qa = AdvisorConfig.objects.get(advisor_type="question_answer")
+    qa.params = {"collection": "handbook", "prompt_template": "gone-tmpl"}
+    qa.save()
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    picker = form_field(row(page, "question_answer"), "prompt_template")
+    expect(picker).to_have_value("gone-tmpl")
+    expect(picker.locator("option:checked")).to_have_text("gone-tmpl (missing)")
+    expect(row(page, "safe_guard").locator(".rjf-multiselect-field-input")).to_contain_text(
+        "gone-words (missing)"
+    )
+    form_field(row(page, "question_answer"), "top_k").fill("3")
+    page.get_by_role("button", name="Save and continue editing").click()
+    # Refused by the lint naming both (before, the blanks saved and the advisor fell back to
+    # its default template); the form, as sent back, still shows them.
+    expect(page.locator(".errornote").locator("..")).to_contain_text("'gone-tmpl'")
+    expect(page.locator(".errornote").locator("..")).to_contain_text("'gone-words'")
+    expect(form_field(row(page, "question_answer"), "prompt_template")).to_have_value("gone-tmpl")
+    assert params_of("question_answer") == {
+        "collection": "handbook",
+        "prompt_template": "gone-tmpl",
+    }
+    # An unknown collection typed in the raw JSON: the form shows it, as missing.
+    qa_row = row(page, "question_answer")
+    toggle = qa_row.locator(".params-toggle")
+    toggle.click()
+    qa_row.locator("textarea.params-json").fill('{"collection": "typo-coll"}')
+    toggle.click()
+    expect(form_field(qa_row, "collection *").locator("option:checked")).to_have_text(
+        "typo-coll (missing)"
+    )
+
+
+def test_the_reference_multiselect_works_by_keyboard(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    guard = row(page, "safe_guard")
+    picker = guard.locator(".rjf-multiselect-field-input")
+    picker.focus()
+    page.keyboard.press("Enter")
+    first = guard.locator(".rjf-multiselect-field-options-container input").first
+    expect(first).to_be_focused()
+    page.keyboard.press("ArrowDown")  # slurs, weapons: to weapons
+    page.keyboard.press("Space")
+    page.keyboard.press("Escape")
+    expect(picker).to_be_focused()
+    expect(picker).to_contain_text("weapons (Weapons)")
+    save_chain(page)
+    assert params_of("safe_guard")["word_lists"] == ["weapons"]
+
+
+def test_json_boxes_show_their_text_and_rows_name_their_controls(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    ensure_demo_rows()
+    demo = AdvisorChain.objects.get(slug="python-docs")
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    page.goto(f"{chat_server.url}/admin/advisors_app/advisorchain/{demo.pk}/change/")
+    memory = row(page, "session_memory")
+    trigger = form_field(memory, "trigger")
+    expect(trigger).to_be_visible()
+    box = trigger.bounding_box()
+    assert box is not None and box["height"] >= 60, box  # not collapsed to 12 px
+    assert trigger.evaluate("b => b.scrollHeight <= b.clientHeight + 4")  # the whole text shows
+    place = 1 + page.locator("#advisors-group tr.form-row").evaluate_all(
+        "rows => rows.filter(r => !r.classList.contains('empty-form'))"
+        ".findIndex(r => r.querySelector(\"option[value='session_memory']:checked\"))"
+    )
+    name = f"advisor {place}: {advisor_types['session_memory'].label}"
+    expect(memory.get_by_role("button", name=f"Raw JSON for {name}")).to_be_visible()
+    select = memory.locator("select[name$='-advisor_type']").bounding_box()
+    assert select is not None and select["width"] >= 200  # "Session memory (session_memory)"
+
+
+def test_moving_to_the_top_keeps_orders_readable(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    """Moving between HIGHEST+N and 0 stores HIGHEST+N+100, not the middle (-1073741724)."""
+    AdvisorConfig.objects.filter(advisor_type="question_answer").update(order=0)
+    AdvisorConfig.objects.filter(advisor_type="message_chat_memory").update(order=500)
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    assert running_order(page) == ["safe_guard", "question_answer", "message_chat_memory"]
+    page.get_by_role("button", name="Move message_chat_memory up").click()
+    assert running_order(page) == ["safe_guard", "message_chat_memory", "question_answer"]
+    expect(row(page, "message_chat_memory").locator("input[name$='-order']")).to_have_value(
+        "HIGHEST+200"
+    )

@@ -73,6 +73,12 @@
     return typeOf(tr) || "new advisor";
   }
 
+  /* "advisor 3: Safe guard": the row's place and its type's label, for per-row control names. */
+  function rowTitle(tr) {
+    var spec = specs[typeOf(tr)];
+    return "advisor " + (formRows().indexOf(tr) + 1) + ": " + (spec ? spec.label : rowName(tr));
+  }
+
   /* ---- the effective order, shown live ---- */
 
   /* `moving`: a row being dragged; the list then follows the table, where the row would land. */
@@ -116,7 +122,10 @@
     var after = at < rows.length - 1 ? effective(rows[at + 1]) : null;
     var order;
     if (before !== null && after !== null) {
-      order = after - before >= 2 ? before + Math.floor((after - before) / 2) : before + 1;
+      // Just after the row before (HIGHEST+200, 100), not the middle of a wide gap
+      // (HIGHEST and 0 would give -1073741724): orders stay readable.
+      if (after - before > GAP) order = before + GAP;
+      else order = after - before >= 2 ? before + Math.floor((after - before) / 2) : before + 1;
     } else if (before !== null) {
       order = Math.min(before + GAP, LOWEST);
     } else if (after !== null) {
@@ -146,6 +155,7 @@
     else target.parentNode.insertBefore(tr, target.nextSibling);
     if (errors && errors.classList.contains("row-form-errors")) tr.parentNode.insertBefore(errors, tr);
     reorder(tr);
+    formRows().forEach(labelRow);  // places changed: "advisor 2: ..." names follow
     announce(rowName(tr) + " moved " + (step < 0 ? "up" : "down") + ", now runs at " + formatOrder(effective(tr)));
   }
 
@@ -202,6 +212,10 @@
       var control = field(tr, suffix);
       if (control) control.setAttribute("aria-label", suffix === "advisor_type" ? labels[suffix] : labels[suffix] + ": " + name);
     });
+    var toggle = tr.querySelector(".params-toggle");
+    if (toggle) toggle.setAttribute("aria-label", "Raw JSON for " + rowTitle(tr));
+    var form = tr.querySelector(".params-form");
+    if (form) labelForm(form);
     var up = tr.querySelector(".row-move .move-up");
     if (up) {
       up.setAttribute("aria-label", "Move " + name + " up");
@@ -252,6 +266,14 @@
   /* django-jsonform's labels have no `for`, and array items none at all: name each control
      after its label, or its list's title and place ("words, item 1"). */
   function labelForm(container) {
+    var tr = container.closest("tr");
+    // django-jsonform's collapse toggle reads "[-]" / "[+]": say what it does, and for which row.
+    container.querySelectorAll(".rjf-form-group-title button").forEach(function (button) {
+      var text = button.textContent.trim();
+      if (text !== "[-]" && text !== "[+]") return;
+      var name = (text === "[-]" ? "Collapse" : "Expand") + " params of " + (tr ? rowTitle(tr) : "advisor");
+      if (button.getAttribute("aria-label") !== name) button.setAttribute("aria-label", name);
+    });
     container.querySelectorAll("input, select, textarea, button, [tabindex='0']").forEach(function (control) {
       if (control.getAttribute("aria-labelledby") || control.getAttribute("aria-label")) return;
       if (control.tagName === "BUTTON") {
@@ -282,6 +304,77 @@
       var place = rows.indexOf(row) + 1;
       control.setAttribute("aria-label", name + (place ? ", item " + place : ""));
     });
+  }
+
+  /* The type's schema, plus a "slug (missing)" choice for each stored reference whose row is
+     gone: the picker then shows it picked (lint E110 names it) and saving another change keeps
+     it, where a picker of existing rows only would drop it silently. */
+  function schemaFor(spec, params) {
+    var refs = spec.references || {};
+    var properties = {};
+    Object.keys(spec.schema.properties).forEach(function (name) {
+      var prop = spec.schema.properties[name];
+      if (!refs[name] || params[name] === undefined || params[name] === null) { properties[name] = prop; return; }
+      var isArray = prop.type === "array";
+      var target = isArray ? prop.items : prop;
+      var known = (target.choices || []).map(function (c) { return typeof c === "object" ? c.value : c; });
+      var values = isArray ? (Array.isArray(params[name]) ? params[name] : []) : [params[name]];
+      var missing = values.filter(function (v, i) {
+        return typeof v === "string" && v !== "" && known.indexOf(v) < 0 && values.indexOf(v) === i;
+      });
+      if (!missing.length) { properties[name] = prop; return; }
+      var choices = (target.choices || []).concat(missing.map(function (v) { return { value: v, title: v + " (missing)" }; }));
+      var copy = Object.assign({}, target, { choices: choices });
+      properties[name] = isArray ? Object.assign({}, prop, { items: copy }) : copy;
+    });
+    return Object.assign({}, spec.schema, { properties: properties });
+  }
+
+  /* JSON boxes as tall as their text (django-jsonform sizes them only as you type, and to 0 px
+     when drawn hidden); the CSS gives a minimum. */
+  function fitBoxes(container) {
+    container.querySelectorAll("textarea").forEach(function (box) {
+      if (!box.offsetParent) return;
+      box.style.height = "auto";
+      box.style.height = Math.min(box.scrollHeight + 4, 480) + "px";
+    });
+  }
+
+  /* django-jsonform's multiselect opens on click only: Enter, Space and ArrowDown open it (its
+     options are checkboxes, focused in turn), Escape closes it and returns to the picker. */
+  function onPickerKey(event) {
+    var target = event.target;
+    if (target.classList && target.classList.contains("rjf-multiselect-field-input")) {
+      if (["Enter", " ", "ArrowDown"].indexOf(event.key) < 0) return;
+      event.preventDefault();
+      var field = target.closest(".rjf-multiselect-field") || target.parentNode;
+      var open = field.querySelector(".rjf-multiselect-field-options-container input");
+      if (!open) target.click();
+      var first = field.querySelector(".rjf-multiselect-field-options-container input");
+      if (first) first.focus();
+      target.setAttribute("aria-expanded", first ? "true" : "false");
+      return;
+    }
+    var options = target.closest && target.closest(".rjf-multiselect-field-options-container");
+    if (!options) return;
+    var picker = options.closest(".rjf-multiselect-field").querySelector(".rjf-multiselect-field-input");
+    var boxes = Array.prototype.slice.call(options.querySelectorAll("input"));
+    var at = boxes.indexOf(target);
+    if (event.key === "Escape" && picker) {
+      event.preventDefault();
+      picker.click();
+      picker.setAttribute("aria-expanded", "false");
+      picker.focus();
+    } else if (event.key === "ArrowDown" && at < boxes.length - 1) {
+      event.preventDefault();
+      boxes[at + 1].focus();
+    } else if (event.key === "ArrowUp" && at > 0) {
+      event.preventDefault();
+      boxes[at - 1].focus();
+    } else if (event.key === "Enter") {
+      event.preventDefault();
+      target.click();
+    }
   }
 
   function mountForm(editor) {
@@ -317,7 +410,7 @@
     var form = window.reactJsonForm.createForm({
       containerId: container.id,
       dataInputId: editor.querySelector(".params-sink").id,
-      schema: spec.schema,
+      schema: schemaFor(spec, params),
       data: toForm(spec, params),
       errorMap: editor.errorMap || {},
       fileHandler: "",
@@ -333,6 +426,7 @@
     textarea.hidden = true;
     toggle.setAttribute("aria-pressed", "false");
     labelForm(container);
+    fitBoxes(container);
   }
 
   function showRaw(editor) {
@@ -395,7 +489,13 @@
     bar.appendChild(note);
     editor.insertBefore(bar, editor.firstChild);
     // Labels for what the form draws (django-jsonform's labels have no `for`).
-    new MutationObserver(function () { labelForm(editor.querySelector(".params-form")); })
+    new MutationObserver(function () {
+      var form = editor.querySelector(".params-form");
+      labelForm(form);
+      form.querySelectorAll("textarea").forEach(function (box) {
+        if (box.style.height === "0px") fitBoxes(form);  // drawn while hidden
+      });
+    })
       .observe(editor.querySelector(".params-form"), { childList: true, subtree: true });
     mountForm(editor);
   }
@@ -405,6 +505,7 @@
     addMoveControls(tr);
     var editor = tr.querySelector("[data-params-editor]");
     if (editor) setUpEditor(editor);
+    labelRow(tr);
   }
 
   function onTypeChange(tr) {
@@ -436,6 +537,15 @@
     if (!group || !source || !window.reactJsonForm) return;
     specs = JSON.parse(source.textContent);
     group.classList.add("chain-editor");
+    group.addEventListener("keydown", onPickerKey);
+    // The move controls' column has no header text (axe: empty-table-header).
+    group.querySelectorAll("thead th").forEach(function (th) {
+      if (th.textContent.trim()) return;
+      var label = document.createElement("span");
+      label.className = "visually-hidden";
+      label.textContent = th.classList.contains("original") || !th.previousElementSibling ? "Move" : "Row";
+      th.appendChild(label);
+    });
     var panel = document.createElement("div");
     panel.className = "chain-order";
     panel.innerHTML =
