@@ -20,6 +20,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from advisors_app.admin.forms import BlankJSONField, ref_choices
+from advisors_app.admin.traces import usage_line
+from advisors_app.definition import resolve_draft, snapshot_hash
 from advisors_app.models import AdvisorChain
 from advisors_app.runtime import DRAFT
 
@@ -54,6 +56,7 @@ class PlaygroundCompareForm(forms.Form):
 
     def __init__(self, *args: Any, chain: AdvisorChain, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.chain = chain
         choices = ref_choices(chain)
         self.fields["left"].choices = choices
         self.fields["right"].choices = choices
@@ -69,12 +72,39 @@ class PlaygroundCompareForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if data.get("left") and data.get("left") == data.get("right"):
+        left, right = data.get("left"), data.get("right")
+        if left and right and self._same(left, right):
             raise ValidationError(
-                "Choose two different things to compare (the same one twice would only show "
-                "the model's randomness: send the message twice in the playground for that)."
+                "Choose two different things to compare: these run the same chain (the same "
+                "one twice, a label and the version it points at, or a draft equal to that "
+                "version) and would only show the model's randomness; send the message twice "
+                "in the playground for that."
             )
         return data
+
+    def _same(self, left: str, right: str) -> bool:
+        """Whether both run the same thing: the same reference, a label and the version it
+        points at, or the draft and a version whose snapshot it equals."""
+        if left == right:
+            return True
+        runs = [self._runs(ref) for ref in (left, right)]
+        if None in runs:
+            return False  # a label gone since the page was drawn: the run says so
+        if DRAFT not in runs:
+            return runs[0] == runs[1]
+        number = runs[1] if runs[0] == DRAFT else runs[0]
+        draft = snapshot_hash(resolve_draft(self.chain))
+        return bool(self.chain.versions.filter(number=number, snapshot_hash=draft).exists())
+
+    def _runs(self, ref: str) -> int | str | None:
+        """What a reference runs: a version number, ``DRAFT``, or ``None`` (no such label)."""
+        target = run_target(ref)
+        if "label" in target:
+            found = self.chain.labels.filter(name=target["label"]).select_related("version")
+            label = found.first()
+            return label.version.number if label else None
+        version = target["version"]
+        return version if isinstance(version, int) else DRAFT
 
 
 def _summary(sides: list[dict[str, Any]]) -> list[str]:
@@ -116,6 +146,7 @@ def playground_compare(model_admin: Any, request: HttpRequest, object_id: str) -
         for side in SIDES:
             ref = form.cleaned_data[side]
             outcome = model_admin._run(request, chain, data, run_target(ref))
+            outcome["usage_line"] = usage_line(outcome.get("usage"))
             sides.append({"side": side, "ref": ref, "outcome": outcome})
         context["sides"] = sides
         context["summary"] = _summary(sides)

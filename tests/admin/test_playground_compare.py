@@ -63,6 +63,30 @@ def test_one_message_runs_on_both_sides(admin_client: Client, chain) -> None:
     conversations = {side["outcome"]["result"].conversation_id for side in (left, right)}
     assert len(conversations) == 2  # each side in a conversation of its own
     assert CallLog.objects.count() == 2
+    usage = right["outcome"]["usage_line"]
+    assert "usage " + (usage or "-") in page and "{'" not in page  # "3 prompt + 1 ...", no dict
+
+
+def test_a_label_and_its_version_or_an_equal_draft_are_refused(admin_client: Client, chain) -> None:
+    """``production`` points at v1: comparing them, or the draft once it equals v1, only shows
+    the model's randomness, as v1 against v1 would."""
+    for left, right in (("production", "1"), ("1", "production")):
+        response = admin_client.post(
+            compare_url(chain), {"left": left, "right": right, "message": "hi"}
+        )
+        page = response.content.decode()
+        assert "Choose two different things to compare" in page
+        assert page.count("Choose two different things to compare") == 1  # said once
+    differs = admin_client.post(
+        compare_url(chain), {"left": "draft", "right": "1", "message": "hi"}
+    )
+    assert "sides" in differs.context
+    row = chain.advisors.get()
+    row.params = {"text": " (v1)"}
+    row.save()
+    equal = admin_client.post(compare_url(chain), {"left": "draft", "right": "1", "message": "hi"})
+    assert "sides" not in equal.context
+    assert CallLog.objects.count() == 2
 
 
 def test_bad_input_is_refused_on_the_form_or_its_side(admin_client: Client, chain) -> None:
