@@ -16,6 +16,12 @@ Configure it as channels_redis's layer, with two more host options::
     }}
 
 The turn buffer (:mod:`advisors_app.turn_buffer`) uses the same options for its own pool.
+
+A group message naming its sender's channel in ``"origin"`` (a turn's frames, published by
+the socket that runs the turn and already sent them: :class:`~advisors_app.turn_buffer.
+TurnPublisher`) is not delivered to that channel: channels_redis puts one copy per server
+process in that process's inbox, which holds ``capacity`` messages, and echoing every batch
+back to the process running the turn filled it ("over capacity": messages dropped).
 """
 
 from __future__ import annotations
@@ -38,3 +44,13 @@ class RedisChannelLayer(_ChannelsRedisLayer):  # type: ignore[misc]
         if not isinstance(address, str):  # sentinels, or host and port: channels_redis's pools
             return super().create_pool(index)
         return BlockingConnectionPool.from_url(address, **host)
+
+    def _map_channel_keys_to_connection(
+        self, channel_names: list[str], message: dict[str, Any]
+    ) -> Any:
+        # channels_redis's group_send maps the group's channels to Redis keys here: the one
+        # place to leave the sender out.
+        origin = message.get("origin")
+        if origin:
+            channel_names = [name for name in channel_names if name != origin]
+        return super()._map_channel_keys_to_connection(channel_names, message)

@@ -234,6 +234,21 @@ async def test_the_redis_layer_waits_for_a_free_connection() -> None:
             await layer.close_pools()
 
 
+async def test_the_redis_layer_does_not_echo_a_turns_frames_to_their_sender() -> None:
+    layer = RedisChannelLayer(hosts=[REDIS_URL], prefix=f"advisors-tests-{uuid.uuid4().hex}")
+    try:
+        sender, watcher = await layer.new_channel(), await layer.new_channel()
+        for channel in (sender, watcher):
+            await layer.group_add("g", channel)
+        await layer.group_send("g", {"type": "turn.events", "origin": sender, "n": 1})
+        await layer.group_send("g", {"type": "turn.events", "origin": "", "n": 2})
+        assert [(await layer.receive(watcher))["n"] for _ in range(2)] == [1, 2]
+        assert (await layer.receive(sender))["n"] == 2  # the first never reached it
+    finally:
+        await layer.flush()
+        await layer.close_pools()
+
+
 async def test_the_turn_buffer_shares_the_layers_pool_settings() -> None:
     with override_settings(CHANNEL_LAYERS=channel_layers(REDIS_URL)):
         layer = get_channel_layer()
