@@ -143,3 +143,14 @@ def test_a_range_without_turns_says_so(admin_client: Client) -> None:
 def test_the_app_index_links_the_dashboard(admin_client: Client) -> None:
     page = admin_client.get("/admin/advisors_app/").content.decode()
     assert f'href="{URL}"' in page
+
+
+def test_the_main_admin_index_links_the_reports(client: Client, django_user_model) -> None:
+    """Pages, not models: the app list does not show them, the index does after it."""
+    staff = django_user_model.objects.create_user("staff", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert "Spend report" not in client.get("/admin/").content.decode()  # not theirs to read
+    staff.user_permissions.add(Permission.objects.get(codename="view_calllog"))
+    page = client.get("/admin/").content.decode()
+    assert f'href="{URL}"' in page and 'href="/admin/advisors_app/calllog/report/"' in page
+    assert page.count('id="content-main"') == 1
