@@ -68,6 +68,7 @@ def test_the_dashboard_draws_its_charts_with_data(
                 name: name,
                 labels: chart.data.labels.length,
                 datasets: chart.data.datasets.map(d => d.label),
+                colours: chart.data.datasets.map(d => d.borderColor || d.backgroundColor),
                 painted: painted,
             };
         })"""
@@ -78,6 +79,8 @@ def test_the_dashboard_draws_its_charts_with_data(
     assert by_name["latency"]["datasets"][:2] == ["latency p50", "latency p95"]
     assert by_name["versions"]["labels"] == 2  # support draft, triage draft
     assert all(chart["painted"] > 1000 for chart in drawn), drawn
+    for chart in drawn:  # each series its own colour within a chart
+        assert len(set(chart["colours"])) == len(chart["colours"]), chart
 
     turns = page.get_by_role("table", name="Turns by day")
     expect(turns.locator("tbody tr")).to_have_count(8)

@@ -12,7 +12,8 @@
   var grid = style.getPropertyValue("--hairline-color").trim() || "#e8e8e8";
   var colours = {
     ok: "#417690", refused: "#c7a34a", error: "#ba2121", cancelled: "#999999",
-    p50: "#417690", p95: "#ba2121", ttft50: "#70a372", ttft95: "#8a6fb2",
+    // p95 is not red: red is errors (the versions chart shows both side by side).
+    p50: "#417690", p95: "#6b4c9a", ttft50: "#70a372", ttft95: "#a0522d",
     prompt: "#417690", completion: "#79aec8", cost: "#c7a34a",
   };
 
