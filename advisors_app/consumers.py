@@ -47,7 +47,7 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.events`):
   ``"invalid"`` and field ``errors``; the connection stays open and usable. (``cancel``
   ignores fields it does not know: it should always work.) A frame over
   :data:`MAX_FRAME_BYTES` gets that ``error`` frame (``errors.frame`` names its size), then
-  the socket is closed with 1009.
+  the socket is closed with 4009.
 * Server frames of a turn resumed elsewhere — tool calls decided outside a turn (an approver,
   ``POST /api/approvals/<id>/decision/``) and resumed by a task worker
   (:mod:`advisors_app.approval_jobs`) — reach every open chat socket of the conversation's
@@ -120,12 +120,14 @@ CLOSE_NOT_AUTHENTICATED = 4401
 
 #: The largest client frame read, in bytes of UTF-8: ample for a message of
 #: ``ADVISORS["MAX_MESSAGE_CHARS"]`` with its params or decisions. A larger one is answered with
-#: an ``error`` frame, then the socket is closed with 1009 (RFC 6455: message too big). Frames
+#: an ``error`` frame, then the socket is closed with 4009 (1009, RFC 6455's "message too big",
+#: is for the websocket layer itself: daphne's autobahn refuses it from an application, which
+#: may close with 1000 or 3000-4999 only, so the app's code is 4000 + 1009's last digits). Frames
 #: past the server's own limit (daphne: ``--websocket-max-message-size``, 1 MiB by default)
 #: never reach the consumer: daphne drops the socket (docs/chat-page.md), so keep that limit
 #: above this one.
 MAX_FRAME_BYTES = 256 * 1024
-CLOSE_TOO_BIG = 1009
+CLOSE_TOO_BIG = 4009
 
 #: A ``resume`` naming an event of a turn the buffer holds nothing of yet waits this many
 #: tenths of a second for the turn's first batch before answering ``not_found``.

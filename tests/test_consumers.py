@@ -415,7 +415,7 @@ async def test_malformed_frames_get_an_error_frame_and_the_socket_stays_usable(
     ],
     ids=["text", "utf-8", "binary"],
 )
-async def test_a_frame_over_the_limit_gets_an_error_frame_then_close_1009(
+async def test_a_frame_over_the_limit_gets_an_error_frame_then_close_4009(
     socket: Any, data: dict[str, Any]
 ) -> None:
     await socket.send_to(**data)
@@ -426,7 +426,7 @@ async def test_a_frame_over_the_limit_gets_an_error_frame_then_close_1009(
         "invalid",
         {"frame": [f"The frame is {size} bytes; at most {MAX_FRAME_BYTES} are read."]},
     )
-    assert await socket.receive_output() == {"type": "websocket.close", "code": 1009}
+    assert await socket.receive_output() == {"type": "websocket.close", "code": 4009}
     assert not await sync_to_async(ChatMessage.objects.exists)()
 
 

@@ -135,3 +135,34 @@ def test_a_conversation_started_on_one_server_continues_on_the_other(
         "Its population?",
         "Oslo is the capital.",  # each process's scripted model starts its script afresh
     ]
+
+
+def test_a_frame_over_the_limit_is_answered_then_closed_4009_by_daphne(
+    servers: tuple[LiveServer, LiveServer], django_user_model: Any
+) -> None:
+    """Through real daphne (autobahn refuses 1009 from an application: the close must work)."""
+    from websockets.exceptions import ConnectionClosed
+
+    from advisors_app.consumers import MAX_FRAME_BYTES
+
+    first, _ = servers
+    alice = django_user_model.objects.create_user("alice", password="pw")
+    chain = make_chain("big-frames")
+    client = Client()
+    client.force_login(alice)
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+
+    async def scenario() -> tuple[dict[str, Any], int | None]:
+        ws = await socket(first, chain.slug, cookie)
+        await ws.send(json.dumps({"type": "message", "text": "x" * (MAX_FRAME_BYTES + 10)}))
+        frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        try:
+            await asyncio.wait_for(ws.recv(), 10)
+        except ConnectionClosed as closed:
+            return frame, closed.rcvd.code if closed.rcvd else None
+        raise AssertionError("the socket stayed open")
+
+    frame, code = asyncio.run(scenario())
+    assert (frame["type"], frame["code"]) == ("error", "invalid")
+    assert code == 4009
+    assert "invalid close code" not in first.log()

@@ -179,7 +179,7 @@ def test_a_socket_dropped_before_any_answer_says_nothing_was_saved(
         # The server side of a frame it will not read: the socket closes, no frame comes back.
         server = socket.connect_to_server()
         socket.on_message(
-            lambda text: socket.close(code=1009) if '"message"' in text else server.send(text)
+            lambda text: socket.close(code=4009) if '"message"' in text else server.send(text)
         )
 
     page.route_web_socket(re.compile("/ws/chat/"), drop_messages)
