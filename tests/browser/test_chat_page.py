@@ -425,3 +425,20 @@ def test_the_demo_chain_editor_fits_a_laptop_window(
     # Opened, the params help of every row and the advisor type reference wrap too.
     page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
     assert page.evaluate(fits)
+
+
+def test_a_skip_link_leads_to_the_message_box(
+    chat_server: LiveServer, new_page: Any, site: dict[str, Any]
+) -> None:
+    page = new_page()
+    log_in(page, chat_server, "alice")
+    connected(page)
+    skip = page.get_by_role("link", name="Skip to message box")
+    box = skip.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 0  # out of sight until focused
+    page.keyboard.press("Tab")  # the first thing Tab reaches
+    expect(skip).to_be_focused()
+    box = skip.bounding_box()
+    assert box is not None and box["y"] >= 0
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("textbox", name="Message")).to_be_focused()
