@@ -394,3 +394,21 @@ def test_moving_to_the_top_keeps_orders_readable(
     expect(row(page, "message_chat_memory").locator("input[name$='-order']")).to_have_value(
         "HIGHEST+200"
     )
+
+
+def test_a_huge_integer_is_reported_as_typed(
+    chat_server: LiveServer, new_page: Any, chain: AdvisorChain
+) -> None:
+    page = new_page(viewport={"width": 1400, "height": 900})
+    open_editor(page, chat_server, chain)
+    form_field(row(page, "message_chat_memory"), "max_messages").fill("99999999999999999999999")
+    page.get_by_role("button", name="Save and continue editing").click()
+    expect(page.locator(".errornote")).to_be_visible()
+    field_row = (
+        params_form(row(page, "message_chat_memory"))
+        .locator(".rjf-form-row")
+        .filter(has=page.locator("label:text-is('max_messages')"))
+    )
+    expect(field_row.locator(".rjf-error-text")).to_contain_text(
+        "99999999999999999999999 is greater than the maximum"
+    )

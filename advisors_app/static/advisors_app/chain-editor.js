@@ -263,6 +263,27 @@
     return params;
   }
 
+  /* The params as JSON, an integer too large for a JS number as typed: the form holds
+     99999999999999999999999 as 1e+23, and the server's error would name that instead. */
+  function paramsJson(spec, data, container) {
+    var params = fromForm(spec, data);
+    var typed = {};
+    Object.keys(params).forEach(function (name) {
+      var prop = spec.schema.properties[name];
+      var value = params[name];
+      if (!prop || prop.type !== "integer" || typeof value !== "number" || Number.isSafeInteger(value)) return;
+      var input = container.querySelector("input[name='rjf\u00a7" + name + "']");
+      var text = input ? input.value.trim() : "";
+      if (!/^-?\d+$/.test(text)) return;
+      var token = "\u0000typed:" + name;
+      params[name] = token;
+      typed[JSON.stringify(token)] = text;
+    });
+    var json = JSON.stringify(params);
+    Object.keys(typed).forEach(function (token) { json = json.split(token).join(typed[token]); });
+    return json;
+  }
+
   /* django-jsonform's labels have no `for`, and array items none at all: name each control
      after its label, or its list's title and place ("words, item 1"). */
   function labelForm(container) {
@@ -418,7 +439,7 @@
       readonly: textarea.disabled
     });
     form.addEventListener("change", function (event) {
-      textarea.value = JSON.stringify(fromForm(spec, event.data));
+      textarea.value = paramsJson(spec, event.data, container);
     });
     form.render();
     editor.paramsForm = form;
