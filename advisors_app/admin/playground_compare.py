@@ -20,7 +20,6 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from advisors_app.admin.forms import BlankJSONField, ref_choices
-from advisors_app.admin.traces import usage_line
 from advisors_app.definition import resolve_draft, snapshot_hash
 from advisors_app.models import AdvisorChain
 from advisors_app.runtime import DRAFT
@@ -146,7 +145,6 @@ def playground_compare(model_admin: Any, request: HttpRequest, object_id: str) -
         for side in SIDES:
             ref = form.cleaned_data[side]
             outcome = model_admin._run(request, chain, data, run_target(ref))
-            outcome["usage_line"] = usage_line(outcome.get("usage"))
             sides.append({"side": side, "ref": ref, "outcome": outcome})
         context["sides"] = sides
         context["summary"] = _summary(sides)
