@@ -21,13 +21,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
+from advisors_app.admin.spend_report import REPORT_MAX_DAYS, SpendReportForm
 from advisors_app.core.advisors.budget_guard import BUDGET_EXCEEDED
 from advisors_app.core.advisors.safe_guard import CONTENT_FILTER
 from advisors_app.models import AdvisorChain, CallLog, ChainVersion
@@ -44,41 +45,23 @@ __all__ = [
 
 #: The days the dashboard shows when not told: the last 14, today included.
 DASHBOARD_DAYS = 14
-#: The longest range it draws (one point per day).
-DASHBOARD_MAX_DAYS = 366
+#: The longest range it draws (one point per day): the spend report's.
+DASHBOARD_MAX_DAYS = REPORT_MAX_DAYS
 _ALL = ""
 
 
-class DashboardForm(forms.Form):
-    """The dashboard's filters: ``?from=&to=`` (inclusive local days) and ``chain`` (a slug;
-    blank: every chain)."""
+class DashboardForm(SpendReportForm):
+    """The dashboard's filters: the spend report's date range (``?from=&to=``, inclusive local
+    days, at most :data:`DASHBOARD_MAX_DAYS`) and ``chain`` (a slug; blank: every chain)."""
 
     def __init__(self, data: Any = None) -> None:
         super().__init__(data)
-        widget = forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
-        self.fields["from"] = forms.DateField(label="From", widget=widget)
-        self.fields["to"] = forms.DateField(label="To", widget=widget)
         slugs = AdvisorChain.objects.order_by("slug").values_list("slug", flat=True)
         self.fields["chain"] = forms.ChoiceField(
             label="Chain",
             required=False,
             choices=[(_ALL, "All chains"), *((slug, slug) for slug in slugs)],
         )
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        first, last = data.get("from"), data.get("to")
-        if first is None or last is None:
-            return data
-        if first > last:
-            raise ValidationError("From is after To.")
-        if (last - first).days >= DASHBOARD_MAX_DAYS:
-            raise ValidationError(f"Choose at most {DASHBOARD_MAX_DAYS} days.")
-        try:
-            local_range(first, last)
-        except OverflowError:
-            raise ValidationError(f"{first} is out of range.") from None
-        return data
 
 
 @dataclass(frozen=True)
