@@ -89,14 +89,14 @@ import json
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from channels.db import aclose_old_connections
+from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from advisors_app import server_shutdown
 from advisors_app.conf import app_settings
 from advisors_app.conversations import afind_conversation
+from advisors_app.db_threads import db_sync_to_async, own_thread
 from advisors_app.events import DoneEvent, ErrorEvent, TurnError, TurnOutcome, error_event
 from advisors_app.feedback import FeedbackError, feedback_frame, parse_vote, record_vote
 from advisors_app.services import TurnStream, stream_turn
@@ -200,13 +200,24 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._leave_groups()  # no dead channel left in the user's group
             raise
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels runs close_old_connections before every message — socket frames and group
+        # messages alike — on the process's one shared thread: under load every delivered
+        # frame queued behind every other socket's (500 chats: first delta p99 2 s, group
+        # messages piling up in the process's inbox until over capacity). This consumer's
+        # database work runs on each turn's own thread, which closes its connections itself
+        # (advisors_app.db_threads), so there is nothing here to close.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     async def connect(self) -> None:
         self.chain_slug: str = self.scope["url_route"]["kwargs"]["slug"]
         self.user = self.scope.get("user")
         self._generation: asyncio.Task[None] | None = None
         #: True from a message's acceptance until its final frame is sent (the busy rule).
         self._turn_active = False
-        self._stream: TurnStream | None = None
         self._closing = False
         self._shutting_down = False
         self._publisher: TurnPublisher | None = None
@@ -301,7 +312,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """Store or undo a vote (:mod:`advisors_app.feedback`) and acknowledge it."""
         try:
             vote = parse_vote(content, envelope=("type",), allow_withdraw=True)
-            score, _ = await sync_to_async(record_vote)(self.user, vote)
+            async with own_thread():
+                score, _ = await db_sync_to_async(record_vote)(self.user, vote)
         except FeedbackError as refused:
             event = refused.to_event()
         except Exception as exc:  # the database failed: the socket stays usable
@@ -330,24 +342,26 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         This is the task ``cancel`` and ``disconnect`` cancel. The turn counts as running
         (``busy``) only until its final frame is sent, not while it is being announced.
         """
-        self._stream = None
-        try:
-            await self._run_turn(turn)
-        finally:
-            self._turn_active = False
-            if self._stream is not None:
-                await self._announce(self._stream)
+        started: list[TurnStream] = []  # this turn's, even once the next one has begun
+        async with own_thread():  # else every socket's database work queues on one thread
+            try:
+                await self._run_turn(turn, started)
+            finally:
+                self._turn_active = False
+                if started:
+                    await self._announce(started[0])
 
-    async def _run_turn(self, turn: TurnInput) -> None:
+    async def _run_turn(self, turn: TurnInput, started: list[TurnStream]) -> None:
         """Send the turn's frames: ``start``, ``sources``, tool events, deltas, then ``done``
         or ``error``."""
         stream: TurnStream | None = None
         events: DeltaCoalescer | None = None
         final_sent = False
-        self._publisher = None
+        publisher = self._publisher = None
         try:
-            stream = self._stream = await stream_turn(self.chain_slug, self.user, turn)
-            self._publisher = TurnPublisher(
+            stream = await stream_turn(self.chain_slug, self.user, turn)
+            started.append(stream)
+            publisher = self._publisher = TurnPublisher(
                 self.user, stream.conversation_id, stream.trace_id, self.channel_name or ""
             )
             events = DeltaCoalescer(stream)
@@ -369,8 +383,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 await self._send_cancelled(stream, events)
             raise
         finally:
-            if self._publisher is not None:
-                await self._publisher.drain()
+            if publisher is not None:
+                await publisher.drain()
 
     async def _emit(self, frame: dict[str, Any], *, publish: bool = True) -> None:
         """Send one frame of this socket's turn (while it is open) and publish it with its id
@@ -379,6 +393,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             frame = self._publisher.stamp(frame)
         if not self._closing:
             await self.send_json(frame)
+        if frame["type"] in ("done", "error"):
+            # The busy rule: the socket takes a new message once the final frame is sent,
+            # while this turn's task still publishes, announces and closes its thread.
+            self._turn_active = False
 
     async def _send_cancelled(
         self, stream: TurnStream | None, events: DeltaCoalescer | None
@@ -505,7 +523,6 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         a dead channel from the group after ``group_expiry`` anyway."""
         await self.disconnect(message.get("code", 1000))
         await self._leave_groups()
-        await aclose_old_connections()
         raise StopConsumer()
 
     async def _leave_groups(self) -> None:

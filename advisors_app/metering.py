@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from advisors_app.budgets import (
@@ -50,6 +49,7 @@ from advisors_app.core.prompt import ChatOptions, Prompt, merge_options
 from advisors_app.core.providers.registry import create_chat_model
 from advisors_app.core.response import Usage
 from advisors_app.core.tokens import TiktokenTokenCountEstimator
+from advisors_app.db_threads import db_sync_to_async
 from advisors_app.models.costs import PriceSource
 from advisors_app.pricing import Cost, ModelRef, Price, PriceBook, cost_of
 
@@ -200,7 +200,7 @@ class TurnMeter:
             round_.prompt_tokens = estimate_prompt_tokens(prompt)
             estimates = self._estimates(round_, model)
             downgrade_estimates = self._downgrade_estimates(prompt, round_.prompt_tokens)
-            reached, warnings = await sync_to_async(reserve)(
+            reached, warnings = await db_sync_to_async(reserve)(
                 self.budgets,
                 estimates,
                 self.booked,

@@ -53,7 +53,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from asgiref.sync import sync_to_async
 from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank, SearchVector
 from django.db.models import QuerySet
 from pydantic import Field
@@ -61,6 +60,7 @@ from pydantic import Field
 from advisors_app.core.attributes import CONVERSATION_ID, PRINCIPAL
 from advisors_app.core.messages import MessageType
 from advisors_app.core.tools import ToolContext, ToolRegistry, tool
+from advisors_app.db_threads import db_sync_to_async
 from advisors_app.models import ChatMessage, Conversation
 
 __all__ = [
@@ -321,7 +321,7 @@ async def conversation_search(
     error). Over-long queries and limits outside 1–:data:`MAX_LIMIT` are refused by the
     argument schema.
     """
-    return await sync_to_async(_search_for_context)(query, limit, context)
+    return await db_sync_to_async(_search_for_context)(query, limit, context)
 
 
 def register_recall_tools(registry: ToolRegistry | None = None) -> None:

@@ -17,7 +17,6 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db.models import Q, QuerySet
 from django.utils.module_loading import import_string
 
@@ -25,6 +24,7 @@ from advisors_app.conf import app_settings
 from advisors_app.core.attributes import PRINCIPAL
 from advisors_app.core.model import EmbeddingModel
 from advisors_app.core.vectorstore import Document, Filter, SearchRequest, VectorStore
+from advisors_app.db_threads import db_sync_to_async
 from advisors_app.models import Collection
 from advisors_app.models import Document as DocumentRow
 from advisors_app.stores.vectors import PgVectorStore
@@ -113,7 +113,7 @@ class UserScopedVectorStore(VectorStore):
         return PgVectorStore.for_user(row, user, self._embedding_model, tenant=tenant)
 
     async def _store(self) -> PgVectorStore:
-        return await sync_to_async(self._view)(self._user)
+        return await db_sync_to_async(self._view)(self._user)
 
     async def aadd(self, documents: Sequence[Document]) -> None:
         await (await self._store()).aadd(documents)

@@ -51,7 +51,8 @@ Params (JSON object): ``options`` (the per-request chat options: ``temperature``
 ``max_tokens``, ``top_p``, ``top_k``, ``stop``, ``seed``, penalties), ``system_params`` (values
 for the chain's system-template placeholders), and the context params the chain's advisor types
 declare (for example ``qa_filter_expression``). Anything else is refused. All database work
-runs off the event loop (``sync_to_async``).
+runs off the event loop (:func:`~advisors_app.db_threads.db_sync_to_async`: no pooled
+connection is held while the answer streams).
 """
 
 from __future__ import annotations
@@ -66,7 +67,6 @@ from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 
@@ -106,6 +106,7 @@ from advisors_app.core.requests import ChatClientResponse
 from advisors_app.core.serialization import to_jsonable
 from advisors_app.core.streams import closing_stream
 from advisors_app.core.tracing import CallTrace, CompositeObserver, OpenTelemetryObserver
+from advisors_app.db_threads import db_sync_to_async
 from advisors_app.events import (
     ApprovalRequiredEvent,
     BudgetWarningEvent,
@@ -519,7 +520,7 @@ async def _prepare(
     errors = _checked(user, data)
     # Known before the chain runs: whoever stores the reply writes it into its metadata.
     trace_id = uuid.uuid4().hex
-    opened = await sync_to_async(_open)(chain, user, data, errors, trace_id)
+    opened = await db_sync_to_async(_open)(chain, user, data, errors, trace_id)
     return _turn(user, data, mode, trace_payloads, trace_id, opened)
 
 
@@ -792,7 +793,7 @@ async def _finish(
     turn's scope) and write its call log row — one transaction, one thread hop — and return
     its ``outcome`` saying what it left stored: the reply's id, and the conversation or
     ``None`` for one the turn started and left empty (removed)."""
-    return await sync_to_async(_write)(turn, outcome, response, exc)
+    return await db_sync_to_async(_write)(turn, outcome, response, exc)
 
 
 async def _shielded(coroutine: Coroutine[Any, Any, _T]) -> _T:

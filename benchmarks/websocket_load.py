@@ -18,7 +18,9 @@ printed). Each chat reads its frames until ``done``. For ``--resume-share`` of t
 (default 20%) the client closes its socket mid-turn (at a random point of the answer), waits
 ``--reconnect`` seconds, connects to process **B** and sends ``{"type": "resume",
 "conversation_id", "last_event_id"}``; B replays the missed frames from the Redis stream and
-delivers the rest live through the Redis layer while the turn goes on running on A.
+delivers the rest live through the Redis layer while the turn goes on running on A. With
+``--spread`` the clients alternate between A and B, as behind one address that balances
+connections, and each dropped chat resumes on the other process.
 
 Reported (the lines ``target`` say met or MISSED):
 
@@ -88,8 +90,8 @@ CHAIN = "load"
 MEASURED = (
     "concurrent websocket chats as a user gets them: a real chain (guard + memory + retrieval "
     "over real MiniLM embeddings, scripted model) on 2 daphne processes sharing the Redis "
-    "channel layer, clients on process A, a share of chats dropped mid-turn and resumed on "
-    "process B; every chat read until done"
+    "channel layer, clients on process A (or, with --spread, on both as behind one address), a "
+    "share of chats dropped mid-turn and resumed on the other process; every chat read until done"
 )
 #: The issue's targets (issue 23).
 TARGETS = {
@@ -228,8 +230,11 @@ async def run_clients(
     args: argparse.Namespace,
     *,
     resume_share: float,
+    spread: bool = False,
 ) -> tuple[list[Chat], float]:
-    """Open every socket on ``a`` (before the clock starts), then run every chat."""
+    """Open every socket (before the clock starts), then run every chat. With ``spread`` the
+    chats alternate between ``a`` and ``b`` (as behind a load balancer) and each resumes on the
+    other; otherwise every chat is on ``a`` and resumes on ``b``."""
     rng = random.Random(23)
     chats = [
         Chat(
@@ -239,9 +244,10 @@ async def run_clients(
         )
         for i in range(len(cookies))
     ]
+    homes = [(b, a) if spread and i % 2 else (a, b) for i in range(len(cookies))]
     sockets = []
-    for cookie in cookies:  # sequential opens: the handshake is not what is measured
-        sockets.append(await _open(f"{a.ws_url}/ws/chat/{CHAIN}/", a.url, cookie))
+    for cookie, (home, _) in zip(cookies, homes, strict=True):  # handshakes are not measured
+        sockets.append(await _open(f"{home.ws_url}/ws/chat/{CHAIN}/", home.url, cookie))
     answer_s = args.tokens * args.interval
     start = time.perf_counter() + 0.2
     deadline = start + args.deadline
@@ -252,14 +258,14 @@ async def run_clients(
                 run_chat(
                     chat,
                     ws,
-                    b,
+                    other,
                     cookie,
                     start + chat.index * spacing,
                     deadline,
                     answer_s,
                     args.reconnect,
                 )
-                for chat, ws, cookie in zip(chats, sockets, cookies, strict=True)
+                for chat, ws, cookie, (_, other) in zip(chats, sockets, cookies, homes, strict=True)
             )
         )
     finally:
@@ -432,7 +438,15 @@ def measure(args: argparse.Namespace, cookies: list[str], answer: str) -> dict[s
             asyncio.run(run_clients(b, a, cookies[1:2], questions, warm, resume_share=0.0))
             cpu_before = (a.cpu_seconds(), b.cpu_seconds(), time.process_time())
             chats, wall = asyncio.run(
-                run_clients(a, b, cookies[2:], questions, args, resume_share=args.resume_share)
+                run_clients(
+                    a,
+                    b,
+                    cookies[2:],
+                    questions,
+                    args,
+                    resume_share=args.resume_share,
+                    spread=args.spread,
+                )
             )
             cpu_a = a.cpu_seconds() - cpu_before[0]
             cpu_b = b.cpu_seconds() - cpu_before[1]
@@ -489,7 +503,8 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"done         p50 {r['done_p50_ms']:7.0f} ms   p99 {r['done_p99_ms']:7.0f} ms")
     if r["resumed_chats"]:
         print(
-            f"resume → first frame on B  p50 {r['resume_first_frame_p50_ms']:.0f} ms   "
+            "resume → first frame on the other process  "
+            f"p50 {r['resume_first_frame_p50_ms']:.0f} ms   "
             f"p99 {r['resume_first_frame_p99_ms']:.0f} ms"
         )
     print(f"inter-frame gap  p50 {r['gap_p50_ms']:.1f} ms   p99 {r['gap_p99_ms']:.1f} ms")
@@ -499,7 +514,7 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
     )
     if r["lost_chats"]:
         print(
-            f"lost chats: {r['lost_chats_resumed']} of them resumed on B; "
+            f"lost chats: {r['lost_chats_resumed']} of them resumed on the other process; "
             + ", ".join(f"{n}× {why}" for why, n in r["lost_reasons"].items())
         )
     for example in r["lost_examples"]:
@@ -522,6 +537,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--resume-share", type=float, default=0.2, help="chats dropped, resumed")
     parser.add_argument("--reconnect", type=float, default=0.5, help="seconds offline per drop")
     parser.add_argument("--topics", type=int, default=20, help="topics in the collection")
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="clients alternate between the processes (as behind one address); else all on A",
+    )
     parser.add_argument("--deadline", type=float, default=0.0, help="seconds (0: ramp+answer+60)")
     parser.add_argument(
         "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14")
@@ -539,8 +559,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{args.clients} chats, messages spread over {args.ramp:g} s; scripted answer of "
         f"{args.tokens} tokens, one every {args.interval * 1e3:.0f} ms "
         f"({args.tokens * args.interval:.1f} s); {args.resume_share:.0%} dropped after "
-        f"10–60% of the answer and resumed on B {args.reconnect:g} s later; deadline "
-        f"{args.deadline:.0f} s"
+        f"10–60% of the answer and resumed on the other process {args.reconnect:g} s later; "
+        f"deadline {args.deadline:.0f} s; clients "
+        + ("alternate between A and B" if args.spread else "all on A")
     )
     if args.interval * 1e3 >= TARGETS["gap_p99_ms"]:
         print(
@@ -571,6 +592,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "reconnect",
             "topics",
             "deadline",
+            "spread",
         )
     }
     parameters["servers"] = 2

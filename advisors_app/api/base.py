@@ -14,7 +14,6 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponseBase
 from rest_framework.exceptions import UnsupportedMediaType, ValidationError
 from rest_framework.permissions import IsAuthenticated
@@ -23,6 +22,7 @@ from rest_framework.utils.mediatypes import media_type_matches
 from rest_framework.views import APIView
 
 from advisors_app.api.errors import api_exception_handler
+from advisors_app.db_threads import db_sync_to_async
 from advisors_app.validation import text_problem
 
 __all__ = ["ApiView", "AsyncAPIView"]
@@ -98,7 +98,7 @@ class AsyncAPIView(ApiView):
         self.request = drf_request
         self.headers = self.default_response_headers
         try:
-            await sync_to_async(self._prepare)(drf_request, *args, **kwargs)
+            await db_sync_to_async(self._prepare)(drf_request, *args, **kwargs)
             method = (drf_request.method or "").lower()
             handler = (
                 getattr(self, method, self.http_method_not_allowed)

@@ -23,8 +23,9 @@ from the rows written (:meth:`TurnScope.reply_id`), without a query. The scope l
 context variable, so concurrent turns of one conversation each see their own; anything outside a
 turn reads and writes as before.
 
-Async twins run the sync methods through ``asgiref.sync.sync_to_async`` (thread-sensitive, as
-Django's own async ORM methods do), so the event loop never blocks on the database; a
+Async twins run the sync methods through :func:`~advisors_app.db_threads.db_sync_to_async`
+(thread-sensitive, as Django's own async ORM methods do; a pooled connection goes back after
+each), so the event loop never blocks on the database; a
 transaction and its row lock cannot span ``await`` points in Django's async ORM.
 """
 
@@ -36,7 +37,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import connections, router, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -54,6 +54,7 @@ from advisors_app.core.messages import (
     ToolResponseMessage,
     UserMessage,
 )
+from advisors_app.db_threads import db_sync_to_async
 from advisors_app.models import ChatMessage, Conversation
 from advisors_app.prepared import PreparedQuery
 
@@ -455,16 +456,16 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
     # Async twins ----------------------------------------------------------------------------
 
     async def afind_conversation_ids(self) -> list[str]:
-        return await sync_to_async(self.find_conversation_ids)()
+        return await db_sync_to_async(self.find_conversation_ids)()
 
     async def afind_by_conversation_id(self, conversation_id: str) -> list[Message]:
-        return await sync_to_async(self.find_by_conversation_id)(conversation_id)
+        return await db_sync_to_async(self.find_by_conversation_id)(conversation_id)
 
     async def asave_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
-        await sync_to_async(self.save_all)(conversation_id, messages)
+        await db_sync_to_async(self.save_all)(conversation_id, messages)
 
     async def adelete_by_conversation_id(self, conversation_id: str) -> None:
-        await sync_to_async(self.delete_by_conversation_id)(conversation_id)
+        await db_sync_to_async(self.delete_by_conversation_id)(conversation_id)
 
     # Inside a turn's scope these answer from it, without a thread hop.
 
@@ -474,7 +475,9 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         if _scope_for(conversation_id) is not None:
             self.append(conversation_id, messages, replace_system=replace_system)
             return
-        await sync_to_async(self.append)(conversation_id, messages, replace_system=replace_system)
+        await db_sync_to_async(self.append)(
+            conversation_id, messages, replace_system=replace_system
+        )
 
     async def afind_last(self, conversation_id: str, limit: int) -> list[Message]:
         scope = _scope_for(conversation_id)
@@ -483,11 +486,11 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
             found = scope.last(limit)
             if found is not None:
                 return found
-        return await sync_to_async(self.find_last)(conversation_id, limit)
+        return await db_sync_to_async(self.find_last)(conversation_id, limit)
 
     async def afind_system_messages(self, conversation_id: str) -> list[Message]:
         scope = _scope_for(conversation_id)
         found = scope.system_messages() if scope is not None else None
         if found is not None:
             return found
-        return await sync_to_async(self.find_system_messages)(conversation_id)
+        return await db_sync_to_async(self.find_system_messages)(conversation_id)

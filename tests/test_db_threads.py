@@ -1,0 +1,80 @@
+"""A turn's database work: a thread of its own per websocket turn, no pooled connection held
+between pieces of work (:mod:`advisors_app.db_threads`)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection, transaction
+
+from advisors_app.db_threads import _release_pooled, db_sync_to_async, own_thread
+from advisors_app.models import Conversation
+from tests.test_consumers import alice, chain, fresh_cache, open_socket, script  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+thread_id = sync_to_async(threading.get_ident)
+
+
+async def test_each_block_gets_a_thread_of_its_own() -> None:
+    shared = await thread_id()
+
+    async def inside() -> int:
+        async with own_thread():
+            first = await thread_id()
+            assert await thread_id() == first  # thread-sensitive within the block
+            return first
+
+    one, two = await asyncio.gather(inside(), inside())
+    assert len({shared, one, two}) == 3
+
+
+def _query_then_connection() -> Any:
+    Conversation.objects.exists()
+    return connection.connection
+
+
+async def test_a_pooled_connection_goes_back_after_each_piece_of_work() -> None:
+    assert connection.settings_dict["OPTIONS"].get("pool")  # the example site pools
+    async with own_thread():
+        assert await sync_to_async(_query_then_connection)() is not None  # plain: kept
+        assert await db_sync_to_async(_query_then_connection)() is not None  # used inside...
+        assert await sync_to_async(lambda: connection.connection)() is None  # ...then back
+
+
+def _kept_inside_a_transaction() -> bool:
+    with transaction.atomic():
+        Conversation.objects.exists()
+        _release_pooled()  # what db_sync_to_async does after its work
+        return connection.connection is not None and connection.in_atomic_block
+
+
+async def test_a_connection_inside_a_transaction_is_kept() -> None:
+    """Work done while a transaction is open on the thread (a caller's, a test's) keeps the
+    connection: the transaction still needs it."""
+    async with own_thread():
+        assert await sync_to_async(_kept_inside_a_transaction)()
+
+
+async def test_a_websocket_turn_does_not_wait_behind_other_blocking_work(
+    alice: Any,  # noqa: F811
+    chain: Any,  # noqa: F811
+) -> None:
+    """Before: every socket's database work queued on one thread per process, so one slow
+    piece of blocking work delayed every other socket's turn."""
+    socket = await open_socket(alice)
+    await script("support", "Hello", "there")
+    blocker = asyncio.create_task(sync_to_async(time.sleep)(3.0))  # the shared thread, busy
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    await socket.send_json_to({"type": "message", "message": "hi"})
+    while (frame := await socket.receive_json_from(timeout=2.5))["type"] != "done":
+        assert frame["type"] != "error", frame
+    assert time.monotonic() - started < 2.5 and not blocker.done()
+    await blocker
+    await socket.disconnect()
