@@ -260,3 +260,40 @@ async def test_the_turn_buffer_shares_the_layers_pool_settings() -> None:
         assert isinstance(pool, BlockingConnectionPool)
         assert (pool.max_connections, pool.timeout) == (200, 20.0)
         await client.aclose()
+
+
+async def test_a_turn_with_no_other_socket_listening_skips_the_group_send() -> None:
+    """On channels_redis the buffer write reads the user's group in the same round trip; the
+    group_send (three more) goes only when a socket besides the sender is in it."""
+    config = channel_layers(REDIS_URL)
+    config["default"]["CONFIG"]["prefix"] = f"advisors-tests-{uuid.uuid4().hex}"
+    with override_settings(CHANNEL_LAYERS=config):
+        layer = get_channel_layer()
+        sent: list[str] = []
+        group_send = layer.group_send
+
+        async def counted(group: str, message: dict[str, Any]) -> None:
+            sent.append(group)
+            await group_send(group, message)
+
+        layer.group_send = counted
+        user = type("User", (), {"pk": 7})()
+        sender, watcher = await layer.new_channel(), await layer.new_channel()
+        await layer.group_add(tb.user_group(user), sender)
+        try:
+            alone = tb.TurnPublisher(user, "c1", "t1", sender)
+            alone.stamp({"type": "start"})
+            await alone.drain()
+            assert sent == []  # only the sender listens: not sent
+            assert [f["event_id"] for f in await tb.turn_buffer().read(7, "c1")] == ["t1-1"]
+
+            await layer.group_add(tb.user_group(user), watcher)
+            watched = tb.TurnPublisher(user, "c2", "t2", sender)
+            watched.stamp({"type": "start"})
+            await watched.drain()
+            assert sent == [tb.user_group(user)]
+            received = await asyncio.wait_for(layer.receive(watcher), 5)
+            assert [f["event_id"] for f in received["frames"]] == ["t2-1"]
+        finally:
+            await layer.flush()
+            await layer.close_pools()
