@@ -7,12 +7,14 @@ LIMIT top_k`` on the HNSW cosine index. Divergences, each a fix:
 * **scores are similarities**: ``score = 1 - cosine distance`` and ``similarity_threshold``
   keeps ``distance <= 1 - threshold`` (Spring issue #30, bug case B25); 0.0 accepts everything;
   every result carries ``metadata["score"]`` and ``metadata["distance"]``;
-* **filtered searches use the index and still fill top_k**: HNSW runs with
-  ``hnsw.iterative_scan = relaxed_order`` (pgvector ≥ 0.8; the rows are re-sorted) and
-  ``enable_sort = off``, so the planner takes the index even when it guesses a JSON filter
-  keeps few rows; when fewer than ``top_k`` rows come back the search is repeated exactly (no
-  index) and :meth:`PgVectorStore.search_vector` says so; ``hnsw.ef_search`` comes from the
-  request, else the collection, else 40 (see ``docs/retrieval.md``);
+* **filtered searches use an index and still fill top_k**: a filter keeping at most
+  ``EXACT_BELOW`` rows is searched exactly over the rows the metadata GIN index finds (labelled
+  exact); otherwise HNSW runs with ``hnsw.iterative_scan = relaxed_order`` (pgvector ≥ 0.8;
+  the rows are re-sorted) and ``enable_sort = off``, so the planner takes the index even when
+  it guesses a JSON filter keeps few rows; when fewer than ``top_k`` rows come back the search
+  is repeated exactly (no index) and :meth:`PgVectorStore.search_vector` says so;
+  ``hnsw.ef_search`` comes from the request, else the collection, else 40 (see
+  ``docs/retrieval.md``);
 * **filters never become SQL text**: the expression tree is compiled to ORM ``Q`` objects over
   the JSON metadata with every key and value bound as a parameter (see :func:`compile_filter`);
 * **a server-side scope is always ANDed in**: the collection, the visible owners (shared rows
@@ -26,9 +28,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
@@ -73,6 +74,7 @@ from advisors_app.core.vectorstore.base import (
 )
 from advisors_app.core.vectorstore.filters import Comparison, json_kind
 from advisors_app.core.vectorstore.search import EF_SEARCH_MAX
+from advisors_app.db_threads import db_sync_to_async
 from advisors_app.models import Collection
 from advisors_app.models import Document as DocumentRow
 from advisors_app.models.documents import content_hash, cosine_distance
@@ -88,6 +90,11 @@ __all__ = [
 EMBED_BATCH_SIZE = 64
 #: pgvector's own ``hnsw.ef_search`` default, used when neither request nor collection sets one.
 DEFAULT_EF_SEARCH = 40
+#: A filter keeping at most this many rows of the scope is searched exactly: the metadata index
+#: finds them and computing their distances is faster than an HNSW scan that must pass over
+#: ~1/selectivity candidates per match (100k rows, 1% filter: the scan reaches
+#: ``hnsw.max_scan_tuples`` and still falls back to exact search).
+EXACT_BELOW = 2000
 _ORDERED = {Gt: GreaterThan, Gte: GreaterThanOrEqual, Lt: LessThan, Lte: LessThanOrEqual}
 
 
@@ -118,8 +125,12 @@ def _has_kind(key: str, kind: str) -> Q:
 def _compare(node: Comparison) -> Q:
     kind = json_kind(node.value)
     if isinstance(node, Eq):
-        return _has_kind(node.key, kind) & Q(
-            Exact(_json_at(node.key), Value(node.value, output_field=JSONField()))
+        # The containment says the same for a scalar value and lets the metadata GIN index
+        # (jsonb_path_ops) find the rows; the type-strict equality stays the definition.
+        return (
+            Q(metadata__contains={node.key: node.value})
+            & _has_kind(node.key, kind)
+            & Q(Exact(_json_at(node.key), Value(node.value, output_field=JSONField())))
         )
     lookup = _ORDERED[type(node)]
     if kind == "string":
@@ -177,7 +188,8 @@ class VectorSearch(NamedTuple):
     """What :meth:`PgVectorStore.search_vector` found, and how."""
 
     documents: list[Document]
-    #: True when the HNSW scan returned fewer than ``top_k`` rows and exact search ran instead.
+    #: True when exact search gave them: the filter keeps few rows (at most ``EXACT_BELOW``),
+    #: or the HNSW scan returned fewer than ``top_k`` rows.
     exact: bool
 
 
@@ -200,12 +212,15 @@ class PgVectorStore(VectorStore):
     Use :meth:`for_user` for requests on behalf of a user.
 
     Sync methods run the ORM on the calling thread; the ``a``-prefixed twins run it through
-    ``sync_to_async`` (never on the event loop). Added documents' ``metadata["source"]``, if a
-    string, fills the ``source`` column; identical text from the same source is stored once
-    (documents without a source are never merged). Anonymous users cannot add documents.
+    :func:`~advisors_app.db_threads.db_sync_to_async` (never on the event loop). Added
+    documents' ``metadata["source"]``, if a string, fills the ``source`` column; identical
+    text from the same source is stored once (documents without a source are never merged).
+    Anonymous users cannot add documents.
     """
 
     __slots__ = ("collection", "dimensions", "embedding_model", "owner", "tenant")
+    #: Filters keeping at most this many rows are searched exactly (:meth:`search_vector`).
+    exact_below: ClassVar[int] = EXACT_BELOW
 
     def __init__(
         self,
@@ -339,7 +354,7 @@ class PgVectorStore(VectorStore):
         listed = check_documents(documents)
         if listed:
             vectors = await self._aembed([d.text for d in listed])
-            await sync_to_async(self._write)(listed, vectors)
+            await db_sync_to_async(self._write)(listed, vectors)
 
     # -- delete ----------------------------------------------------------------------------
 
@@ -353,7 +368,7 @@ class PgVectorStore(VectorStore):
             rows.filter(compile_filter(expression)).delete()
 
     async def adelete(self, ids_or_filter: Sequence[str] | Filter | str) -> None:
-        await sync_to_async(self.delete)(ids_or_filter)
+        await db_sync_to_async(self.delete)(ids_or_filter)
 
     # -- search ----------------------------------------------------------------------------
 
@@ -402,16 +417,19 @@ class PgVectorStore(VectorStore):
     def search_vector(self, vector: Sequence[float], search: SearchRequest) -> VectorSearch:
         """The ``top_k`` nearest documents to ``vector`` (HNSW), and whether exact search gave them.
 
-        An iterative HNSW scan (``relaxed_order``, re-sorted) runs first. When it returns
-        fewer than ``top_k`` rows — the filter keeps fewer, or the scan stopped at pgvector's
-        ``hnsw.max_scan_tuples`` — the search is repeated exactly (index scans off), so a
-        selective filter never silently shortens the result; ``exact`` says so. The
-        similarity threshold then drops rows below it (scores are cosine similarities).
+        A filter that keeps at most ``exact_below`` rows is searched exactly: its rows are
+        found through the metadata index (equality filters) and their distances computed.
+        Otherwise an iterative HNSW scan (``relaxed_order``, re-sorted) runs first. When it
+        returns fewer than ``top_k`` rows — the filter keeps fewer, or the scan stopped at
+        pgvector's ``hnsw.max_scan_tuples`` — the search is repeated exactly (index scans
+        off), so a selective filter never silently shortens the result. ``exact`` says when
+        exact search gave the rows. The similarity threshold then drops rows below it
+        (scores are cosine similarities).
         """
         values = self._check_vector(vector)
-        exact = False
-        results = self._query(values, search, exact=False)
-        if len(results) < search.top_k:
+        exact = search.filter_expression is not None and self._keeps_few(search)
+        results = self._query(values, search, exact=exact)
+        if not exact and len(results) < search.top_k:
             exact = True
             results = self._query(values, search, exact=True)
         if search.similarity_threshold > 0.0:
@@ -419,6 +437,15 @@ class PgVectorStore(VectorStore):
                 d for d in results if d.score is not None and d.score >= search.similarity_threshold
             ]
         return VectorSearch(results, exact)
+
+    def _keeps_few(self, search: SearchRequest) -> bool:
+        """Whether the filter keeps at most ``exact_below`` rows of the scope (counted up to one
+        more, through the metadata index when the filter has equalities)."""
+        assert search.filter_expression is not None
+        rows = DocumentRow.objects.filter(self._scope()).filter(
+            compile_filter(search.filter_expression)
+        )
+        return rows[: self.exact_below + 1].count() <= self.exact_below
 
     def _search(self, vector: list[float], search: SearchRequest) -> list[Document]:
         return self.search_vector(vector, search).documents
@@ -431,4 +458,4 @@ class PgVectorStore(VectorStore):
     async def asimilarity_search(self, request: SearchRequest | str) -> list[Document]:
         search = as_search_request(request)
         [vector] = await self._aembed([search.query])
-        return await sync_to_async(self._search)(vector, search)
+        return await db_sync_to_async(self._search)(vector, search)

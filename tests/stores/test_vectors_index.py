@@ -1,5 +1,6 @@
-"""PgVectorStore's filtered search on the HNSW index (issue 23): the plan the store's own query
-gets, top_k rows, the exact fallback labelled exact, and ``ef_search`` per collection and request.
+"""PgVectorStore's filtered search (issue 23): the plan the store's own query gets — the
+metadata index for a filter keeping few rows, HNSW otherwise — top_k rows, exact search
+labelled exact, and ``ef_search`` per collection and request.
 
 The plans are taken of the very statement the store runs, inside its transaction (so with its
 ``SET LOCAL`` settings), through ``connection.execute_wrapper``: ``EXPLAIN (ANALYZE)`` of the same
@@ -95,7 +96,31 @@ def exact_ids(vectors, query, keep):
     return [f"r{i}" for i in ranked]
 
 
-def test_a_1pct_filter_uses_the_hnsw_index_and_returns_top_k(table):
+def test_a_filter_keeping_few_rows_is_searched_exactly_through_the_metadata_index(table):
+    """10 rows kept (below EXACT_BELOW): the GIN index on metadata finds them, their distances
+    are computed, and the result says exact. The table is small, so the planner is told off
+    sequential scans, as it would be by the table's size in a real collection."""
+    collection, vectors, rng = table
+    model = WordEmbeddingModel()
+    store = PgVectorStore(collection, model)
+    query = rng.standard_normal(384)
+    query /= np.linalg.norm(query)
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        result, recorder = search(store, model, query, top_k=5, filter_expression=Eq("g", 0))
+
+    keep = [i for i in range(ROWS) if i % RARE == 0]
+    assert result.exact
+    assert [d.id for d in result.documents] == exact_ids(vectors, query, keep)[:5]
+    [plan] = recorder.plans
+    kinds = [(n["Node Type"], n.get("Index Name")) for n in nodes(plan)]
+    assert ("Bitmap Index Scan", "advisors_document_meta") in kinds
+    assert all(name != "advisors_document_hnsw" for _, name in kinds)
+
+
+def test_a_1pct_filter_above_the_exact_threshold_uses_the_hnsw_index(table, monkeypatch):
+    monkeypatch.setattr(PgVectorStore, "exact_below", 0)
     collection, vectors, rng = table
     model = WordEmbeddingModel()
     store = PgVectorStore(collection, model)
@@ -130,7 +155,8 @@ def test_without_the_store_settings_the_planner_would_scan_and_sort(table):
     assert "Sort" in plan
 
 
-def test_fewer_matches_than_top_k_fall_back_to_exact_search_and_say_so(table):
+def test_fewer_matches_than_top_k_fall_back_to_exact_search_and_say_so(table, monkeypatch):
+    monkeypatch.setattr(PgVectorStore, "exact_below", 0)
     collection, vectors, rng = table
     model = WordEmbeddingModel()
     store = PgVectorStore(collection, model)
