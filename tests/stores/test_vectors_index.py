@@ -18,11 +18,11 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from pgvector.django import CosineDistance
 
-from advisors_app.core.vectorstore import Eq, SearchRequest
+from advisors_app.core.vectorstore import And, Eq, Gt, Gte, In, SearchRequest
 from advisors_app.models import Collection
 from advisors_app.models import Document as DocumentRow
 from advisors_app.registry import advisor_types, params_errors
-from advisors_app.stores.vectors import DEFAULT_EF_SEARCH, PgVectorStore
+from advisors_app.stores.vectors import DEFAULT_EF_SEARCH, PgVectorStore, _equalities
 from tests.embeddings import WordEmbeddingModel
 
 pytestmark = pytest.mark.django_db
@@ -241,3 +241,25 @@ def test_the_retriever_sends_its_ef_search_with_every_search():
     retriever = VectorStoreDocumentRetriever(Store(), ef_search=200)
     async_to_sync(retriever.retrieve)(Query("hi"))
     assert seen == [200]
+
+
+def test_only_equality_filters_are_estimated_for_the_exact_path():
+    """The planner's estimate is asked of containments only: for JSON expressions (type
+    guards, ranges) it guesses 0.5% a condition, which would call every filter selective."""
+    assert _equalities(Eq("g", 0)) == {"g": 0}
+    assert _equalities(And(Eq("g", 0), Eq("t", "a"))) == {"g": 0, "t": "a"}
+    assert _equalities(And(Eq("g", 0), Eq("g", 1))) is None  # one key twice: left to the scan
+    assert _equalities(Gt("g", 0)) is None
+    assert _equalities(In("g", [0, 1])) is None
+    assert _equalities(And(Eq("g", 0), Gt("h", 1))) is None
+
+
+def test_a_range_filter_starts_with_the_hnsw_scan(table):
+    collection, _, rng = table
+    model = WordEmbeddingModel()
+    store = PgVectorStore(collection, model)
+    result, recorder = search(
+        store, model, rng.standard_normal(384), top_k=5, filter_expression=Gte("g", 40)
+    )
+    assert not result.exact
+    assert "advisors_document_hnsw" in json.dumps(recorder.plans[0])
