@@ -264,7 +264,7 @@ def vector_rows(add: Any, vector: dict[str, Any]) -> None:
         exact = r.get("exact_fallbacks", 0)
         note = f" ({exact} of the searches exact)" if exact else ""
         add(
-            f"4 vector: HNSW recall@10, {rows_n:,} real sentences (MiniLM), {label}, "
+            f"4 vector: recall@10, {rows_n:,} real sentences (MiniLM), {label}, "
             f"ef_search {ef}{note}",
             _fmt(r["recall_at_10"], digits=3),
             "exact search 1.000",
