@@ -182,6 +182,12 @@ def _frame(content: Any) -> tuple[str, TurnInput | None]:
     return kind, TurnInput.from_data(content, envelope=("type",), alias=True)
 
 
+def _turn_of(frames: list[dict[str, Any]] | None) -> str | None:
+    """The trace id of the turn ``frames`` (a buffer's) belong to."""
+    parsed = parse_event_id(frames[0].get("event_id")) if frames else None
+    return parsed[0] if parsed is not None else None
+
+
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     """Streams chat turns of the chain in the URL (see the module docstring for the protocol)."""
 
@@ -466,8 +472,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         so no group message is delivered in between: none is missed or sent twice."""
         try:
             frames = await turn_buffer().read(self.user.pk, conversation_id)
-            if frames is None and parse_event_id(last_event_id) is not None:
-                frames = await self._wait_for_buffer(conversation_id)
+            seen = parse_event_id(last_event_id)
+            if seen is not None and _turn_of(frames) != seen[0]:
+                frames = await self._wait_for_buffer(conversation_id, seen[0]) or frames
         except Exception as exc:  # the buffer's store failed: the socket stays usable
             logger.exception("Resuming conversation %s failed", conversation_id)
             frames, failure = None, error_event(exc).to_dict()
@@ -489,15 +496,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if self._seen.first_time(conversation_id, frame):
                 await self.send_json(frame)
 
-    async def _wait_for_buffer(self, conversation_id: str) -> list[dict[str, Any]] | None:
+    async def _wait_for_buffer(
+        self, conversation_id: str, trace_id: str
+    ) -> list[dict[str, Any]] | None:
         """The buffer is written after the frames are sent: a client that saw a turn's first
-        frames may resume before the first batch is stored. Wait for it a moment."""
+        frames may resume before the buffer holds that turn (it holds nothing yet, or the
+        conversation's previous turn, which would be replayed in its place). Wait a moment
+        for it; then whatever the buffer holds — the client's id may be of an older turn
+        (it missed the whole of the latest), which this cannot tell from a lagging one."""
+        frames = None
         for _ in range(RESUME_WAIT_STEPS):
             await asyncio.sleep(0.1)
             frames = await turn_buffer().read(self.user.pk, conversation_id)
-            if frames is not None:
-                return frames
-        return None
+            if _turn_of(frames) == trace_id:
+                break
+        return frames
 
     async def turn_events(self, event: dict[str, Any]) -> None:
         """Channel-layer handler: frames of a turn run by another socket (another tab, another

@@ -297,3 +297,51 @@ async def test_a_turn_with_no_other_socket_listening_skips_the_group_send() -> N
         finally:
             await layer.flush()
             await layer.close_pools()
+
+
+class HeldBuffer(tb.InMemoryTurnBuffer):
+    """Stores batches at once until ``holding`` is set, then only once ``gate`` is."""
+
+    def __init__(self) -> None:
+        super().__init__(300)
+        self.holding = False
+        self.gate = asyncio.Event()
+
+    async def append(self, owner: int, conversation_id: str, frames: list[dict[str, Any]]) -> None:
+        if self.holding:
+            await self.gate.wait()
+        await super().append(owner, conversation_id, frames)
+
+
+@override_settings(ADVISORS=FAST)
+async def test_a_resume_in_a_turn_the_buffer_does_not_hold_yet_never_replays_the_last_one(
+    alice: Any, chain: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the buffer still held the conversation's previous turn, and the client that
+    had seen the new turn's first frames got the whole previous answer again."""
+    buffer = HeldBuffer()
+    monkeypatch.setattr(tb, "turn_buffer", lambda: buffer)
+    monkeypatch.setattr(consumers, "turn_buffer", lambda: buffer)
+    await script(chain.slug, WORDS, WORDS, delay=0.02)
+    talking = await open_socket(alice)
+    await talking.send_json_to({"type": "message", "text": "one"})
+    first = await frames_until_end(talking)
+    conversation = first[-1]["conversation_id"]
+    while (kept := await buffer.read(alice.pk, conversation)) is None or kept[-1]["type"] != "done":
+        await asyncio.sleep(0.02)
+    buffer.holding = True  # the second turn's batches lag behind its frames
+    await talking.send_json_to({"type": "message", "text": "two", "conversation_id": conversation})
+    before = await until_id(talking, 4)
+    resumed = await open_socket(alice)
+    await resumed.send_json_to(
+        {"type": "resume", "conversation_id": conversation, "last_event_id": before[-1]["event_id"]}
+    )
+    asyncio.get_running_loop().call_later(0.3, buffer.gate.set)
+    after = await frames_until_end(resumed)
+    own = before + await frames_until_end(talking)
+    assert {f["event_id"].rpartition("-")[0] for f in after} == {
+        before[0]["event_id"].rpartition("-")[0]
+    }
+    assert ids_of(after) == list(range(5, len(own) + 1))  # the new turn's rest, each once
+    await talking.disconnect()
+    await resumed.disconnect()
