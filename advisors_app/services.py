@@ -222,8 +222,10 @@ class _Turn:
     tools: list[dict[str, Any]] = field(default_factory=list)
     #: Where a stream's tool events go as they happen (``None``: a call, or no tool loop).
     tool_events: asyncio.Queue[Any] | None = None
-    #: Whether the stream has sent its ``sources`` event.
+    #: Whether the stream has sent its ``sources`` event, and what it named (an interrupted
+    #: turn's response has not got them in its metadata yet: its outcome keeps these).
     sources_sent: bool = False
+    sources: list[dict[str, Any]] = field(default_factory=list)
     #: A resume of tool calls paused for approval: the claimed decisions (``None``: a message).
     resume: Resume | None = None
     #: Prices and budgets every model call of the turn goes through (``advisors_app.metering``).
@@ -261,7 +263,7 @@ class _TurnRecorder:
                 # that round's tool events.
                 sources = cited_sources(request.context)
                 if sources:
-                    turn.sources_sent = True
+                    turn.sources_sent, turn.sources = True, sources
                     turn.tool_events.put_nowait(SourcesEvent(sources))
 
     def observe_call(self, advisor: Any, request: Any, proceed: Any) -> Any:
@@ -634,7 +636,7 @@ def _outcome(
         trace_id=turn.trace_id,
         chain=turn.compiled.slug,
         version=turn.target.number,
-        sources=cited_sources(metadata),
+        sources=cited_sources(metadata) or list(turn.sources),
         tools=[dict(entry) for entry in turn.tools],
         timings={
             "latency_ms": _ms(latency),
@@ -1018,7 +1020,7 @@ class TurnStream:
                             if first is None:
                                 first = time.perf_counter() - turn.started
                                 if not turn.sources_sent and (sources := _sources(item)):
-                                    turn.sources_sent = True
+                                    turn.sources_sent, turn.sources = True, sources
                                     yield SourcesEvent(sources)
                             yield DeltaEvent(text)
             except (GeneratorExit, asyncio.CancelledError):
@@ -1044,7 +1046,7 @@ class TurnStream:
                 return
             aggregated = accumulator.result()
             if not turn.sources_sent and (sources := _sources(aggregated)):
-                turn.sources_sent = True
+                turn.sources_sent, turn.sources = True, sources
                 yield SourcesEvent(sources)  # an answer without text still names its sources
             outcome = _outcome(turn, CallLog.Status.OK, aggregated, first)
             outcome = await _shielded(_finish(turn, outcome, aggregated))

@@ -115,6 +115,14 @@ class SeenIds:
         return not (last_n >= parsed[1] or (contiguous and parsed[1] != last_n + 1))
 
 
+def _ended(frames: list[dict[str, Any]], last_event_id: str | None) -> bool:
+    """Whether ``frames`` (a whole turn) ended with the event ``last_event_id``: a client
+    that resumes with its final frame's id has nothing more coming."""
+    return bool(frames) and (
+        frames[-1].get("type") in _FINAL_TYPES and frames[-1].get("event_id") == last_event_id
+    )
+
+
 class TurnBuffer(ABC):
     """The frames of the last turn of each (owner, conversation), for a short while."""
 
@@ -140,6 +148,8 @@ class TurnBuffer(ABC):
                 yield frame
                 if frame.get("type") in _FINAL_TYPES:
                     return
+            if _ended(frames, sent):
+                return  # the client had everything, the final frame included
             await asyncio.sleep(poll)
             frames = await self.read(owner, conversation_id)
 
@@ -255,6 +265,8 @@ class RedisTurnBuffer(TurnBuffer):
             yield frame
             if frame.get("type") in _FINAL_TYPES:
                 return
+        if _ended(frames, last_event_id):
+            return  # the client had everything, the final frame included
         while True:
             answer = await client.xread({key: cursor}, block=max(int(poll * 1000), 1))
             if not answer:

@@ -141,6 +141,20 @@ async def test_retrieval_sends_its_sources_before_the_first_delta(
     await sync_to_async(check_stored)(done["message_id"], done)
 
 
+async def test_a_turn_cut_short_keeps_the_sources_it_sent(rag_chain: Any, alice: Any) -> None:
+    """Before: the sources were read from the response's metadata, which a stream gets only
+    with its last chunk, so a cancelled turn's done and stored reply had none."""
+    await sync_to_async(script)("rag", ["Five ", "days ", "later."])
+    stream = await stream_turn("rag", alice, "How long do refunds take?")
+    events = [await anext(stream) for _ in range(3)]
+    assert [e.type for e in events] == ["start", "sources", "delta"]
+    await stream.aclose()  # the client left
+    done = stream.final_event.to_dict()
+    assert (done["reason"], done["finish_reason"]) == ("cancelled", "cancelled")
+    assert done["sources"] == events[1].to_dict()["sources"]
+    await sync_to_async(check_stored)(done["message_id"], done)
+
+
 async def test_sources_come_before_the_tool_rounds(alice: Any) -> None:
     def rows() -> None:
         collection = Collection.objects.create(slug="kb", name="KB")

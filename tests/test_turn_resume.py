@@ -262,3 +262,27 @@ async def test_a_websocket_turn_resumes_over_sse(alice: Any, chain: Any) -> None
     body = b"".join([part async for part in resumed.streaming_content]).decode()
     assert parse(body) == frames[2:]
     await socket.disconnect()
+
+
+async def test_an_sse_resume_after_the_final_frame_ends_at_once(alice: Any, chain: Any) -> None:
+    """Before: nothing was after the client's ``done``, and the stream waited for more
+    (keep-alives only) until the client gave up."""
+    await script(chain.slug, ["Hel", "lo"])
+    socket = await open_socket(alice)
+    await socket.send_json_to({"type": "message", "text": "hi"})
+    frames = await frames_until_end(socket)
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    resumed = await client.post(
+        f"/api/chains/{chain.slug}/stream/",
+        {"conversation_id": frames[0]["conversation_id"], "resume": True},
+        content_type="application/json",
+        headers={"Last-Event-ID": frames[-1]["event_id"]},
+    )
+    body = await asyncio.wait_for(_read(resumed), 5)
+    assert parse(body) == []
+    await socket.disconnect()
+
+
+async def _read(response: Any) -> str:
+    return b"".join([part async for part in response.streaming_content]).decode()
