@@ -164,7 +164,12 @@ def _frame(content: Any) -> tuple[str, TurnInput | None]:
     if kind not in _FRAME_TYPES:
         known = ", ".join(_FRAME_TYPES)
         raise _invalid({"type": [f"Unknown frame type {kind!r}. Known types: {known}."]})
-    if kind in ("cancel", "feedback"):
+    if kind == "cancel":
+        unknown = sorted(set(content) - {"type"})
+        if unknown:
+            raise _invalid({name: ["Unknown field."] for name in unknown})
+        return kind, None
+    if kind == "feedback":  # checked by parse_vote, which names its own fields
         return kind, None
     if kind == "resume":
         errors: dict[str, list[str]] = {}

@@ -374,6 +374,7 @@ async def test_a_message_right_after_done_is_accepted(socket: Any, chain: Any) -
             },
         ),
         ('{"type": "message"}', {"message": ["This field is required."]}),
+        ('{"type": "cancel", "x": 1}', {"x": ["Unknown field."]}),
         ('{"type": "message", "text": 5}', {"text": ["Not a valid string."]}),
         ('{"type": "message", "message": 5}', {"message": ["Not a valid string."]}),
         (
