@@ -59,11 +59,6 @@ def db_sync_to_async(function: Callable[_P, _R]) -> Callable[_P, Awaitable[_R]]:
     return sync_to_async(released)
 
 
-def _close_all() -> None:
-    # The thread ends with the turn: whatever it opened is closed (pooled ones go back).
-    connections.close_all()
-
-
 @asynccontextmanager
 async def own_thread() -> AsyncIterator[None]:
     """Run the block's thread-sensitive work on a thread of its own (as a Django request
@@ -72,4 +67,5 @@ async def own_thread() -> AsyncIterator[None]:
         try:
             yield
         finally:
-            await sync_to_async(_close_all)()
+            # The thread ends with the block: what it opened is closed (pooled ones go back).
+            await sync_to_async(connections.close_all)()

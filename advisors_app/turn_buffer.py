@@ -212,14 +212,19 @@ class RedisTurnBuffer(TurnBuffer):
     def _key(self, owner: int, conversation_id: str) -> str:
         return f"{self.prefix}:turns:{owner}:{conversation_id}"
 
-    async def append(self, owner: int, conversation_id: str, frames: list[dict[str, Any]]) -> None:
+    def _queue_append(self, pipe: Any, owner: int, conversation_id: str, frames: list[Any]) -> None:
+        """Queue on ``pipe`` the commands that add ``frames`` (a frame numbered 1 first drops
+        the old turn) and renew the TTL."""
         key = self._key(owner, conversation_id)
+        if frames and str(frames[0].get("event_id", "")).endswith("-1"):
+            pipe.delete(key)
+        for frame in frames:
+            pipe.xadd(key, {"f": json.dumps(frame, separators=(",", ":"))})
+        pipe.expire(key, max(int(self.ttl), 1))
+
+    async def append(self, owner: int, conversation_id: str, frames: list[dict[str, Any]]) -> None:
         async with self._client().pipeline(transaction=True) as pipe:
-            if frames and str(frames[0].get("event_id", "")).endswith("-1"):
-                pipe.delete(key)
-            for frame in frames:
-                pipe.xadd(key, {"f": json.dumps(frame, separators=(",", ":"))})
-            pipe.expire(key, max(int(self.ttl), 1))
+            self._queue_append(pipe, owner, conversation_id, frames)
             await pipe.execute()
 
     async def append_and_list(
@@ -232,13 +237,8 @@ class RedisTurnBuffer(TurnBuffer):
     ) -> list[str]:
         """:meth:`append`, and in the same round trip the channels of a channels_redis group
         (its sorted set ``group_key`` on this server) that joined after ``joined_since``."""
-        key = self._key(owner, conversation_id)
         async with self._client().pipeline(transaction=True) as pipe:
-            if frames and str(frames[0].get("event_id", "")).endswith("-1"):
-                pipe.delete(key)
-            for frame in frames:
-                pipe.xadd(key, {"f": json.dumps(frame, separators=(",", ":"))})
-            pipe.expire(key, max(int(self.ttl), 1))
+            self._queue_append(pipe, owner, conversation_id, frames)
             pipe.zrangebyscore(group_key, joined_since, "+inf")
             answers = await pipe.execute()
         return [member.decode() for member in answers[-1]]

@@ -246,20 +246,30 @@ async def test_sse_reconnects_with_last_event_id(alice: Any, bob: Any, chain: An
     assert set(bad.json()["error"]["fields"]) == {"conversation_id", "x"}
 
 
-async def test_a_websocket_turn_resumes_over_sse(alice: Any, chain: Any) -> None:
+async def websocket_turn(user: Any, chain: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """A finished two-chunk websocket turn: its socket and frames."""
     await script(chain.slug, ["Hel", "lo"])
-    socket = await open_socket(alice)
+    socket = await open_socket(user)
     await socket.send_json_to({"type": "message", "text": "hi"})
-    frames = await frames_until_end(socket)
+    return socket, await frames_until_end(socket)
+
+
+async def sse_resume(user: Any, chain: Any, conversation_id: str, last_event_id: str) -> str:
+    """The body of an SSE resume of ``conversation_id`` after ``last_event_id``."""
     client = AsyncClient()
-    await client.aforce_login(alice)
+    await client.aforce_login(user)
     resumed = await client.post(
         f"/api/chains/{chain.slug}/stream/",
-        {"conversation_id": frames[0]["conversation_id"], "resume": True},
+        {"conversation_id": conversation_id, "resume": True},
         content_type="application/json",
-        headers={"Last-Event-ID": frames[1]["event_id"]},
+        headers={"Last-Event-ID": last_event_id},
     )
-    body = b"".join([part async for part in resumed.streaming_content]).decode()
+    return b"".join([part async for part in resumed.streaming_content]).decode()
+
+
+async def test_a_websocket_turn_resumes_over_sse(alice: Any, chain: Any) -> None:
+    socket, frames = await websocket_turn(alice, chain)
+    body = await sse_resume(alice, chain, frames[0]["conversation_id"], frames[1]["event_id"])
     assert parse(body) == frames[2:]
     await socket.disconnect()
 
@@ -267,22 +277,8 @@ async def test_a_websocket_turn_resumes_over_sse(alice: Any, chain: Any) -> None
 async def test_an_sse_resume_after_the_final_frame_ends_at_once(alice: Any, chain: Any) -> None:
     """Before: nothing was after the client's ``done``, and the stream waited for more
     (keep-alives only) until the client gave up."""
-    await script(chain.slug, ["Hel", "lo"])
-    socket = await open_socket(alice)
-    await socket.send_json_to({"type": "message", "text": "hi"})
-    frames = await frames_until_end(socket)
-    client = AsyncClient()
-    await client.aforce_login(alice)
-    resumed = await client.post(
-        f"/api/chains/{chain.slug}/stream/",
-        {"conversation_id": frames[0]["conversation_id"], "resume": True},
-        content_type="application/json",
-        headers={"Last-Event-ID": frames[-1]["event_id"]},
-    )
-    body = await asyncio.wait_for(_read(resumed), 5)
+    socket, frames = await websocket_turn(alice, chain)
+    resumed = sse_resume(alice, chain, frames[0]["conversation_id"], frames[-1]["event_id"])
+    body = await asyncio.wait_for(resumed, 5)
     assert parse(body) == []
     await socket.disconnect()
-
-
-async def _read(response: Any) -> str:
-    return b"".join([part async for part in response.streaming_content]).decode()
