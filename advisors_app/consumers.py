@@ -96,7 +96,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from advisors_app import server_shutdown
 from advisors_app.conf import app_settings
 from advisors_app.conversations import afind_conversation
-from advisors_app.db_threads import db_sync_to_async, own_thread
+from advisors_app.db_threads import TurnThread, db_sync_to_async, own_thread
 from advisors_app.events import DoneEvent, ErrorEvent, TurnError, TurnOutcome, error_event
 from advisors_app.feedback import FeedbackError, feedback_frame, parse_vote, record_vote
 from advisors_app.services import TurnStream, stream_turn
@@ -235,6 +235,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         #: Conversations this socket resumed: their live frames are its own, not "elsewhere".
         self._resumed: set[str] = set()
         self._seen = SeenIds()
+        #: Where this socket's turns and votes do their database work, one after the other.
+        self._thread = TurnThread()
         self._authenticated = bool(getattr(self.user, "is_authenticated", False))
         await self.accept()
         if not self._authenticated:
@@ -323,7 +325,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """Store or undo a vote (:mod:`advisors_app.feedback`) and acknowledge it."""
         try:
             vote = parse_vote(content, envelope=("type",), allow_withdraw=True)
-            async with own_thread():
+            async with own_thread(self._thread):
                 score, _ = await db_sync_to_async(record_vote)(self.user, vote)
         except FeedbackError as refused:
             event = refused.to_event()
@@ -354,13 +356,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         (``busy``) only until its final frame is sent, not while it is being announced.
         """
         started: list[TurnStream] = []  # this turn's, even once the next one has begun
-        async with own_thread():  # else every socket's database work queues on one thread
-            try:
-                await self._run_turn(turn, started)
-            finally:
-                self._turn_active = False
-                if started:
-                    await self._announce(started[0])
+        try:
+            # Else every socket's database work would queue on one thread.
+            async with own_thread(self._thread):
+                try:
+                    await self._run_turn(turn, started)
+                finally:
+                    self._turn_active = False
+                    if started:
+                        await self._announce(started[0])
+        finally:
+            if self._closing:  # the socket left before its turn ended (policy "continue")
+                self._thread.shutdown(wait=False)
 
     async def _run_turn(self, turn: TurnInput, started: list[TurnStream]) -> None:
         """Send the turn's frames: ``start``, ``sources``, tool events, deltas, then ``done``
@@ -566,3 +573,5 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 return
             task.cancel()
             await asyncio.wait((task,))
+        if hasattr(self, "_thread"):
+            self._thread.shutdown(wait=False)

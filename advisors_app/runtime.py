@@ -144,9 +144,8 @@ def resolve_target(
     Raises :class:`ChainNotFound` for an unknown or disabled chain and
     :class:`VersionNotFound` when the label or version does not exist.
     """
-    chains = AdvisorChain.objects.filter(slug=slug, enabled=True)
     if version == DRAFT:
-        chain = chains.first()
+        chain = AdvisorChain.objects.filter(slug=slug, enabled=True).first()
         if chain is None:
             raise ChainNotFound(slug)
         return ChainTarget(chain.pk, slug, None, None, "", DRAFT, chain.version_policy)

@@ -302,6 +302,9 @@ def _user_errors(user: Any) -> TurnError | None:
 def _params_errors(compiled: CompiledChain, params: Any) -> FieldErrors:
     if not isinstance(params, Mapping):
         return {"params": ["Enter a JSON object."]}
+    if not params:
+        # A copy: the caller adds to it.
+        return {field: list(errs) for field, errs in compiled.empty_params_errors.items()}
     return schema_errors(compiled.params_schema, dict(params), "params")
 
 

@@ -43,7 +43,7 @@ from advisors_app.scoping import UserScopedVectorStore
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.stores.vectors import PgVectorStore
 from advisors_app.tools import tool_registry
-from advisors_app.validation import CHAT_OPTIONS_SCHEMA, REQUEST_OPTIONS
+from advisors_app.validation import CHAT_OPTIONS_SCHEMA, REQUEST_OPTIONS, FieldErrors, schema_errors
 
 from .lint import advisor_label
 from .snapshot import snapshot_hash
@@ -159,6 +159,11 @@ class CompiledChain:
     snapshot: Mapping[str, Any] = field(default_factory=dict, repr=False)
     #: The chain's chat models by ``id()``: the configuration each was built from.
     model_refs: Mapping[int, ModelRef] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def empty_params_errors(self) -> FieldErrors:
+        """What is wrong with a request that sends no params (most do): checked once."""
+        return schema_errors(self.params_schema, {}, "params")
 
     @property
     def has_memory(self) -> bool:
