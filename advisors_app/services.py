@@ -138,7 +138,7 @@ from advisors_app.runtime import (
     resolve_target,
 )
 from advisors_app.scoping import user_tenant
-from advisors_app.sources import cited_sources
+from advisors_app.sources import RETRIEVAL_KEYS, cited_sources
 from advisors_app.stores.memory import DjangoChatMemoryRepository, TurnScope
 from advisors_app.throttling import chat_turn_wait
 from advisors_app.turn_input import TurnInput
@@ -1022,7 +1022,8 @@ class TurnStream:
                         if text:
                             if first is None:
                                 first = time.perf_counter() - turn.started
-                                if not turn.sources_sent and (sources := _sources(item)):
+                                sources = None if turn.sources_sent else _sources(item)
+                                if sources is not None:
                                     turn.sources_sent, turn.sources = True, sources
                                     yield SourcesEvent(sources)
                             yield DeltaEvent(text)
@@ -1048,7 +1049,8 @@ class TurnStream:
                 yield self.final_event
                 return
             aggregated = accumulator.result()
-            if not turn.sources_sent and (sources := _sources(aggregated)):
+            sources = None if turn.sources_sent else _sources(aggregated)
+            if sources is not None:
                 turn.sources_sent, turn.sources = True, sources
                 yield SourcesEvent(sources)  # an answer without text still names its sources
             outcome = _outcome(turn, CallLog.Status.OK, aggregated, first)
@@ -1062,12 +1064,15 @@ class TurnStream:
             _running_turn_ended()
 
 
-def _sources(chunk: ChatClientResponse) -> list[dict[str, Any]]:
+def _sources(chunk: ChatClientResponse) -> list[dict[str, Any]] | None:
     """The documents a chunk's retrieval found: in its context from the first chunk on (a
-    stream's response metadata gets them only on its last chunk)."""
+    stream's response metadata gets them only on its last chunk); ``[]`` when retrieval ran
+    and found nothing, ``None`` when no retrieval ran."""
     found = cited_sources(chunk.context)
     chat = chunk.chat_response
-    return found or (cited_sources(chat.metadata) if chat is not None else [])
+    found = found or (cited_sources(chat.metadata) if chat is not None else [])
+    ran = found or any(key in chunk.context for key in RETRIEVAL_KEYS)
+    return found if ran else None
 
 
 _END = object()

@@ -14,7 +14,10 @@ from typing import Any
 from advisors_app.core.advisors.question_answer import RETRIEVED_DOCUMENTS
 from advisors_app.core.rag.advisor import DOCUMENT_CONTEXT
 
-__all__ = ["cited_sources"]
+__all__ = ["RETRIEVAL_KEYS", "cited_sources"]
+
+#: Where the retrieval advisors leave what they found (a list, empty when nothing matched).
+RETRIEVAL_KEYS = (RETRIEVED_DOCUMENTS, DOCUMENT_CONTEXT)
 
 
 #: Characters of a cited chunk's text kept as its snippet.
@@ -56,7 +59,7 @@ def cited_sources(metadata: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     if not metadata:
         return []
     found: dict[str, dict[str, Any]] = {}
-    for key in (RETRIEVED_DOCUMENTS, DOCUMENT_CONTEXT):
+    for key in RETRIEVAL_KEYS:
         documents = metadata.get(key)
         if not isinstance(documents, (list, tuple)):
             continue

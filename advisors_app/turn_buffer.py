@@ -19,7 +19,8 @@ A batch is written to the buffer before it is sent to the group, so a socket tha
 group and then read the buffer misses nothing; frames it sees twice carry the same id and are
 dropped (:class:`SeenIds`). Publishing runs in a task of its own (:class:`TurnPublisher`):
 the socket that runs the turn sends each frame at once and never waits on Redis; the
-publisher catches up in one round trip per batch.
+publisher catches up in one round trip per batch, shared with the other turns of the process
+publishing at the same time (one script call writes them all).
 """
 
 from __future__ import annotations
@@ -188,14 +189,87 @@ class InMemoryTurnBuffer(TurnBuffer):
             del self._kept[key]
 
 
+#: Appends many turns' frames in one command. KEYS: per append, the turn's stream, then (if
+#: listed) the group's sorted set. ARGV: the TTL in seconds, then per append: 1 to drop the
+#: old turn first, the group's "joined since" score, 1 to list the group, the number of
+#: frames, the frames (JSON). Returns per append the group's members (or none).
+_APPEND_SCRIPT = """
+local a, k, listed = 2, 1, {}
+while a <= #ARGV do
+  local drop, since, grouped, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
+  local key = KEYS[k]
+  a, k = a + 4, k + 1
+  if drop == '1' then redis.call('DEL', key) end
+  for i = a, a + n - 1 do redis.call('XADD', key, '*', 'f', ARGV[i]) end
+  a = a + n
+  redis.call('EXPIRE', key, ARGV[1])
+  if grouped == '1' then
+    listed[#listed + 1] = redis.call('ZRANGEBYSCORE', KEYS[k], since, '+inf')
+    k = k + 1
+  else
+    listed[#listed + 1] = {}
+  end
+end
+return listed
+"""
+
+
+@dataclass
+class _Append:
+    keys: list[Any]
+    args: list[Any]
+    answer: asyncio.Future[list[bytes]]
+
+
+class _AppendBatches:
+    """Appends of one event loop, written together: every turn's batch that arrives while a
+    write is on its way goes in the next one (a group commit). With hundreds of turns
+    streaming on one process, one script call per frame cost most of its event loop; idle,
+    an append waits for nothing but its own round trip."""
+
+    def __init__(self, buffer: RedisTurnBuffer) -> None:
+        self._buffer = buffer
+        self._waiting: list[_Append] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def append(self, keys: list[Any], args: list[Any]) -> list[bytes]:
+        item = _Append(keys, args, asyncio.get_running_loop().create_future())
+        self._waiting.append(item)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write())
+        return await item.answer
+
+    async def _write(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            keys = [key for item in batch for key in item.keys]
+            args = [max(int(self._buffer.ttl), 1), *(arg for item in batch for arg in item.args)]
+            try:
+                listed = await self._buffer.script()(keys=keys, args=args)
+            except Exception as exc:
+                for item in batch:
+                    if not item.answer.done():
+                        item.answer.set_exception(exc)
+                continue
+            except asyncio.CancelledError:  # the loop is closing: no caller waits forever
+                for item in (*batch, *self._waiting):
+                    item.answer.cancel()
+                raise
+            for item, members in zip(batch, listed, strict=True):
+                if not item.answer.done():  # its caller may have been cancelled
+                    item.answer.set_result(list(members))
+
+
 class RedisTurnBuffer(TurnBuffer):
     """The buffer as one Redis stream per (owner, conversation) with a TTL, shared by every
-    process on the same Redis (one round trip per batch)."""
+    process on the same Redis (one command for every turn's batches arriving together)."""
 
     def __init__(self, url: str, prefix: str, ttl: float, **options: Any) -> None:
         self.url, self.prefix, self.ttl = url, prefix, ttl
         self._options = options
         self._clients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._scripts: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._batches: weakref.WeakKeyDictionary[Any, _AppendBatches] = weakref.WeakKeyDictionary()
 
     def _client(self) -> Any:
         import redis.asyncio as redis  # only with channels_redis installed and configured
@@ -212,20 +286,8 @@ class RedisTurnBuffer(TurnBuffer):
     def _key(self, owner: int, conversation_id: str) -> str:
         return f"{self.prefix}:turns:{owner}:{conversation_id}"
 
-    def _queue_append(self, pipe: Any, owner: int, conversation_id: str, frames: list[Any]) -> None:
-        """Queue on ``pipe`` the commands that add ``frames`` (a frame numbered 1 first drops
-        the old turn) and renew the TTL."""
-        key = self._key(owner, conversation_id)
-        if frames and str(frames[0].get("event_id", "")).endswith("-1"):
-            pipe.delete(key)
-        for frame in frames:
-            pipe.xadd(key, {"f": json.dumps(frame, separators=(",", ":"))})
-        pipe.expire(key, max(int(self.ttl), 1))
-
     async def append(self, owner: int, conversation_id: str, frames: list[dict[str, Any]]) -> None:
-        async with self._client().pipeline(transaction=True) as pipe:
-            self._queue_append(pipe, owner, conversation_id, frames)
-            await pipe.execute()
+        await self._append(owner, conversation_id, frames)
 
     async def append_and_list(
         self,
@@ -235,13 +297,41 @@ class RedisTurnBuffer(TurnBuffer):
         group_key: bytes,
         joined_since: float,
     ) -> list[str]:
-        """:meth:`append`, and in the same round trip the channels of a channels_redis group
+        """:meth:`append`, and in the same command the channels of a channels_redis group
         (its sorted set ``group_key`` on this server) that joined after ``joined_since``."""
-        async with self._client().pipeline(transaction=True) as pipe:
-            self._queue_append(pipe, owner, conversation_id, frames)
-            pipe.zrangebyscore(group_key, joined_since, "+inf")
-            answers = await pipe.execute()
-        return [member.decode() for member in answers[-1]]
+        members = await self._append(owner, conversation_id, frames, group_key, joined_since)
+        return [member.decode() for member in members]
+
+    async def _append(
+        self,
+        owner: int,
+        conversation_id: str,
+        frames: list[dict[str, Any]],
+        group_key: bytes | None = None,
+        joined_since: float = 0.0,
+    ) -> list[bytes]:
+        """Add ``frames`` (a frame numbered 1 first drops the old turn), renew the TTL and, with
+        ``group_key``, list the group's members: atomically, in one script call shared with
+        the other turns appending meanwhile (:class:`_AppendBatches`)."""
+        loop = asyncio.get_running_loop()
+        batches = self._batches.get(loop)
+        if batches is None:
+            batches = self._batches[loop] = _AppendBatches(self)
+        first = bool(frames) and str(frames[0].get("event_id", "")).endswith("-1")
+        keys: list[Any] = [self._key(owner, conversation_id)]
+        if group_key is not None:
+            keys.append(group_key)
+        dumped = [json.dumps(frame, separators=(",", ":")) for frame in frames]
+        args = [int(first), joined_since, int(group_key is not None), len(dumped), *dumped]
+        return await batches.append(keys, args)
+
+    def script(self) -> Any:
+        """The append script on this event loop's client (loaded on first use)."""
+        client = self._client()
+        script = self._scripts.get(client)
+        if script is None:
+            script = self._scripts[client] = client.register_script(_APPEND_SCRIPT)
+        return script
 
     async def read(self, owner: int, conversation_id: str) -> list[dict[str, Any]] | None:
         entries = await self._client().xrange(self._key(owner, conversation_id))

@@ -155,6 +155,46 @@ async def test_a_turn_cut_short_keeps_the_sources_it_sent(rag_chain: Any, alice:
     await sync_to_async(check_stored)(done["message_id"], done)
 
 
+@pytest.fixture
+def empty_rag_chain() -> Any:
+    Collection.objects.create(slug="empty", name="Nothing in it")
+    return make_chain(
+        "empty-rag",
+        model=scripted_model("empty-rag-model", responses=(), repeat=False),
+        advisors=(("question_answer", {"collection": "empty", "top_k": 3}),),
+    )
+
+
+async def test_retrieval_that_found_nothing_says_so_on_every_transport(
+    empty_rag_chain: Any, alice: Any
+) -> None:
+    """``sources`` comes whenever retrieval ran (before: only when it found something, so a
+    client could not tell "nothing found" from "no retrieval")."""
+    await sync_to_async(script)("empty-rag", ["No ", "idea."], ["Still ", "none."])
+    stream = await stream_turn("empty-rag", alice, "Anything?")
+    events = [event.to_dict() for event in [e async for e in stream]]
+    assert [e["type"] for e in events] == ["start", "sources", "delta", "delta", "done"]
+    assert events[1]["sources"] == [] and events[-1]["sources"] == []
+    socket = await open_socket(alice, "empty-rag")
+    try:
+        await socket.send_json_to({"type": "message", "message": "Anything?"})
+        frames = await frames_until_end(socket)
+    finally:
+        await socket.disconnect()
+    assert [f["type"] for f in frames][:3] == ["start", "sources", "delta"]
+    assert frames[1]["sources"] == []
+
+
+def test_sse_says_retrieval_found_nothing(empty_rag_chain: Any, alice: Any) -> None:
+    script("empty-rag", ["No ", "idea."])
+    api = APIClient()
+    api.force_authenticate(alice)
+    response = api.post("/api/chains/empty-rag/stream/", {"message": "?"}, format="json")
+    events = parse_sse(read_stream(response))
+    assert [kind for kind, _ in events][:3] == ["start", "sources", "delta"]
+    assert events[1][1]["sources"] == []
+
+
 async def test_sources_come_before_the_tool_rounds(alice: Any) -> None:
     def rows() -> None:
         collection = Collection.objects.create(slug="kb", name="KB")
