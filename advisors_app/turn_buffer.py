@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from advisors_app.conf import app_settings
 
@@ -414,7 +414,8 @@ class TurnPublisher:
     same round trip, and the ``group_send`` (three more) is skipped when no socket but
     ``origin`` is: the usual case, one tab (a profile of 300 chats on one process: publishing
     took half its event loop's time). A socket that joins the group after that read and then
-    resumes finds the batch in the buffer, written before the read.
+    resumes finds the batch in the buffer, written before the read. On the in-memory layer
+    the group is read directly, with the same effect.
     :meth:`drain` waits until everything stamped is published (call it after the final frame).
     ``origin`` is the sending socket's channel name (it drops its own frames) or ``""``.
     """
@@ -449,6 +450,14 @@ class TurnPublisher:
         while self._task is not None and not self._task.done():
             await asyncio.shield(self._task)
 
+    def _others_listen(self) -> bool:
+        """Whether a socket besides ``origin`` may be in the group. Known on the in-memory
+        layer (one process): the usual single tab then costs no group message, which its own
+        socket would only receive and drop while the turn's first tokens wait."""
+        if isinstance(self._layer, InMemoryChannelLayer):
+            return any(channel != self.origin for channel in self._layer.groups.get(self.group, ()))
+        return True
+
     async def _publish(self) -> None:
         while self._queued:
             batch, self._queued = self._queued, []
@@ -464,7 +473,7 @@ class TurnPublisher:
                     listened = any(member != self.origin for member in members)
                 else:
                     await self._buffer.append(self.owner, self.conversation_id, batch)
-                    listened = True
+                    listened = self._others_listen()
                 if self._layer is not None and listened:
                     await self._layer.group_send(
                         self.group,

@@ -31,6 +31,8 @@ from tests.test_turn_resume import ANSWER, WORDS, ids_of, wait_stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
 FAST = {"STREAM_COALESCE_MS": 0}
 CONTINUE = {"DISCONNECT_POLICY": "continue", "STREAM_COALESCE_MS": 0}
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -297,6 +299,28 @@ async def test_a_turn_with_no_other_socket_listening_skips_the_group_send() -> N
         finally:
             await layer.flush()
             await layer.close_pools()
+
+
+async def test_on_the_in_memory_layer_too_a_lone_sender_gets_no_group_message() -> None:
+    """Its own socket only received and dropped it, on the event loop that was producing the
+    turn's first tokens."""
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY):
+        layer = get_channel_layer()
+        user = type("User", (), {"pk": 8})()
+        sender, watcher = await layer.new_channel(), await layer.new_channel()
+        await layer.group_add(tb.user_group(user), sender)
+        alone = tb.TurnPublisher(user, "c1", "t1", sender)
+        alone.stamp({"type": "start"})
+        await alone.drain()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(layer.receive(sender), 0.2)
+        await layer.group_add(tb.user_group(user), watcher)
+        watched = tb.TurnPublisher(user, "c2", "t2", sender)
+        watched.stamp({"type": "start"})
+        await watched.drain()
+        received = await asyncio.wait_for(layer.receive(watcher), 5)
+        assert [f["event_id"] for f in received["frames"]] == ["t2-1"]
+        await layer.flush()
 
 
 class HeldBuffer(tb.InMemoryTurnBuffer):
