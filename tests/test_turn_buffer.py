@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,20 +14,29 @@ from advisors_app.turn_buffer import InMemoryTurnBuffer, RedisTurnBuffer, TurnBu
 from tests.test_consumers_redis import REDIS_URL, redis_answers
 
 
+@contextlib.asynccontextmanager
+async def new_redis_buffer() -> AsyncIterator[RedisTurnBuffer]:
+    """A Redis buffer under a key prefix of its own, its keys removed after."""
+    if not redis_answers(REDIS_URL):
+        pytest.skip(f"no Redis at {REDIS_URL}")
+    made = RedisTurnBuffer(REDIS_URL, f"advisors-test-{uuid.uuid4().hex}", ttl=60)
+    try:
+        yield made
+    finally:
+        client = made._client()
+        keys = await client.keys(f"{made.prefix}:*")
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
 @pytest.fixture(params=["memory", "redis"])
 async def buffer(request: pytest.FixtureRequest) -> AsyncIterator[TurnBuffer]:
     if request.param == "memory":
         yield InMemoryTurnBuffer(ttl=60)
         return
-    if not redis_answers(REDIS_URL):
-        pytest.skip(f"no Redis at {REDIS_URL}")
-    made = RedisTurnBuffer(REDIS_URL, f"advisors-test-{uuid.uuid4().hex}", ttl=60)
-    yield made
-    client = made._client()
-    keys = await client.keys(f"{made.prefix}:*")
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
+    async with new_redis_buffer() as made:
+        yield made
 
 
 def frames(trace: str, *kinds: str, start: int = 1) -> list[dict[str, Any]]:
@@ -62,15 +72,8 @@ async def test_follow_replays_then_tails_to_the_end(buffer: TurnBuffer) -> None:
 
 @pytest.fixture
 async def redis_buffer() -> AsyncIterator[RedisTurnBuffer]:
-    if not redis_answers(REDIS_URL):
-        pytest.skip(f"no Redis at {REDIS_URL}")
-    made = RedisTurnBuffer(REDIS_URL, f"advisors-test-{uuid.uuid4().hex}", ttl=60)
-    yield made
-    client = made._client()
-    keys = await client.keys(f"{made.prefix}:*")
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
+    async with new_redis_buffer() as made:
+        yield made
 
 
 async def test_turns_appending_together_share_one_command(redis_buffer: RedisTurnBuffer) -> None:

@@ -68,6 +68,16 @@ def script(slug: str, *items: Any) -> ScriptedChatModel:
     return model
 
 
+async def websocket_turn(user: Any, chain: str, message: str) -> list[dict[str, Any]]:
+    """The frames of one turn on a new socket, up to its final frame."""
+    socket = await open_socket(user, chain)
+    try:
+        await socket.send_json_to({"type": "message", "message": message})
+        return await frames_until_end(socket)
+    finally:
+        await socket.disconnect()
+
+
 def check_tools(tools: list[dict[str, Any]]) -> None:
     """The two calls of ``TOOL_ROUND``: the calculator ran, the made-up tool failed."""
     assert [(t["id"], t["name"], t["ok"]) for t in tools] == [
@@ -175,12 +185,7 @@ async def test_retrieval_that_found_nothing_says_so_on_every_transport(
     events = [event.to_dict() for event in [e async for e in stream]]
     assert [e["type"] for e in events] == ["start", "sources", "delta", "delta", "done"]
     assert events[1]["sources"] == [] and events[-1]["sources"] == []
-    socket = await open_socket(alice, "empty-rag")
-    try:
-        await socket.send_json_to({"type": "message", "message": "Anything?"})
-        frames = await frames_until_end(socket)
-    finally:
-        await socket.disconnect()
+    frames = await websocket_turn(alice, "empty-rag", "Anything?")
     assert [f["type"] for f in frames][:3] == ["start", "sources", "delta"]
     assert frames[1]["sources"] == []
 
@@ -251,12 +256,7 @@ def test_sse_sends_the_tool_round_in_order(tools_chain: Any, alice: Any) -> None
 
 async def test_the_websocket_sends_the_tool_round_in_order(tools_chain: Any, alice: Any) -> None:
     await sync_to_async(script)("tools", TOOL_ROUND, ["The answer ", "is 42."])
-    socket = await open_socket(alice, "tools")
-    try:
-        await socket.send_json_to({"type": "message", "message": "6 * 7?"})
-        frames = await frames_until_end(socket)
-    finally:
-        await socket.disconnect()
+    frames = await websocket_turn(alice, "tools", "6 * 7?")
     kinds = [frame["type"] for frame in frames]
     assert kinds[:5] == ["start", "tool_call", "tool_call", "tool_result", "tool_result"]
     assert set(kinds[5:-1]) == {"delta"} and kinds[-1] == "done"
