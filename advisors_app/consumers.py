@@ -163,6 +163,8 @@ def _frame(content: Any) -> tuple[str, TurnInput | None]:
     kind = content.get("type")
     if kind not in _FRAME_TYPES:
         known = ", ".join(_FRAME_TYPES)
+        if "type" not in content:
+            raise _invalid({"type": [f"This field is required. Known types: {known}."]})
         raise _invalid({"type": [f"Unknown frame type {kind!r}. Known types: {known}."]})
     if kind == "cancel":
         unknown = sorted(set(content) - {"type"})
@@ -409,6 +411,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         (:mod:`advisors_app.turn_buffer`): other sockets and a later ``resume`` see it."""
         if publish and self._publisher is not None:
             frame = self._publisher.stamp(frame)
+            # Sent by this socket: a resume on it never sends the frame again.
+            self._seen.first_time(self._publisher.conversation_id, frame)
         if not self._closing:
             await self.send_json(frame)
         if frame["type"] in ("done", "error"):

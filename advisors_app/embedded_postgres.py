@@ -46,7 +46,7 @@ def database_settings(pgdata: str | Path) -> dict[str, Any]:
     }
 
 
-def start(pgdata: Path, cleanup_mode: str | None = None) -> str:
+def start(pgdata: Path | str, cleanup_mode: str | None = None) -> str:
     """Start PostgreSQL with data in ``pgdata``, or reuse the one running there; return its URL
     (``postgresql://postgres@<socket dir>/postgres``).
 
@@ -54,7 +54,7 @@ def start(pgdata: Path, cleanup_mode: str | None = None) -> str:
     stops it and ``"delete"`` also removes ``pgdata`` (once the last process using it exits).
     Raises ``ImproperlyConfigured`` when the server does not start.
     """
-    socket_dir = _socket_dir(pgdata, cleanup_mode)
+    socket_dir = _socket_dir(Path(pgdata), cleanup_mode)
     return f"postgresql://postgres@{quote(str(socket_dir), safe='')}/postgres"
 
 

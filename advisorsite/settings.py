@@ -191,6 +191,17 @@ def channel_layers(redis_url: str | None) -> dict[str, Any]:
 
 CHANNEL_LAYERS = channel_layers(REDIS_URL)
 
+if REDIS_URL:
+    # Several processes serve the site: what Django's cache counts (the chat throttle, DRF's
+    # throttles) must be counted once for all of them, not once per process.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "advisorsite",
+        }
+    }
+
 # Background work (document ingestion) goes through Django's tasks API to `manage.py db_worker`
 # processes: any number of them, on any machine, share the queue through PostgreSQL.
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}

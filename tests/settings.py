@@ -28,6 +28,9 @@ INSTALLED_APPS = [
 # Hashing cost is not under test; this keeps user creation fast.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+# Each test process counts throttles on its own, whatever REDIS_URL says.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 # Tests that share the machine's Redis (channel layer) keep their keys apart with a prefix.
 if REDIS_URL:
     CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = os.environ.get(

@@ -363,7 +363,7 @@ async def test_a_message_right_after_done_is_accepted(socket: Any, chain: Any) -
         ('"text"', {"frame": ["Expected a JSON object."]}),
         (
             '{"text": "hi"}',
-            {"type": ["Unknown frame type None. Known types: cancel, feedback, message, resume."]},
+            {"type": ["This field is required. Known types: cancel, feedback, message, resume."]},
         ),
         (
             '{"type": "shout"}',

@@ -282,3 +282,39 @@ async def test_an_sse_resume_after_the_final_frame_ends_at_once(alice: Any, chai
     body = await asyncio.wait_for(resumed, 5)
     assert parse(body) == []
     await socket.disconnect()
+
+
+async def test_a_resume_on_the_socket_that_ran_the_turn_sends_nothing_again(
+    alice: Any, chain: Any
+) -> None:
+    """Before: the socket counted only the frames it had resumed or received from the group
+    as delivered, so a resume of its own turn sent the whole turn again (found by an
+    acceptance pass)."""
+    socket, frames = await websocket_turn(alice, chain)
+    conversation = frames[0]["conversation_id"]
+    # The announcement the turn's task sends once its frames are published (the buffer holds
+    # the turn by then), then the resume.
+    assert (await socket.receive_json_from())["type"] == "conversation"
+    await socket.send_json_to(
+        {"type": "resume", "conversation_id": conversation, "last_event_id": None}
+    )
+    assert await socket.receive_nothing(0.5)
+    await socket.disconnect()
+
+
+async def test_a_stream_request_with_resume_not_true_is_refused_as_such(
+    alice: Any, chain: Any
+) -> None:
+    """Before: ``"resume": "yes"`` ran as a turn request and was refused as an unknown field
+    with a missing message."""
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    answer = await client.post(
+        f"/api/chains/{chain.slug}/stream/",
+        {"conversation_id": "c", "resume": "yes"},
+        content_type="application/json",
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["fields"] == {
+        "resume": ["Send true to resume a turn (leave it out to run one)."]
+    }

@@ -77,7 +77,8 @@ def test_start_reuses_the_server_running_on_the_same_data(tmp_path: Path) -> Non
 
     try:
         first_url, first_pid = start_in_subprocess()
-        second_url, second_pid = start_in_subprocess()
+        # A path given as text works too (before: AttributeError, found by an acceptance pass).
+        second_url, second_pid = start_in_subprocess(url_script.replace("Path(argv[1])", "argv[1]"))
         assert (second_url, second_pid) == (first_url, first_pid)
         host, third_pid = start_in_subprocess(settings_script)
         assert third_pid == first_pid and (Path(host) / ".s.PGSQL.5432").is_socket()

@@ -18,7 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def advisors_setting(**env: str) -> dict:
-    script = "import json; from django.conf import settings; print(json.dumps(settings.ADVISORS))"
+    return site_setting("ADVISORS", **env)
+
+
+def site_setting(name: str, **env: str) -> dict:
+    script = f"import json; from django.conf import settings; print(json.dumps(settings.{name}))"
     out = subprocess.run(
         [sys.executable, "-c", script],
         cwd=ROOT,
@@ -111,3 +115,12 @@ def test_the_example_site_pools_its_database_connections() -> None:
     assert settings.DATABASES["default"]["CONN_MAX_AGE"] == 0  # Django requires it with a pool
     connection.ensure_connection()
     assert connection.pool is not None
+
+
+def test_with_redis_every_process_shares_one_cache() -> None:
+    """The chat throttle lives in Django's cache: per process, several processes each allowed
+    the whole rate (found by an acceptance pass)."""
+    assert site_setting("CACHES", REDIS_URL="")["default"]["BACKEND"].endswith("LocMemCache")
+    shared = site_setting("CACHES", REDIS_URL="redis://127.0.0.1:6379/3")["default"]
+    assert shared["BACKEND"] == "django.core.cache.backends.redis.RedisCache"
+    assert shared["LOCATION"] == "redis://127.0.0.1:6379/3"

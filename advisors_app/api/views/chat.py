@@ -324,8 +324,9 @@ class ChainCallView(_ChatView):
 
 
 def _resumes(data: Any) -> bool:
-    """Whether a stream request asks to resume a turn instead of running one."""
-    return isinstance(data, dict) and data.get("resume") is True
+    """Whether a stream request asks to resume a turn instead of running one (``resume`` set
+    to anything: :meth:`ChainStreamView._resume` says what it must be)."""
+    return isinstance(data, dict) and "resume" in data
 
 
 class ChainStreamView(_ChatView):
@@ -368,6 +369,8 @@ class ChainStreamView(_ChatView):
         conversation_id = data.get("conversation_id")
         unknown = sorted(set(data) - {"conversation_id", "resume"})
         errors = {name: ["Unknown field."] for name in unknown}
+        if data["resume"] is not True:
+            errors["resume"] = ["Send true to resume a turn (leave it out to run one)."]
         if not isinstance(conversation_id, str) or not conversation_id:
             errors["conversation_id"] = ["Name the conversation to resume."]
         if errors:
