@@ -382,9 +382,19 @@ class ToolGrantSerializer(serializers.ModelSerializer):
 # -- conversations ---------------------------------------------------------------------------
 
 
+class TextField(serializers.CharField):
+    """A ``CharField`` that takes text only: DRF's turns a number or a boolean into its text
+    (``{"title": 42}`` stored "42"), where the rest of the API refuses the wrong type."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
 class ConversationSerializer(serializers.ModelSerializer):
     id = serializers.SerializerMethodField(help_text="The conversation id clients use.")
-    title = serializers.CharField(max_length=200, allow_blank=True)
+    title = TextField(max_length=200, allow_blank=True)
 
     class Meta:
         model = Conversation

@@ -152,6 +152,11 @@ def test_renaming_a_conversation(chats: None, alice: Any, api: Any) -> None:
     assert too_long.json()["error"]["fields"] == {
         "title": ["Ensure this field has no more than 200 characters."]
     }
+    # Before: DRF stored a number as its text (found by an acceptance pass).
+    for wrong in (42, True, ["a"]):
+        refused = api.patch("/api/conversations/trip/", {"title": wrong}, format="json")
+        assert refused.status_code == 400
+        assert refused.json()["error"]["fields"] == {"title": ["Not a valid string."]}
     assert Conversation.objects.get(conversation_id=f"{alice.pk}:trip").title == "Norway"
 
 
