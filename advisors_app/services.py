@@ -222,10 +222,9 @@ class _Turn:
     tools: list[dict[str, Any]] = field(default_factory=list)
     #: Where a stream's tool events go as they happen (``None``: a call, or no tool loop).
     tool_events: asyncio.Queue[Any] | None = None
-    #: Whether the stream has sent its ``sources`` event, and what it named (an interrupted
-    #: turn's response has not got them in its metadata yet: its outcome keeps these).
-    sources_sent: bool = False
-    sources: list[dict[str, Any]] = field(default_factory=list)
+    #: What the stream's ``sources`` event named (``None``: not sent). An interrupted turn's
+    #: response has not got them in its metadata yet: its outcome keeps these.
+    sources: list[dict[str, Any]] | None = None
     #: A resume of tool calls paused for approval: the claimed decisions (``None``: a message).
     resume: Resume | None = None
     #: Prices and budgets every model call of the turn goes through (``advisors_app.metering``).
@@ -258,12 +257,12 @@ class _TurnRecorder:
         if getattr(advisor, "is_model_advisor", False):
             turn = self._turn
             turn.final_prompt = request.prompt
-            if turn.tool_events is not None and not turn.sources_sent:
+            if turn.tool_events is not None and turn.sources is None:
                 # Retrieval ran before the model's first round: its sources go out before
                 # that round's tool events.
                 sources = cited_sources(request.context)
                 if sources:
-                    turn.sources_sent, turn.sources = True, sources
+                    turn.sources = sources
                     turn.tool_events.put_nowait(SourcesEvent(sources))
 
     def observe_call(self, advisor: Any, request: Any, proceed: Any) -> Any:
@@ -639,7 +638,7 @@ def _outcome(
         trace_id=turn.trace_id,
         chain=turn.compiled.slug,
         version=turn.target.number,
-        sources=cited_sources(metadata) or list(turn.sources),
+        sources=cited_sources(metadata) or list(turn.sources or ()),
         tools=[dict(entry) for entry in turn.tools],
         timings={
             "latency_ms": _ms(latency),
@@ -1022,10 +1021,10 @@ class TurnStream:
                         if text:
                             if first is None:
                                 first = time.perf_counter() - turn.started
-                                sources = None if turn.sources_sent else _sources(item)
-                                if sources is not None:
-                                    turn.sources_sent, turn.sources = True, sources
-                                    yield SourcesEvent(sources)
+                                if turn.sources is None:
+                                    turn.sources = _sources(item)
+                                    if turn.sources is not None:
+                                        yield SourcesEvent(turn.sources)
                             yield DeltaEvent(text)
             except (GeneratorExit, asyncio.CancelledError):
                 partial = accumulator.result()
@@ -1049,10 +1048,10 @@ class TurnStream:
                 yield self.final_event
                 return
             aggregated = accumulator.result()
-            sources = None if turn.sources_sent else _sources(aggregated)
-            if sources is not None:
-                turn.sources_sent, turn.sources = True, sources
-                yield SourcesEvent(sources)  # an answer without text still names its sources
+            if turn.sources is None:
+                turn.sources = _sources(aggregated)
+                if turn.sources is not None:  # an answer without text still names its sources
+                    yield SourcesEvent(turn.sources)
             outcome = _outcome(turn, CallLog.Status.OK, aggregated, first)
             outcome = await _shielded(_finish(turn, outcome, aggregated))
             if outcome.pending_approvals:

@@ -93,6 +93,19 @@ async def until_id(socket: Any, n: int) -> list[dict[str, Any]]:
     return frames
 
 
+async def resume_while_held(
+    user: Any, conversation: str, before: list[dict[str, Any]], buffer: Any, delay: float
+) -> tuple[Any, list[dict[str, Any]]]:
+    """A new socket resumes ``conversation`` after the last of ``before`` while ``buffer``
+    holds its batches back, released ``delay`` seconds later: the socket and its frames."""
+    resumed = await open_socket(user)
+    await resumed.send_json_to(
+        {"type": "resume", "conversation_id": conversation, "last_event_id": before[-1]["event_id"]}
+    )
+    asyncio.get_running_loop().call_later(delay, buffer.gate.set)
+    return resumed, await frames_until_end(resumed)
+
+
 @pytest.mark.parametrize("held", [2, 1], ids=["buffer-behind", "buffer-empty"])
 @override_settings(ADVISORS=FAST)
 async def test_a_resume_past_what_the_buffer_holds_sends_nothing_twice(
@@ -106,14 +119,9 @@ async def test_a_resume_past_what_the_buffer_holds_sends_nothing_twice(
     conversation = before[0]["conversation_id"]
     kept = await buffer.read(alice.pk, conversation)
     assert len(kept or []) < 6  # the buffer is behind what the client saw
-    resumed = await open_socket(alice)
-    await resumed.send_json_to(
-        {"type": "resume", "conversation_id": conversation, "last_event_id": before[-1]["event_id"]}
-    )
     # The lagging batches land while (buffer-empty) or after (buffer-behind) the resume is
     # answered: they reach the resumed socket through its group too.
-    asyncio.get_running_loop().call_later(0.2, buffer.gate.set)
-    after = await frames_until_end(resumed)
+    resumed, after = await resume_while_held(alice, conversation, before, buffer, 0.2)
     own = before + await frames_until_end(talking)
     assert ids_of(after) == list(range(7, len(own) + 1))  # each once, nothing lost
     assert not any(f.get("resumed_elsewhere") for f in after)
@@ -356,12 +364,7 @@ async def test_a_resume_in_a_turn_the_buffer_does_not_hold_yet_never_replays_the
     buffer.holding = True  # the second turn's batches lag behind its frames
     await talking.send_json_to({"type": "message", "text": "two", "conversation_id": conversation})
     before = await until_id(talking, 4)
-    resumed = await open_socket(alice)
-    await resumed.send_json_to(
-        {"type": "resume", "conversation_id": conversation, "last_event_id": before[-1]["event_id"]}
-    )
-    asyncio.get_running_loop().call_later(0.3, buffer.gate.set)
-    after = await frames_until_end(resumed)
+    resumed, after = await resume_while_held(alice, conversation, before, buffer, 0.3)
     own = before + await frames_until_end(talking)
     assert {f["event_id"].rpartition("-")[0] for f in after} == {
         before[0]["event_id"].rpartition("-")[0]
