@@ -40,8 +40,9 @@ __all__ = [
     "create_conversation",
     "discard_if_empty",
     "find_conversation",
-    "find_turn_conversation",
     "public_conversation_id",
+    "turn_conversation_of",
+    "turn_conversation_read",
     "user_conversations",
 ]
 
@@ -85,7 +86,7 @@ def _title(message: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StoredConversation:
-    """What a turn needs of its conversation's row (one query, :func:`find_turn_conversation`)."""
+    """What a turn needs of its conversation's row (one query, :func:`turn_conversation_read`)."""
 
     pk: int
     owner_id: int | None
@@ -118,12 +119,17 @@ _TURN_CONVERSATION = PreparedQuery(
 )
 
 
-def find_turn_conversation(user: Any, public_id: str) -> StoredConversation | None:
-    """The row of ``user``'s conversation ``public_id`` for a turn, or ``None`` if there is
-    none. Blocking, one query. Raises :class:`TurnError` (``invalid``, field
-    ``conversation_id``) if the key is held by another owner, which only rows written outside
-    this module can cause."""
-    rows = _TURN_CONVERSATION.rows(key=conversation_key(user, public_id))
+def turn_conversation_read(user: Any, public_id: str) -> tuple[PreparedQuery, dict[str, Any]]:
+    """The query of the row of ``user``'s conversation ``public_id`` for a turn, to read with
+    other queries at once (:func:`~advisors_app.prepared.rows_together`); its rows go to
+    :func:`turn_conversation_of`."""
+    return _TURN_CONVERSATION, {"key": conversation_key(user, public_id)}
+
+
+def turn_conversation_of(user: Any, rows: list[tuple[Any, ...]]) -> StoredConversation | None:
+    """The conversation the rows of :func:`turn_conversation_read` hold, or ``None`` if there
+    is none. Raises :class:`TurnError` (``invalid``, field ``conversation_id``) if the key is
+    held by another owner, which only rows written outside this module can cause."""
     if not rows:
         return None
     found = StoredConversation(*rows[0])

@@ -56,6 +56,8 @@ __all__ = [
     "compiled_chain",
     "load_chain",
     "resolve_target",
+    "target_of",
+    "target_read",
 ]
 
 #: Built chains kept per process (least recently used dropped first).
@@ -149,16 +151,34 @@ def resolve_target(
         if chain is None:
             raise ChainNotFound(slug)
         return ChainTarget(chain.pk, slug, None, None, "", DRAFT, chain.version_policy)
+    query, values = target_read(slug, label=label, version=version)
+    return target_of(slug, query.rows(**values), label=label, version=version)
+
+
+def target_read(
+    slug: str, *, label: str | None = None, version: int | str | None = None
+) -> tuple[PreparedQuery, dict[str, Any]]:
+    """The query of a published version for :func:`resolve_target` (not the draft), to read
+    with other queries at once (:func:`~advisors_app.prepared.rows_together`); its rows go
+    to :func:`target_of`."""
     alias = app_settings.DEFAULT_CHAT_MODEL
     if version is not None:
-        asked, what = "", f"version {version}"
-        rows = _BY_NUMBER.rows(slug=slug, alias=alias, value=version)
-    else:
-        asked = label or PRODUCTION
-        what = f"label {asked!r}"
-        rows = _BY_LABEL.rows(slug=slug, alias=alias, value=asked)
+        return _BY_NUMBER, {"slug": slug, "alias": alias, "value": version}
+    return _BY_LABEL, {"slug": slug, "alias": alias, "value": label or PRODUCTION}
+
+
+def target_of(
+    slug: str,
+    rows: list[tuple[Any, ...]],
+    *,
+    label: str | None = None,
+    version: int | str | None = None,
+) -> ChainTarget:
+    """The :class:`ChainTarget` the rows of :func:`target_read` name; raises as
+    :func:`resolve_target` does."""
+    asked = "" if version is not None else label or PRODUCTION
     if not rows:
-        _raise_missing(slug, what)
+        _raise_missing(slug, f"version {version}" if version is not None else f"label {asked!r}")
     version_id, number, snapshot_hash, chain_id, policy, default_model_changed = rows[0]
     return ChainTarget(
         chain_id,

@@ -78,7 +78,8 @@ from advisors_app.conversations import (
     conversation_key,
     create_conversation,
     discard_if_empty,
-    find_turn_conversation,
+    turn_conversation_of,
+    turn_conversation_read,
 )
 from advisors_app.core.advisors.safe_guard import SAFEGUARD_STAGE
 from advisors_app.core.advisors.tool_calling import (
@@ -125,6 +126,7 @@ from advisors_app.events import (
 )
 from advisors_app.metering import TurnMeter
 from advisors_app.models import PRODUCTION, CallLog, VersionPolicy
+from advisors_app.prepared import rows_together
 from advisors_app.pricing import price_book
 from advisors_app.redaction import redact, redact_data
 from advisors_app.runtime import (
@@ -136,6 +138,8 @@ from advisors_app.runtime import (
     VersionNotFound,
     compiled_chain,
     resolve_target,
+    target_of,
+    target_read,
 )
 from advisors_app.scoping import user_tenant
 from advisors_app.sources import RETRIEVAL_KEYS, cited_sources
@@ -375,9 +379,15 @@ def _compiled(
         ) from exc
 
 
-def _target(chain: str, label: str | None, version: int | str | None) -> ChainTarget:
+def _target(
+    chain: str, label: str | None, version: int | str | None, rows: list[tuple[Any, ...]] | None
+) -> ChainTarget:
+    """The version to run, from the rows of :func:`~advisors_app.runtime.target_read`
+    (``None``: the draft, read here)."""
     try:
-        return resolve_target(chain, label=label, version=version)
+        if rows is None:
+            return resolve_target(chain, label=label, version=version)
+        return target_of(chain, rows, label=label, version=version)
     except ChainNotFound:
         raise TurnError(
             "chain_not_found",
@@ -390,6 +400,60 @@ def _target(chain: str, label: str | None, version: int | str | None) -> ChainTa
         raise TurnError(
             "version_not_found", str(exc), errors={field_name: [str(exc)]}, http_status=404
         ) from None
+
+
+#: Per chain, how many messages its memory read first on the chain's last turn in this
+#: process (0: no memory): the window read with the version, before the chain is known.
+_window_reads: dict[str, int] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a turn reads in its one round trip: the version, the caller's conversation, and
+    the conversation's newest ``prefetch`` messages (``window``; ``None``: not read)."""
+
+    target: ChainTarget
+    stored: StoredConversation | None
+    prefetch: int
+    window: list[tuple[Any, ...]] | None
+
+
+def _read(chain: str, user: Any, data: TurnInput, errors: FieldErrors) -> _Read:
+    """The version, the caller's conversation and its window, in one round trip
+    (:func:`~advisors_app.prepared.rows_together`). The window's size is the chain's memory
+    read of its last turn here (:data:`_window_reads`); :func:`_scope` reads again in the
+    rare case that is too few."""
+    label, version, conversation_id = data.label, data.version, data.conversation_id
+    reads = [] if version == DRAFT else [target_read(chain, label=label, version=version)]
+    prefetch = 0
+    if not errors and conversation_id is not None:
+        reads.append(turn_conversation_read(user, conversation_id))
+        prefetch = _window_reads.get(chain, TurnScope.PREFETCH)
+        if prefetch:
+            key = conversation_key(user, conversation_id)
+            reads.append(_repository.window_read(key, prefetch))
+    rows = iter(rows_together(*reads) if reads else ())
+    target = _target(chain, label, version, None if version == DRAFT else next(rows))
+    if errors or conversation_id is None:
+        return _Read(target, None, 0, None)
+    stored = turn_conversation_of(user, next(rows))
+    return _Read(target, stored, prefetch, next(rows) if prefetch else None)
+
+
+def _scope(
+    chain: str, key: str, stored: StoredConversation, compiled: CompiledChain, read: _Read
+) -> TurnScope:
+    """The turn's view of its stored conversation: the window :func:`_read` read, when it
+    holds what the chain's memory reads first."""
+    needed = (compiled.memory_read or TurnScope.PREFETCH) if compiled.has_memory else 0
+    _window_reads[chain] = needed
+    if not needed:
+        return TurnScope(key)
+    if read.window is not None and read.prefetch >= needed:
+        return _repository.scope_of(key, stored.last_sequence, read.prefetch, read.window)
+    return _repository.open_turn(
+        key, conversation_pk=stored.pk, last_sequence=stored.last_sequence, prefetch=needed
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,12 +500,12 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
     """Everything a turn reads before it runs, in one thread hop (blocking): the version
     (one query, none more when its chain is built already), the caller's conversation with
     the version it started on (one query), the rate, the conversation created when new, and
-    the window a memory advisor will read (one query). Raises :class:`TurnError`."""
+    the window a memory advisor will read (one round trip for the three, :func:`_read`).
+    Raises :class:`TurnError`."""
     label, version, conversation_id = data.label, data.version, data.conversation_id
-    target = _target(chain, label, version)
-    stored = None
-    if not errors and conversation_id is not None:
-        stored = find_turn_conversation(user, conversation_id)
+    read = _read(chain, user, data, errors)
+    target, stored = read.target, read.stored
+    if stored is not None:
         _check_same_chain(chain, target, stored)
         if label is None and version is None:
             target = _pinned(target, stored)
@@ -479,16 +543,7 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
     else:
         public = conversation_id or ""
         key, created, title = conversation_key(user, public), False, stored.title
-        scope = (
-            _repository.open_turn(
-                key,
-                conversation_pk=stored.pk,
-                last_sequence=stored.last_sequence,
-                prefetch=compiled.memory_read or TurnScope.PREFETCH,
-            )
-            if compiled.has_memory
-            else TurnScope(key)
-        )
+        scope = _scope(chain, key, stored, compiled, read)
     return _Opened(
         target,
         compiled,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from django.db.models import Q
+from django.db import DataError, connection, transaction
+from django.db.models import IntegerField, Q, Value
+from django.db.models.functions import Cast
 
 from advisors_app.models import ChatMessage, Conversation
-from advisors_app.prepared import PreparedQuery
+from advisors_app.prepared import PreparedQuery, rows_together
 
 pytestmark = pytest.mark.django_db
 
@@ -52,3 +56,44 @@ def test_a_placeholder_missing_from_the_compiled_query_is_refused() -> None:
     prepared = PreparedQuery(lambda low: ChatMessage.objects.values_list("text"), low=7)
     with pytest.raises(ValueError, match="placeholders not found in the query: \\['low'\\]"):
         prepared.rows(low=1)
+
+
+def _by_key() -> PreparedQuery:
+    return PreparedQuery(
+        lambda key: Conversation.objects.filter(conversation_id=key).values_list("pk", "title"),
+        key="\x00key",
+    )
+
+
+def test_rows_together_reads_each_query_as_alone_in_one_pipeline() -> None:
+    one = Conversation.objects.create(conversation_id="c1", title="One")
+    two = Conversation.objects.create(conversation_id="c2", title="Two")
+    by_key = _by_key()
+    pipelines: list[object | None] = []
+
+    def watch(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        pipelines.append(getattr(context["connection"].connection, "_pipeline", None))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(watch):
+        rows = rows_together(
+            (by_key, {"key": "c1"}), (by_key, {"key": "none"}), (by_key, {"key": "c2"})
+        )
+    assert rows == [[(one.pk, "One")], [], [(two.pk, "Two")]]
+    assert rows == [by_key.rows(key=key) for key in ("c1", "none", "c2")]
+    # Sent together: one pipeline open around all three.
+    assert len(pipelines) == 3 and pipelines[0] is not None
+    assert all(pipeline is pipelines[0] for pipeline in pipelines)
+
+
+def test_a_query_failing_in_the_pipeline_is_the_orms_database_error() -> None:
+    Conversation.objects.create(conversation_id="c1")
+    as_number = PreparedQuery(
+        lambda text: Conversation.objects.annotate(n=Cast(Value(text), IntegerField())).values_list(
+            "n"
+        ),
+        text="\x00text",
+    )
+    with pytest.raises(DataError), transaction.atomic():
+        rows_together((_by_key(), {"key": "c1"}), (as_number, {"text": "not a number"}))
+    assert rows_together((as_number, {"text": "12"}), (_by_key(), {"key": "c1"}))[0] == [(12,)]

@@ -1,26 +1,32 @@
-"""What one turn costs the database: SQL statements, commits and thread hops (issue 17).
+"""What one turn costs the database: SQL statements, read trips, commits and thread hops
+(issue 17).
 
 A chain of SafeGuard + MessageChatMemory + SimpleLogger on the scripted model; a later turn of
-its conversation is one read trip and one commit: at most 6 statements, 1 commit, 5 hops.
+its conversation is one read trip and one commit: at most 6 statements, 1 commit, 5 hops, its
+reads (version, conversation, window) sent together in one psycopg pipeline.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from asgiref.sync import SyncToAsync, async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from django.db import connection, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from advisors_app import services
 from advisors_app.core.memory import MessageWindowChatMemory
 from advisors_app.core.messages import AssistantMessage, SystemMessage, UserMessage
 from advisors_app.models import ChatMessage, Conversation
+from advisors_app.runtime import load_chain
 from advisors_app.services import call_turn, stream_turn
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.factories import make_chain, scripted_model
@@ -60,9 +66,14 @@ class Cost:
     statements: list[str] = field(default_factory=list)
     commits: int = 0
     hops: int = 0
+    #: Round trips of the turn's reads: a pipeline of queries is one, a query alone one.
+    read_trips: int = 0
 
     def __str__(self) -> str:
-        return f"{len(self.statements)} statements, {self.commits} commits, {self.hops} hops"
+        return (
+            f"{len(self.statements)} statements, {self.read_trips} read trips, "
+            f"{self.commits} commits, {self.hops} hops"
+        )
 
 
 _MARKERS = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO")
@@ -89,29 +100,49 @@ def _cost(log: list[str]) -> tuple[list[str], int]:
 
 @contextlib.contextmanager
 def counting() -> Iterator[Cost]:
-    """Statements and commits (``CaptureQueriesContext``, which logs transaction markers too)
-    and ``sync_to_async`` hops (``SyncToAsync.__call__``).
-
-    Outside a request the ORM runs in asgiref's one worker thread, so the capture is installed
-    on that thread's connection.
-    """
+    """Statements, read trips and commits of every thread (a websocket's turn runs on its own
+    thread, :mod:`advisors_app.db_threads`), from the SQL log Django writes when it logs
+    queries (transaction markers included), and ``sync_to_async`` hops
+    (``SyncToAsync.__call__``)."""
     cost = Cost()
-    worker = SyncToAsync.single_thread_executor.submit(lambda: connections["default"]).result()
+    log: list[tuple[str, object | None]] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sql = getattr(record, "sql", None)
+            if sql is not None:
+                # On the querying thread: psycopg's pipeline while one is open, else None.
+                raw = connections[getattr(record, "alias", "default")].connection
+                log.append((sql, getattr(raw, "_pipeline", None)))
+
     original_call = SyncToAsync.__call__
 
     async def hop(self: Any, *args: Any, **kwargs: Any) -> Any:
         cost.hops += 1
         return await original_call(self, *args, **kwargs)
 
-    capture = CaptureQueriesContext(worker)
-    SyncToAsync.single_thread_executor.submit(capture.__enter__).result()
+    sql_logger = logging.getLogger("django.db.backends")
+    handler, level, propagate = Capture(), sql_logger.level, sql_logger.propagate
+    logged = BaseDatabaseWrapper.queries_logged
+    BaseDatabaseWrapper.queries_logged = property(lambda self: True)  # type: ignore[assignment, method-assign]
+    sql_logger.addHandler(handler)
+    sql_logger.setLevel(logging.DEBUG)
+    sql_logger.propagate = False
     SyncToAsync.__call__ = hop  # type: ignore[method-assign]
     try:
         yield cost
     finally:
         SyncToAsync.__call__ = original_call  # type: ignore[method-assign]
-        SyncToAsync.single_thread_executor.submit(capture.__exit__, None, None, None).result()
-        cost.statements, cost.commits = _cost([q["sql"] for q in capture.captured_queries])
+        sql_logger.removeHandler(handler)
+        sql_logger.setLevel(level)
+        sql_logger.propagate = propagate
+        BaseDatabaseWrapper.queries_logged = logged  # type: ignore[method-assign]
+        cost.statements, cost.commits = _cost([sql for sql, _ in log])
+        pipelines = [pipeline for sql, pipeline in log if sql.lstrip().upper().startswith("SELECT")]
+        cost.read_trips = sum(
+            pipeline is None or pipeline is not previous
+            for previous, pipeline in zip([None, *pipelines], pipelines, strict=False)
+        )
 
 
 def report(name: str, cost: Cost) -> None:
@@ -149,6 +180,7 @@ async def test_a_later_turn_is_one_read_trip_and_one_commit(
     report(f"later turn ({mode})", later)
     assert (await ChatMessage.objects.aget(pk=message_id)).text == "Sure."
     assert len(later.statements) <= MAX_STATEMENTS, later
+    assert later.read_trips == 1, later
     assert later.commits <= MAX_COMMITS, later
     assert later.hops <= MAX_HOPS, later
 
@@ -215,6 +247,7 @@ async def test_a_later_websocket_turn_is_one_read_trip_and_one_commit(
     report("later turn (websocket)", later)
     assert frames[-1]["stored"] is True
     assert len(_turn_statements(later.statements)) <= MAX_STATEMENTS, later
+    assert later.read_trips == 1, later
     assert later.commits <= MAX_COMMITS, later
 
 
@@ -245,3 +278,40 @@ def test_a_turn_scope_answers_reads_after_the_writes_it_holds(user: Any) -> None
         memory.add(key, [AssistantMessage("3")])
         assert [m.text for m in repository.find_last(key, 3)] == ["2", "three", "3"]
     assert not small.pending
+
+
+async def test_a_window_larger_than_the_one_read_ahead_is_read_again(user: Any) -> None:
+    """The window is read with the version, before the chain is known, as large as the
+    chain's memory read on its last turn here; when that is too few (the chain was republished
+    with a larger window) the turn reads again and the memory still sees its whole window."""
+    chain = await sync_to_async(make_chain)(
+        "wide-memory",
+        model=await sync_to_async(scripted_model)("wide-model", responses=("Sure.",)),
+        advisors=(("message_chat_memory", {"max_messages": 10}),),
+    )
+    first = await call_turn(chain.slug, user, "one")
+    for text in ("two", "three"):
+        await call_turn(chain.slug, user, text, conversation_id=first.conversation_id)
+    services._window_reads[chain.slug] = 2  # as if its last turn here had read 2
+    with counting() as later:
+        await call_turn(chain.slug, user, "four", conversation_id=first.conversation_id)
+    model = (await sync_to_async(load_chain)(chain.slug)).client.chat_model
+    assert [m.text for m in model.prompts[-1].instructions] == [
+        *("one", "Sure.", "two", "Sure.", "three", "Sure."),
+        "four",
+    ]
+    assert later.read_trips == 2, later
+    with counting() as next_turn:
+        await call_turn(chain.slug, user, "five", conversation_id=first.conversation_id)
+    assert next_turn.read_trips == 1, next_turn
+    assert len(model.prompts[-1].instructions) == 9  # the 8 stored messages, then "five"
+
+
+async def test_a_chain_without_memory_reads_no_window(user: Any) -> None:
+    chain = await sync_to_async(make_chain)("no-memory")
+    first = await call_turn(chain.slug, user, "one")
+    await call_turn(chain.slug, user, "two", conversation_id=first.conversation_id)
+    with counting() as later:
+        await call_turn(chain.slug, user, "three", conversation_id=first.conversation_id)
+    selects = [sql for sql in later.statements if sql.startswith("SELECT")]
+    assert len(selects) == 2 and later.read_trips == 1, later  # the version, the conversation

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import connections, router, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from advisors_app.core.memory import ChatMemoryRepository, check_conversation_id
@@ -150,6 +150,18 @@ _WINDOW = PreparedQuery(
     ),
     conversation=2_000_000_001,
     low=2_000_000_002,
+)
+# The same window, found by the conversation's key; ``span`` sequence numbers back from its
+# ``last_sequence`` (read in the same statement).
+_WINDOW_BY_KEY = PreparedQuery(
+    lambda key, span: (
+        ChatMessage.objects.filter(conversation__conversation_id=key)
+        .filter(Q(message_type=_SYSTEM) | Q(sequence__gt=F("conversation__last_sequence") - span))
+        .order_by("sequence")
+        .values_list(*_FIELDS)
+    ),
+    key="\x00key",
+    span=2_000_000_004,
 )
 
 
@@ -365,16 +377,29 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         chain's memory reads first (a read the scope cannot answer goes to the database).
         """
         check_conversation_id(conversation_id)
-        scope = TurnScope(conversation_id)
         if conversation_pk is None or last_sequence <= 0:
-            scope.system, scope.complete = [], True
-            return scope
-        low = last_sequence - prefetch
-        rows = _WINDOW.rows(conversation=conversation_pk, low=low)
+            return self.scope_of(conversation_id, last_sequence=0, prefetch=prefetch, rows=[])
+        rows = _WINDOW.rows(conversation=conversation_pk, low=last_sequence - prefetch)
+        return self.scope_of(conversation_id, last_sequence, prefetch, rows)
+
+    @staticmethod
+    def window_read(conversation_id: str, prefetch: int) -> tuple[PreparedQuery, dict[str, Any]]:
+        """:meth:`open_turn`'s query by the conversation's key alone — its row need not have
+        been read — to read with other queries at once
+        (:func:`~advisors_app.prepared.rows_together`); its rows go to :meth:`scope_of`."""
+        check_conversation_id(conversation_id)
+        return _WINDOW_BY_KEY, {"key": conversation_id, "span": prefetch}
+
+    @staticmethod
+    def scope_of(
+        conversation_id: str, last_sequence: int, prefetch: int, rows: list[tuple[Any, ...]]
+    ) -> TurnScope:
+        """The scope of a window read of ``prefetch`` messages ending at ``last_sequence``."""
         messages = [_message(*row) for row in rows]
+        scope = TurnScope(conversation_id)
         scope.system = [m for m in messages if m.message_type is MessageType.SYSTEM]
         scope.tail = [m for m in messages if m.message_type is not MessageType.SYSTEM]
-        scope.complete = low <= 0
+        scope.complete = last_sequence - prefetch <= 0
         return scope
 
     @staticmethod
