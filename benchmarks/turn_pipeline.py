@@ -19,11 +19,11 @@ model, answering 8 chunks; its peer for time to first token is the same model wi
    three advisors in the core ``ChatClient`` alone (the engine figure), both from the slope
    between a short and a long answer (a turn's fixed costs cancel out).
 
-5. The floors under SSE time to first token, on our side only, measured between the blocks of
-   row 2 by the same kind of client (``_sse_floor.py``): a bare ASGI app streaming the same
-   events under daphne, and an ``async def`` Django view streaming them behind the site's
-   middleware (no authentication, no database, no turn). What SSE costs above the second is
-   ours to cut; the second itself is Django's and daphne's.
+5. The floors under time to first token, on our side only, measured between the blocks of
+   row 2 by the same kinds of client (``_floors.py``): a bare ASGI app under daphne sending the
+   same events over SSE and over a websocket, and an ``async def`` Django view streaming them
+   behind the site's middleware (no authentication, no database, no turn). What a transport
+   costs above its floor is ours to cut; the floors are daphne's, Django's and the client's.
 
 "Before" is built from a temporary ``git worktree`` of ``--baseline`` (removed at the end) and
 runs on the same machine, the same PostgreSQL server (a database of its own: the schemas
@@ -334,7 +334,7 @@ async def sse_turns(side: Side, chain: str, turns: int) -> list[float]:
 
 
 async def floor_turns(server: Server, path: str, turns: int) -> list[float]:
-    """Seconds from sending to the first ``delta`` event of a floor server (``_sse_floor.py``)."""
+    """Seconds from sending to the first ``delta`` event of a floor server (``_floors.py``)."""
     times: list[float] = []
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         for i in range(turns + 1):
@@ -349,6 +349,35 @@ async def floor_turns(server: Server, path: str, turns: int) -> list[float]:
             if i:
                 times.append(first - sent)
     return times
+
+
+async def floor_ws_turns(server: Server, path: str, turns: int) -> list[float]:
+    """Seconds from sending a frame to the first ``delta`` frame of the bare ASGI floor's
+    websocket, on one socket as :func:`ws_turns` does."""
+    times: list[float] = []
+    async with connect(f"ws://127.0.0.1:{server.port}{path}", proxy=None, compression=None) as ws:
+        for i in range(turns + 1):
+            first = None
+            sent = time.perf_counter()
+            await ws.send(json.dumps({"type": "message", "message": f"Question {i}?"}))
+            while (kind := json.loads(await asyncio.wait_for(ws.recv(), 30))["type"]) != (
+                "conversation"
+            ):
+                if first is None and kind == "delta":
+                    first = time.perf_counter()
+            if first is None:
+                raise SystemExit("websocket floor: no delta frame")
+            if i:
+                times.append(first - sent)
+    return times
+
+
+#: The floors of row 5: server, path, transport and label, by name.
+FLOORS = {
+    "sse_asgi": ("asgi", "/", "sse", "SSE: bare ASGI app under daphne"),
+    "sse_django": ("django", "/floor/", "sse", "SSE: async Django view, site middleware"),
+    "websocket_asgi": ("asgi", "/", "websocket", "websocket: bare ASGI app under daphne"),
+}
 
 
 async def rest_run(side: Side, chain: str, clients: int, seconds: float) -> dict[str, Any]:
@@ -407,17 +436,18 @@ async def rest_run(side: Side, chain: str, clients: int, seconds: float) -> dict
 
 
 async def serve_and_measure(
-    sides: list[Side], floors: dict[str, tuple[Server, str]], args: argparse.Namespace
+    sides: list[Side], floors: dict[str, Server], args: argparse.Namespace
 ) -> dict[str, list[float]]:
-    """Rows 2 and 3 against both servers, interleaved; and the SSE floors (ours only) between
+    """Rows 2 and 3 against both servers, interleaved; and the floors (ours only) between
     them: the seconds to their first delta."""
     per_block = max(1, args.turns // args.blocks)
-    floor_times: dict[str, list[float]] = {name: [] for name in floors}
+    floor_times: dict[str, list[float]] = {name: [] for name in FLOORS}
     for side in sides:
         side.ttft = {t: {"memory": [], "bare": []} for t in ("websocket", "sse")}
     for _ in range(args.blocks):
-        for name, (server, path) in floors.items():
-            floor_times[name] += await floor_turns(server, path, per_block)
+        for name, (server_name, path, transport, _) in FLOORS.items():
+            measure = floor_ws_turns if transport == "websocket" else floor_turns
+            floor_times[name] += await measure(floors[server_name], path, per_block)
         for side in sides:
             fx = side.fixtures
             for chain in ("memory", "bare"):
@@ -521,15 +551,13 @@ def compare(ours: dict[str, Any], before: dict[str, Any] | None) -> list[dict[st
                     else None,
                 }
             )
-    for name, label in (
-        ("asgi", "bare ASGI app under daphne"),
-        ("django", "async Django view, site middleware"),
-    ):
-        floor = ours.get("sse_floor", {}).get(name)
+    for name, (_, _, transport, label) in FLOORS.items():
+        floor = ours.get("floors", {}).get(name)
         if floor:
+            unit = "frame" if transport == "websocket" else "event"
             rows.append(
                 {
-                    "what": f"SSE floor: time to first delta event, {label}, p50 / p95 ms",
+                    "what": f"floor: time to first delta {unit}, {label}, p50 / p95 ms",
                     "ours": f"{floor['p50_ms']:.2f} / {floor['p95_ms']:.2f}",
                     "before": "—",
                     "ratio": None,
@@ -714,18 +742,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for side in sides:
             side.server = Server(side).start()
             stack.callback(side.server.stop)
-        floors: dict[str, tuple[Server, str]] = {}
+        floors: dict[str, Server] = {}
         site = "advisorsite.asgi:application"
-        for name, app, env, path in (
-            ("asgi", "_sse_floor:application", {}, "/"),
-            ("django", site, {"TURNBENCH_URLCONF": "_sse_floor"}, "/floor/"),
+        for name, app, env in (
+            ("asgi", "_floors:application", {}),
+            ("django", site, {"TURNBENCH_URLCONF": "_floors"}),
         ):
             server = Server(sides[0], app, f"floor-{name}", env).start()
             stack.callback(server.stop)
-            floors[name] = (server, path)
+            floors[name] = server
         floor_times = asyncio.run(serve_and_measure(sides, floors, args))
     ours = side_results(sides[0])
-    ours["sse_floor"] = {
+    ours["floors"] = {
         name: {
             "turns": len(seconds),
             "p50_ms": percentile([t * 1e3 for t in seconds], 0.5),

@@ -27,6 +27,6 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = False
 SECURE_HSTS_SECONDS = 0
 
 if os.environ.get("TURNBENCH_URLCONF"):
-    # The Django floor of SSE time to first token (``_sse_floor.py``): the site's middleware
+    # The Django floor of SSE time to first token (``_floors.py``): the site's middleware
     # in front of a view that only streams.
     ROOT_URLCONF = os.environ["TURNBENCH_URLCONF"]
