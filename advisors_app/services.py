@@ -507,7 +507,8 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
     target, stored = read.target, read.stored
     if stored is not None:
         _check_same_chain(chain, target, stored)
-        if label is None and version is None:
+        # Naming ``production`` is what everyone may name: the same as naming nothing.
+        if version is None and label in (None, PRODUCTION):
             target = _pinned(target, stored)
     compiled = _compiled(chain, user, data, target, trace_id)
     params = {} if data.params is None else data.params

@@ -349,3 +349,17 @@ def test_key_facts_are_bounded_by_summary_max_tokens_and_call_no_model() -> None
     assert params_errors("session_memory", params) == {}
     policy = {"keep_last_turns": 3, "strategy": "key_facts", "summary_max_tokens": 120}
     assert _strategy(policy) == KeyFactsCompactionStrategy(3, 120)
+
+
+def test_lint_refuses_two_chat_memories_on_one_chain():
+    """Both would store every turn in the same conversation (each message twice)."""
+    model = scripted_model("m")
+    both = make_chain(
+        "two-memories",
+        model=model,
+        advisors=(("message_chat_memory", {}), ("prompt_chat_memory", {})),
+        publish=False,
+    )
+    assert _lint_ids(both).count("advisors_app.E122") == 1
+    one = make_chain("one-memory", model=model, advisors=(("message_chat_memory", {}),))
+    assert "advisors_app.E122" not in _lint_ids(one)

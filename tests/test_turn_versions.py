@@ -111,6 +111,9 @@ async def test_a_conversation_keeps_the_version_it_started_on(
     two = await chain.versions.aget(number=2)
     await sync_to_async(move_label)(chain, PRODUCTION, two, reason="ship two")
     assert (await ask(user, conversation_id=first.conversation_id)).content == "one"
+    # Naming production, as anyone may, is naming nothing: the conversation keeps its version.
+    named = await ask(user, conversation_id=first.conversation_id, label=PRODUCTION)
+    assert named.content == "one"
     assert (await ask(user)).content == "two"  # a new conversation starts on the new version
     conversation = await Conversation.objects.aget(conversation_id__endswith=first.conversation_id)
     assert conversation.chain_version_id == (await chain.versions.aget(number=1)).pk

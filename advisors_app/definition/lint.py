@@ -42,6 +42,9 @@ and every labelled version). Each rule has a stable id:
   misconfigured when the draft was resolved (the message says which).
 - ``advisors_app.E121``: an MCP tool whose name as offered (prefix + tool) is not a function
   name model APIs accept: 1 to 64 letters, digits, ``_`` and ``-`` (OpenAI's rule).
+- ``advisors_app.E122``: two 2.0 memory advisors (``message_chat_memory``,
+  ``prompt_chat_memory``) on one chain: both store every turn in the same conversation, so
+  its transcript holds each message twice.
 
 "Inside" means later in the chain's execution order (larger order; equal orders keep the
 rows' saved order).
@@ -160,6 +163,7 @@ def lint(snapshot: Mapping[str, Any]) -> list[LintMessage]:
     messages.extend(_mcp_messages(snapshot))
     messages.extend(_structure_messages(rows))
     messages.extend(_session_messages(rows, bool(snapshot["tools"])))
+    messages.extend(_chat_memory_messages(rows))
     return messages
 
 
@@ -418,6 +422,20 @@ def _session_messages(rows: list[_Row], has_tools: bool) -> list[LintMessage]:
                     )
                 )
     return messages
+
+
+def _chat_memory_messages(rows: list[_Row]) -> list[LintMessage]:
+    """E122 (see the module docstring): each 2.0 memory row after the first."""
+    memories = [r for r in rows if r.type.key in CHAT_MEMORY_TYPES]
+    return [
+        _error(
+            "advisors_app.E122",
+            f"{_describe(row)} is combined with {_describe(memories[0])}: both would store "
+            "every turn in the same conversation (each message twice).",
+            "Keep one memory advisor; disable or delete the other row.",
+        )
+        for row in memories[1:]
+    ]
 
 
 #: A function name model APIs accept (OpenAI's ``^[a-zA-Z0-9_-]{1,64}$``).
