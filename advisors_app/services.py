@@ -322,11 +322,21 @@ def _check_target_permission(user: Any, label: str | None, version: int | str | 
         )
 
 
-def _check_same_chain(chain: str, target: ChainTarget, stored: StoredConversation | None) -> None:
+def _check_same_chain(
+    chain: str, target: ChainTarget, stored: StoredConversation | None, key: str
+) -> None:
     """Refuse a conversation that started on another chain (409 ``conflict``): its history,
     memory and version belong to that chain, and another chain continuing it would answer from
     a history it did not write (the JSON chain copied the plain chain's last reply)."""
-    if stored is None or stored.chain_version_chain_id in (None, target.chain_id):
+    if stored is None:
+        return
+    started_on = stored.chain_version_chain_id
+    if stored.chain_version_id is None:
+        # Started on a draft (staff), which records no version: the chain its turns logged
+        # (one query, for such conversations only).
+        logged = CallLog.objects.filter(conversation_id=key).exclude(chain=None)
+        started_on = logged.values_list("chain_id", flat=True).first()
+    if started_on in (None, target.chain_id):
         return
     message = (
         f"This conversation was started on another chain; start a new conversation (send no "
@@ -505,8 +515,8 @@ def _open(chain: str, user: Any, data: TurnInput, errors: FieldErrors, trace_id:
     label, version, conversation_id = data.label, data.version, data.conversation_id
     read = _read(chain, user, data, errors)
     target, stored = read.target, read.stored
-    if stored is not None:
-        _check_same_chain(chain, target, stored)
+    if stored is not None and conversation_id is not None:
+        _check_same_chain(chain, target, stored, conversation_key(user, conversation_id))
         # Naming ``production`` is what everyone may name: the same as naming nothing.
         if version is None and label in (None, PRODUCTION):
             target = _pinned(target, stored)

@@ -741,3 +741,21 @@ async def test_the_reply_carries_its_trace_id_and_its_id_comes_back_without_a_st
         ("assistant", "two", {"trace_id": second.trace_id}),
     ]
     assert (await ChatMessage.objects.aget(pk=second.message_id)).text == "two"
+
+
+async def test_a_conversation_started_on_a_draft_stays_on_its_chain(user: Any) -> None:
+    """A draft records no version: the chain its turns logged is the one it started on."""
+    user.is_staff = True
+    await user.asave(update_fields=["is_staff"])
+    model = await sync_to_async(scripted_model)("drafted-model", responses=("ok",))
+    drafted = await sync_to_async(make_chain)("drafted", model=model)
+    first = await call_turn(drafted.slug, user, "first", version="draft")
+    again = await call_turn(drafted.slug, user, "again", conversation_id=first.conversation_id)
+    assert again.stored
+    other_chain = await sync_to_async(make_chain)("json-answers", model=model)
+    for choice in ({}, {"version": "draft"}):
+        with pytest.raises(TurnError) as refused:
+            await call_turn(
+                other_chain.slug, user, "x", conversation_id=first.conversation_id, **choice
+            )
+        assert refused.value.code == "conflict" and refused.value.http_status == 409
