@@ -187,12 +187,12 @@ def test_a_new_row_gets_the_form_of_the_type_chosen(
     form_field(new, "max_chars").fill("3000")
     page.locator("#advisors-group .add-row a").click()  # a row added on the page
     added = page.locator("#advisors-group tr.form-row.dynamic-advisors").last
-    added.locator("select[name$='-advisor_type']").select_option("message_chat_memory")
-    form_field(added, "max_messages").fill("12")
+    added.locator("select[name$='-advisor_type']").select_option("tool_calling")
+    form_field(added, "max_total_tool_calls").fill("12")
     expect(page.locator("#advisors-group .chain-order li")).to_have_count(5)
     save_chain(page)
     assert params_of("budget_guard") == {"max_chars": 3000}
-    assert AdvisorConfig.objects.filter(params={"max_messages": 12}).count() == 1
+    assert params_of("tool_calling") == {"max_total_tool_calls": 12}
 
 
 def test_a_json_box_param_is_stored_as_json(
