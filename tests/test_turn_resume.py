@@ -246,6 +246,40 @@ async def test_sse_reconnects_with_last_event_id(alice: Any, bob: Any, chain: An
     assert set(bad.json()["error"]["fields"]) == {"conversation_id", "x"}
 
 
+@override_settings(ADVISORS={"STREAM_COALESCE_MS": 60_000})
+async def test_an_sse_turn_cut_short_keeps_its_held_back_text_for_a_resume(
+    alice: Any, chain: Any
+) -> None:
+    """SSE coalesces deltas as the websocket does; a client that leaves while text is held back
+    cancels the turn, and a resume gets that text before the cancelled done."""
+    await script(chain.slug, WORDS, delay=0.03)
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    url = f"/api/chains/{chain.slug}/stream/"
+    response = await client.post(url, {"message": "count"}, content_type="application/json")
+    body = ""
+
+    async def read() -> None:
+        nonlocal body
+        async for part in response.streaming_content:
+            body += part.decode()
+
+    reader = asyncio.create_task(read())
+    while len(parse(body)) < 2:  # start, the first delta (sent at once)
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.1)  # more words arrive and are held back
+    reader.cancel()
+    await asyncio.gather(reader, return_exceptions=True)
+    before = parse(body)
+    assert [f["type"] for f in before] == ["start", "delta"]
+    conversation = before[0]["conversation_id"]
+    rows = await wait_stored(f"{alice.pk}:{conversation}")
+    after = parse(await sse_resume(alice, chain, conversation, before[-1]["event_id"]))
+    assert [f["type"] for f in after] == ["delta", "done"] and after[-1]["reason"] == "cancelled"
+    assert text_of(before + after) == after[-1]["content"] == rows[-1][1]
+    assert ids_of(before + after) == [1, 2, 3, 4]
+
+
 async def websocket_turn(user: Any, chain: Any) -> tuple[Any, list[dict[str, Any]]]:
     """A finished two-chunk websocket turn: its socket and frames."""
     await script(chain.slug, ["Hel", "lo"])

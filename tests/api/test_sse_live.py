@@ -44,6 +44,9 @@ def transcript(key: str) -> list[tuple[str, str, dict]]:
 
 def test_a_stream_arrives_event_by_event(live_api: str, alice: Any) -> None:
     model = scripted_model("sse-model", responses=[["Hel", "lo", " there"]])
+    # Chunks further apart than delta coalescing waits (40 ms): each is an event of its own.
+    model.settings["chunk_delay"] = 0.1
+    model.save()
     chain = make_chain("sse", model=model)
     with httpx.stream(
         "POST",

@@ -44,9 +44,10 @@ from advisors_app.api.base import AsyncAPIView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerializer
 from advisors_app.conf import app_settings
-from advisors_app.events import TurnError, TurnEvent
+from advisors_app.events import DeltaEvent, TurnError, TurnEvent
 from advisors_app.models import CallLog
 from advisors_app.services import PreparedTurn, TurnStream, call_turn, prepare_turn, stream_turn
+from advisors_app.streaming import DeltaCoalescer
 from advisors_app.turn_buffer import TurnPublisher, turn_buffer
 from advisors_app.turn_input import TurnInput
 
@@ -96,7 +97,9 @@ exactly one `done` or `error`:
 - `budget_warning`: `{"type": "budget_warning", "budget", "spent", "limit", "currency",
   "percent", "reset_at", "over_limit"}` — a budget counting this turn is past its soft limit
   (right after `start`, or when a model round crosses it)
-- `delta`: `{"type": "delta", "text"}` — the next piece of the answer
+- `delta`: `{"type": "delta", "text"}` — the next piece of the answer (coalesced as on the
+  websocket: the first piece at once, then at most one event per `STREAM_COALESCE_MS` or
+  `STREAM_COALESCE_CHARS`)
 - `done`: `{"type": "done", "reason": "complete", "conversation_id", "message_id", "stored",
   "content", "usage": {"prompt_tokens", "completion_tokens", "total_tokens"} | null,
   "metadata", "finish_reason", "trace_id", "version", "sources", "tools", "timings":
@@ -159,9 +162,11 @@ _KEEPALIVE = object()
 async def sse_events(
     stream: TurnStream, publisher: TurnPublisher | None = None
 ) -> AsyncIterator[str]:
-    """The turn's events as SSE text, with keep-alive comments while it is silent; closing or
-    cancelling it stops the turn (see module) — unless ``ADVISORS["DISCONNECT_POLICY"]`` is
-    ``"continue"``: then the turn runs on to its end and is stored whole. With ``publisher``
+    """The turn's events as SSE text, deltas coalesced as on the websocket
+    (:class:`~advisors_app.streaming.DeltaCoalescer`), with keep-alive comments while it is
+    silent; closing or cancelling it stops the turn (see module) — unless
+    ``ADVISORS["DISCONNECT_POLICY"]`` is ``"continue"``: then the turn runs on to its end and
+    is stored whole. With ``publisher``
     each event gets its id and is published (buffer, the user's sockets), so a client can
     resume it."""
     interval = app_settings.SSE_KEEPALIVE_SECONDS or None
@@ -189,8 +194,9 @@ async def sse_events(
 
     async def pump() -> None:
         final_sent = False
+        events = DeltaCoalescer(stream)  # as the websocket: fewer, larger deltas
         try:
-            async for event in stream:
+            async for event in events:
                 frame = event.to_dict()
                 final_sent = event is stream.final_event
                 await put(publisher.stamp(frame) if publisher is not None else frame)
@@ -198,11 +204,15 @@ async def sse_events(
         except Exception as exc:  # an event stream failing is relayed, not swallowed
             await put(exc)
         finally:
-            await stream.aclose()
+            await events.aclose()
             if publisher is not None:
                 final = stream.final_event
                 if final is not None and not final_sent:
-                    publisher.stamp(final.to_dict())  # a cancelled turn's done, for a resume
+                    # A cancelled turn, for a resume: its text held back, then its done.
+                    rest = events.take_pending_text()
+                    if rest:
+                        publisher.stamp(DeltaEvent(rest).to_dict())
+                    publisher.stamp(final.to_dict())
                 await publisher.drain()
 
     # One task iterates the turn from start to end, so its context variables and its

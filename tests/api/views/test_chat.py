@@ -352,6 +352,7 @@ def test_an_unexpected_failure_is_a_500_that_reveals_nothing(chain: Any, api: An
     assert "hunter2" not in response.content.decode()
 
 
+@override_settings(ADVISORS={"STREAM_COALESCE_MS": 0})  # every chunk its own event
 def test_stream_sends_start_deltas_and_done_as_server_sent_events(
     chain: Any, alice: Any, api: Any
 ) -> None:
@@ -403,6 +404,18 @@ def test_stream_sends_start_deltas_and_done_as_server_sent_events(
     assert 0 < done["timings"]["time_to_first_token_ms"] <= done["timings"]["latency_ms"]
     assert [t for _, t, _ in transcript(alice, start["conversation_id"])] == ["hi", "Hello!"]
     assert ChatMessage.objects.get(pk=done["message_id"]).text == "Hello!"
+
+
+@override_settings(ADVISORS={"STREAM_COALESCE_MS": 60_000})
+def test_stream_deltas_are_coalesced_as_on_the_websocket(chain: Any, alice: Any, api: Any) -> None:
+    """The first text goes out at once; text arriving before the next interval is merged and
+    sent before the done event."""
+    script(chain.slug, ["Hel", "lo", "!"])
+    response = api.post(f"/api/chains/{chain.slug}/stream/", {"message": "hi"}, format="json")
+    events = parse_sse(read_stream(response))
+    assert [kind for kind, _ in events] == ["start", "delta", "delta", "done"]
+    assert [data["text"] for kind, data in events if kind == "delta"] == ["Hel", "lo!"]
+    assert events[-1][1]["content"] == "Hello!"
 
 
 @override_settings(ADVISORS={"SSE_KEEPALIVE_SECONDS": 0.05})
