@@ -197,12 +197,11 @@ def parse(body: str) -> list[dict[str, Any]]:
     return frames
 
 
-@override_settings(ADVISORS={"DISCONNECT_POLICY": "continue"})
-async def test_sse_reconnects_with_last_event_id(alice: Any, bob: Any, chain: Any) -> None:
-    await script(chain.slug, WORDS, delay=0.03)
-    client = AsyncClient()
-    await client.aforce_login(alice)
-    url = f"/api/chains/{chain.slug}/stream/"
+async def dropped_sse(
+    client: AsyncClient, url: str, *, frames: int, linger: float = 0.0
+) -> list[dict[str, Any]]:
+    """Start a turn (``count``) over SSE, read ``frames`` events, wait ``linger`` seconds, then
+    drop the connection (Django cancels the task that streams the response); what was read."""
     response = await client.post(url, {"message": "count"}, content_type="application/json")
     assert response.status_code == 200
     body = ""
@@ -212,13 +211,22 @@ async def test_sse_reconnects_with_last_event_id(alice: Any, bob: Any, chain: An
         async for part in response.streaming_content:
             body += part.decode()
 
-    # The connection drops: Django cancels the task that streams the response.
     reader = asyncio.create_task(read())
-    while len(parse(body)) < 3:
+    while len(parse(body)) < frames:
         await asyncio.sleep(0.005)
+    await asyncio.sleep(linger)
     reader.cancel()
     await asyncio.gather(reader, return_exceptions=True)
-    before = parse(body)
+    return parse(body)
+
+
+@override_settings(ADVISORS={"DISCONNECT_POLICY": "continue"})
+async def test_sse_reconnects_with_last_event_id(alice: Any, bob: Any, chain: Any) -> None:
+    await script(chain.slug, WORDS, delay=0.03)
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    url = f"/api/chains/{chain.slug}/stream/"
+    before = await dropped_sse(client, url, frames=3)
     conversation = before[0]["conversation_id"]
     resumed = await client.post(
         url,
@@ -256,21 +264,8 @@ async def test_an_sse_turn_cut_short_keeps_its_held_back_text_for_a_resume(
     client = AsyncClient()
     await client.aforce_login(alice)
     url = f"/api/chains/{chain.slug}/stream/"
-    response = await client.post(url, {"message": "count"}, content_type="application/json")
-    body = ""
-
-    async def read() -> None:
-        nonlocal body
-        async for part in response.streaming_content:
-            body += part.decode()
-
-    reader = asyncio.create_task(read())
-    while len(parse(body)) < 2:  # start, the first delta (sent at once)
-        await asyncio.sleep(0.005)
-    await asyncio.sleep(0.1)  # more words arrive and are held back
-    reader.cancel()
-    await asyncio.gather(reader, return_exceptions=True)
-    before = parse(body)
+    # start, the first delta (sent at once); then more words arrive and are held back
+    before = await dropped_sse(client, url, frames=2, linger=0.1)
     assert [f["type"] for f in before] == ["start", "delta"]
     conversation = before[0]["conversation_id"]
     rows = await wait_stored(f"{alice.pk}:{conversation}")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import connections, router, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from advisors_app.core.memory import ChatMemoryRepository, check_conversation_id
@@ -140,13 +140,20 @@ _scope: contextvars.ContextVar[TurnScope | None] = contextvars.ContextVar(
 )
 
 
-# A turn's window read (``open_turn``), compiled once (advisors_app.prepared).
-_WINDOW = PreparedQuery(
-    lambda conversation, low: (
-        ChatMessage.objects.filter(conversation_id=conversation)
-        .filter(Q(message_type=_SYSTEM) | Q(sequence__gt=low))
+def _window(messages: QuerySet[ChatMessage], low: Any) -> QuerySet[ChatMessage]:
+    """A turn's window of ``messages``: the system messages and those after sequence ``low``,
+    oldest first."""
+    return (
+        messages.filter(Q(message_type=_SYSTEM) | Q(sequence__gt=low))
         .order_by("sequence")
         .values_list(*_FIELDS)
+    )
+
+
+# A turn's window read (``open_turn``), compiled once (advisors_app.prepared).
+_WINDOW = PreparedQuery(
+    lambda conversation, low: _window(
+        ChatMessage.objects.filter(conversation_id=conversation), low
     ),
     conversation=2_000_000_001,
     low=2_000_000_002,
@@ -154,11 +161,9 @@ _WINDOW = PreparedQuery(
 # The same window, found by the conversation's key; ``span`` sequence numbers back from its
 # ``last_sequence`` (read in the same statement).
 _WINDOW_BY_KEY = PreparedQuery(
-    lambda key, span: (
-        ChatMessage.objects.filter(conversation__conversation_id=key)
-        .filter(Q(message_type=_SYSTEM) | Q(sequence__gt=F("conversation__last_sequence") - span))
-        .order_by("sequence")
-        .values_list(*_FIELDS)
+    lambda key, span: _window(
+        ChatMessage.objects.filter(conversation__conversation_id=key),
+        F("conversation__last_sequence") - span,
     ),
     key="\x00key",
     span=2_000_000_004,
