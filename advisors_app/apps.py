@@ -1,6 +1,7 @@
 """Django app configuration: registers the system checks and the ``conversation_search`` tool
-(:mod:`advisors_app.recall`) when the app registry is ready, and redacts secrets from every log
-record of the process (:mod:`advisors_app.redaction`)."""
+(:mod:`advisors_app.memory.recall`) when the app registry is ready, and redacts secrets from every
+log
+record of the process (:mod:`advisors_app.security.redaction`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ class AdvisorsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from advisors_app import advisor_types, protection, recall, redaction
         from advisors_app.checks import (
             check_chains,
             check_databases,
@@ -22,7 +22,10 @@ class AdvisorsAppConfig(AppConfig):
             check_project,
             check_settings,
         )
+        from advisors_app.definition import advisor_types
         from advisors_app.definition.snapshot import register_reference_kinds
+        from advisors_app.memory import recall
+        from advisors_app.security import protection, redaction
 
         # Tagged "database" so `check --database default` and `migrate` run them, and
         # plain `check` (which must not need a live server) does not.

@@ -103,7 +103,7 @@ class AdvisorsSettings:
     def STREAM_COALESCE_MS(self) -> int:
         """Streamed text is sent at most once per this many milliseconds (0: every piece).
 
-        The first piece of an answer is never held back; see ``advisors_app.streaming``.
+        The first piece of an answer is never held back; see ``advisors_app.turn.delivery``.
         """
         return int(self._get("STREAM_COALESCE_MS"))
 
@@ -129,7 +129,7 @@ class AdvisorsSettings:
     @property
     def TURN_BUFFER_SECONDS(self) -> float:
         """How long the last turn of a conversation stays resumable after its latest event
-        (``advisors_app.turn_buffer``)."""
+        (``advisors_app.turn.buffer``)."""
         return float(self._get("TURN_BUFFER_SECONDS"))
 
     @property
@@ -148,7 +148,8 @@ class AdvisorsSettings:
     @property
     def UPLOAD_THROTTLE_RATE(self) -> str:
         """Uploads (``POST /api/documents/``) allowed per user, as DRF writes rates
-        (``"10/minute"``); ``""``: no limit. Counted like chat turns (``advisors_app.uploads``)."""
+        (``"10/minute"``); ``""``: no limit. Counted like chat turns
+        (``advisors_app.ingestion.uploads``)."""
         return str(self._get("UPLOAD_THROTTLE_RATE"))
 
     @property
@@ -207,7 +208,7 @@ class AdvisorsSettings:
 
         ``""`` (the default): no tenants. With a resolver, a user's searches, retrievals and
         uploads are limited to documents of their tenant, and they see the collections without a
-        tenant and those of theirs (see :mod:`advisors_app.scoping`).
+        tenant and those of theirs (see :mod:`advisors_app.stores.scoped`).
         """
         return str(self._get("TENANT_RESOLVER"))
 

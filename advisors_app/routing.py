@@ -2,7 +2,8 @@
 
 A project's ``asgi.py`` wraps the websocket routes as
 ``CsrfOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))``: the origin check
-(:mod:`advisors_app.origins`: scheme, host and port, as Django's CSRF protection checks them)
+(:mod:`advisors_app.security.origins`: scheme, host and port, as Django's CSRF protection checks
+them)
 keeps pages of other sites and other ports out, the auth stack reads the session cookie.
 
 ``http_urlpatterns`` holds the MCP endpoint (:mod:`advisors_app.mcp_server`, ``/mcp/``, with or
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path, re_path
 
-from advisors_app.consumers import ChatConsumer
+from advisors_app.channels.consumers import ChatConsumer
 from advisors_app.mcp_server import MCPEndpoint
 
 __all__ = ["http_urlpatterns", "websocket_urlpatterns"]

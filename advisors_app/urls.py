@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, include, path
 
-from advisors_app import views
+from advisors_app.pages import views
 
 app_name = "advisors_app"
 

@@ -15,9 +15,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
-from advisors_app.origins import CsrfOriginValidator  # noqa: E402
 from advisors_app.routing import http_urlpatterns, websocket_urlpatterns  # noqa: E402
-from advisors_app.server_shutdown import stop_turns_before_daphne_exits  # noqa: E402
+from advisors_app.security.origins import CsrfOriginValidator  # noqa: E402
+from advisors_app.turn.shutdown import stop_turns_before_daphne_exits  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

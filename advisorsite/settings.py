@@ -31,7 +31,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
-from advisors_app.secret_files import read_or_create_secret
+from advisors_app.security.secret_files import read_or_create_secret
 from advisorsite.embedded_db import database_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -60,7 +60,8 @@ if not SECRET_KEY and not DEBUG:
 if not SECRET_KEY:
     SECRET_KEY = read_or_create_secret(VAR_DIR / "secret_key", get_random_secret_key)
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
-# Other origins whose pages may POST and open the chat websocket (advisors_app.origins), e.g. a
+# Other origins whose pages may POST and open the chat websocket (advisors_app.security.origins),
+# e.g. a
 # proxy's public https:// address when it does not send DJANGO_SECURE_PROXY_SSL_HEADER.
 CSRF_TRUSTED_ORIGINS = [
     origin for origin in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
@@ -165,7 +166,8 @@ def channel_layers(redis_url: str | None) -> dict[str, Any]:
 
     redis-py's pool raises "Too many connections" past 100 (500 chats on two processes:
     ``group_send`` failed, consumers died in ``group_discard``): the layer's pool
-    (:mod:`advisors_app.redis_layer`, also the turn buffer's) holds up to 200 connections per
+    (:mod:`advisors_app.channels.redis_layer`, also the turn buffer's) holds up to 200 connections
+    per
     process and makes a command wait up to 20 s for a free one. A socket's group messages
     wait in their process's inbox, which holds ``capacity`` messages for all its sockets:
     channels_redis reads it one message per four round trips, so at a peak (500 chats on two
@@ -183,7 +185,7 @@ def channel_layers(redis_url: str | None) -> dict[str, Any]:
     }
     return {
         "default": {
-            "BACKEND": "advisors_app.redis_layer.RedisChannelLayer",
+            "BACKEND": "advisors_app.channels.redis_layer.RedisChannelLayer",
             "CONFIG": {"hosts": [host], "capacity": 10000},
         }
     }

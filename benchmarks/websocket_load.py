@@ -77,7 +77,7 @@ from websockets.asyncio.client import ClientConnection, connect  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 from advisors_app.demo.loader import SENSITIVE_WORDS  # noqa: E402
-from advisors_app.ingestion import ingest_documents  # noqa: E402
+from advisors_app.ingestion.pipeline import ingest_documents  # noqa: E402
 from advisors_app.models import ChatModelConfig, Collection  # noqa: E402
 from benchmarks._common import header, machine, percentile, write_json  # noqa: E402
 from benchmarks._demo_corpus import demo_chunks, demo_questions  # noqa: E402

@@ -43,7 +43,7 @@ def _close_async_orm_connections(request: pytest.FixtureRequest) -> Iterator[Non
 def fresh_chain_cache() -> Iterator[None]:
     """Built chains cleared before and after the test: they are cached per process by their
     snapshot, and a test's scripted model must not answer another test's turns."""
-    from advisors_app.runtime import clear_cache
+    from advisors_app.definition.runtime import clear_cache
 
     clear_cache()
     yield

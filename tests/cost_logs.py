@@ -7,7 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from advisors_app.budgets import money
+from advisors_app.costs.budgets import money
 from advisors_app.models import CallLog
 
 __all__ = ["log_call", "priced_round"]
@@ -86,5 +86,5 @@ def log_call(
 
 
 def amount(text: str) -> str:
-    """``text`` as :func:`advisors_app.budgets.money` writes it."""
+    """``text`` as :func:`advisors_app.costs.budgets.money` writes it."""
     return money(Decimal(text))

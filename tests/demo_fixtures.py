@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from advisors_app.definition.runtime import clear_cache
 from advisors_app.demo import loader
 from advisors_app.demo.corpus import python_reference_topics
 from advisors_app.demo.dataset import DATASET as DEMO_DATASET
@@ -33,7 +34,6 @@ from advisors_app.models import (
     PromptTemplate,
     SensitiveWordList,
 )
-from advisors_app.runtime import clear_cache
 
 __all__ = ["DemoSnapshot", "demo", "demo_snapshot", "remove_demo"]
 

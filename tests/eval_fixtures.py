@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisors_app.datasets import import_items, parse_items
 from advisors_app.definition import move_label, publish
+from advisors_app.evaluation.datasets import import_items, parse_items
 from advisors_app.models import Dataset
 from tests.factories import make_chain, scripted_model
 

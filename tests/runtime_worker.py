@@ -22,8 +22,8 @@ def main() -> None:
     from asgiref.sync import async_to_sync
 
     from advisors_app.definition import move_label
+    from advisors_app.definition.runtime import load_chain
     from advisors_app.models import AdvisorChain
-    from advisors_app.runtime import load_chain
 
     for line in sys.stdin:
         command = json.loads(line)

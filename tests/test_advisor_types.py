@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 
-from advisors_app.advisor_types import BUILTIN_TYPES
 from advisors_app.core import (
     HIGHEST_PRECEDENCE,
     LOWEST_PRECEDENCE,
@@ -20,10 +19,11 @@ from advisors_app.core import (
 )
 from advisors_app.core.tools import tool
 from advisors_app.core.tracing import CallTrace
+from advisors_app.definition.advisor_types import BUILTIN_TYPES
+from advisors_app.definition.registry import advisor_types
+from advisors_app.definition.runtime import DRAFT, clear_cache, load_chain
+from advisors_app.definition.tools import tool_registry
 from advisors_app.models import AuditEntry, Collection, PromptTemplate, SensitiveWordList
-from advisors_app.registry import advisor_types
-from advisors_app.runtime import DRAFT, clear_cache, load_chain
-from advisors_app.tools import tool_registry
 from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The resume task (``advisors_app.approval_jobs``): decisions recorded outside the turn resume
+"""The resume task (``advisors_app.approvals.jobs``): decisions recorded outside the turn resume
 it for its owner, once, and the owner's open chat socket receives the resumed turn's frames
 flagged ``resumed_elsewhere``; a refused resume arrives as its ``error`` frame.
 
@@ -18,10 +18,10 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from advisors_app.approval_jobs import decisions_of, run_resume
+from advisors_app.approvals.jobs import decisions_of, run_resume
+from advisors_app.definition.tools import tool_registry
 from advisors_app.models import ChatMessage, ToolApproval
-from advisors_app.services import call_turn
-from advisors_app.tools import tool_registry
+from advisors_app.turn.service import call_turn
 from tests.api.conftest import client_for
 from tests.task_worker import run_queued_tasks
 from tests.test_approvals import memo_call, save_memo, saved, script

@@ -20,19 +20,19 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from advisors_app.approvals import record_decision
+from advisors_app.approvals.pauses import record_decision
 from advisors_app.core import ScriptedChatModel, ToolCall
 from advisors_app.core.attributes import PRINCIPAL
 from advisors_app.core.messages import ToolResponseMessage
 from advisors_app.core.testing import tool_call_response
 from advisors_app.core.tools import ToolCallDecision, ToolContext, tool
+from advisors_app.definition.runtime import load_chain
+from advisors_app.definition.tools import tool_registry
 from advisors_app.definition.versions import PublishError
-from advisors_app.events import TurnError
 from advisors_app.models import CallLog, ChatMessage, ToolApproval, ToolApprovalGrant
-from advisors_app.runtime import load_chain
-from advisors_app.services import call_turn, stream_turn
-from advisors_app.tools import tool_registry
-from advisors_app.turn_input import TurnInput
+from advisors_app.turn.events import TurnError
+from advisors_app.turn.input import TurnInput
+from advisors_app.turn.service import call_turn, stream_turn
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import frames_until_end, open_socket

@@ -9,10 +9,10 @@ import pytest
 from django.template import Context, Template
 from django.test import Client
 
-from advisors_app.bidi import isolated, without_bidi_controls
-from advisors_app.conversations import conversation_key
-from advisors_app.ingestion import ingest_text
+from advisors_app.ingestion.pipeline import ingest_text
+from advisors_app.memory.conversations import conversation_key
 from advisors_app.models import Collection, Conversation
+from advisors_app.security.bidi import isolated, without_bidi_controls
 
 RLO = "\u202e"
 #: A title that reads as "invoiceexe.pdf" with its override, and would reorder what follows.

@@ -12,17 +12,17 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection
 
-from advisors_app.budgets import budget_warning, clear_budget_cache
 from advisors_app.core.context_window import estimate_prompt_tokens
 from advisors_app.core.exceptions import BudgetExceededError
 from advisors_app.core.messages import SystemMessage, UserMessage
 from advisors_app.core.prompt import Prompt
 from advisors_app.core.tokens import TiktokenTokenCountEstimator
-from advisors_app.events import BudgetWarningEvent, DeltaEvent, DoneEvent, TurnError
+from advisors_app.costs.budgets import budget_warning, clear_budget_cache
+from advisors_app.costs.pricing import ModelRef, clear_price_cache, cost_of, price_book
+from advisors_app.definition.runtime import clear_cache
 from advisors_app.models import Budget, BudgetCounter, CallLog, ChatModelConfig, ModelPrice
-from advisors_app.pricing import ModelRef, clear_price_cache, cost_of, price_book
-from advisors_app.runtime import clear_cache
-from advisors_app.services import call_turn, stream_turn
+from advisors_app.turn.events import BudgetWarningEvent, DeltaEvent, DoneEvent, TurnError
+from advisors_app.turn.service import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -302,7 +302,7 @@ async def test_a_budget_for_another_user_or_chain_does_not_apply(
 
 async def test_an_error_releases_the_reservation(user: Any) -> None:
     from advisors_app.core import ProviderUnavailableError
-    from advisors_app.runtime import load_chain
+    from advisors_app.definition.runtime import load_chain
 
     model = await sync_to_async(priced_model)("failing")
     model.settings = {"responses": [], "repeat": False}

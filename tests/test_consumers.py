@@ -11,10 +11,10 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client, override_settings
 
-from advisors_app.consumers import CLOSE_NOT_AUTHENTICATED, MAX_FRAME_BYTES
+from advisors_app.channels.consumers import CLOSE_NOT_AUTHENTICATED, MAX_FRAME_BYTES
 from advisors_app.core import ProviderUnavailableError, RateLimitedError, ScriptedChatModel
+from advisors_app.definition.runtime import clear_cache, load_chain
 from advisors_app.models import CallLog, ChatMessage, Conversation
-from advisors_app.runtime import clear_cache, load_chain
 from advisorsite.asgi import application
 from tests.factories import make_chain, scripted_model
 from tests.helpers import without_outcome

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+from advisors_app.definition.runtime import clear_cache
 from advisors_app.models import CallLog, ChatMessage, Score
-from advisors_app.runtime import clear_cache
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import frames_until_end, open_socket, script, text_of

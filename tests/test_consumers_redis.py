@@ -143,7 +143,7 @@ def test_a_frame_over_the_limit_is_answered_then_closed_4009_by_daphne(
     """Through real daphne (autobahn refuses 1009 from an application: the close must work)."""
     from websockets.exceptions import ConnectionClosed
 
-    from advisors_app.consumers import MAX_FRAME_BYTES
+    from advisors_app.channels.consumers import MAX_FRAME_BYTES
 
     first, _ = servers
     alice = django_user_model.objects.create_user("alice", password="pw")

@@ -15,9 +15,9 @@ from advisors_app.core import ScriptedChatModel
 from advisors_app.core.providers.embedded_smollm2 import SmolLm2ChatModel
 from advisors_app.core.testing import tool_call_response
 from advisors_app.core.tools import tool
+from advisors_app.definition.runtime import clear_cache, load_chain
+from advisors_app.definition.tools import tool_registry
 from advisors_app.models import CallLog, ChatMessage, ChatModelConfig, Conversation
-from advisors_app.runtime import clear_cache, load_chain
-from advisors_app.tools import tool_registry
 from advisorsite.asgi import application
 from tests.api.conftest import client_for
 from tests.api.views.test_chat import parse_sse, read_stream

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from advisors_app.datasets import import_items, input_key, parse_items
+from advisors_app.evaluation.datasets import import_items, input_key, parse_items
 from advisors_app.models import Dataset, DatasetItem, items_as_of
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,5 @@
 """A turn's database work: a thread of its own per websocket (kept from turn to turn), no
-pooled connection held between pieces of work (:mod:`advisors_app.db_threads`)."""
+pooled connection held between pieces of work (:mod:`advisors_app.db.threads`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 
-from advisors_app import consumers
-from advisors_app.db_threads import TurnThread, _release_pooled, db_sync_to_async, own_thread
+from advisors_app.channels import consumers
+from advisors_app.db.threads import TurnThread, _release_pooled, db_sync_to_async, own_thread
 from advisors_app.models import Conversation
 from tests.test_consumers import alice, chain, fresh_cache, open_socket, script  # noqa: F401
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Permission
 
-from advisors_app.eval_compare import bootstrap_interval, compare_runs
-from advisors_app.eval_runs import create_run, execute_run
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.evaluation.compare import bootstrap_interval, compare_runs
+from advisors_app.evaluation.runs import create_run, execute_run
 from advisors_app.models import Dataset, EvalResult, EvalRun
-from advisors_app.runtime import clear_cache
 from tests.api.conftest import client_for
 from tests.eval_fixtures import make_dataset, make_versions
 

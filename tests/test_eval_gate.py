@@ -12,9 +12,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from advisors_app.datasets import import_items, parse_items
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.evaluation.datasets import import_items, parse_items
 from advisors_app.models import AdvisorChain, Dataset, EvalRun
-from advisors_app.runtime import clear_cache
 from tests.eval_fixtures import ITEMS, make_dataset, make_versions
 
 pytestmark = pytest.mark.django_db

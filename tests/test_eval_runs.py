@@ -13,7 +13,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from advisors_app.eval_runs import (
+from advisors_app.definition.runtime import clear_cache, load_chain
+from advisors_app.evaluation.runs import (
     EVAL_USERNAME,
     EvalRunError,
     create_run,
@@ -22,7 +23,6 @@ from advisors_app.eval_runs import (
     submit_run,
 )
 from advisors_app.models import CallLog, Conversation, EvalRun, Score
-from advisors_app.runtime import clear_cache, load_chain
 from tests.eval_fixtures import make_dataset, make_versions
 from tests.task_worker import DbWorker, run_queued_tasks
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from advisors_app.datasets import import_items, parse_items
-from advisors_app.eval_runs import create_run, execute_run
-from advisors_app.ingestion import ingest_text
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.evaluation.datasets import import_items, parse_items
+from advisors_app.evaluation.runs import create_run, execute_run
+from advisors_app.ingestion.pipeline import ingest_text
 from advisors_app.models import ChatModelConfig, Collection, Dataset
-from advisors_app.runtime import clear_cache
 from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db

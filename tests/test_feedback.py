@@ -9,9 +9,9 @@ import pytest
 from django.test import Client
 
 from advisors_app.api.views.conversations import forget_conversation
-from advisors_app.conversations import conversation_key
 from advisors_app.core import AssistantMessage, UserMessage
-from advisors_app.feedback import (
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.evaluation.feedback import (
     MAX_KEYS_PER_REPLY,
     FeedbackError,
     Vote,
@@ -20,8 +20,8 @@ from advisors_app.feedback import (
     score_payload,
     withdraw_vote,
 )
+from advisors_app.memory.conversations import conversation_key
 from advisors_app.models import CallLog, ChatMessage, Conversation, Score
-from advisors_app.runtime import clear_cache
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model

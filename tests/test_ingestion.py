@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 
 from advisors_app.core.ingestion import TokenTextSplitter
 from advisors_app.core.vectorstore import EmbeddingDimensionError, SearchRequest
-from advisors_app.ingestion import ingest_bytes, ingest_text
+from advisors_app.ingestion.pipeline import ingest_bytes, ingest_text
 from advisors_app.models import Collection
 from advisors_app.models import Document as DocumentRow
 from advisors_app.stores.vectors import PgVectorStore

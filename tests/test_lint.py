@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 
 from advisors_app.core import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, RecordingAdvisor
 from advisors_app.definition import LintMessage, check, lint, resolve_draft
+from advisors_app.definition.registry import AdvisorType, advisor_types
 from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
 from advisors_app.orders import format_order
-from advisors_app.registry import AdvisorType, advisor_types
 from tests.factories import make_chain
 
 pytestmark = pytest.mark.django_db

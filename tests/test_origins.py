@@ -1,4 +1,5 @@
-"""The websocket Origin check (advisors_app.origins): scheme, host and port, as Django's CSRF."""
+"""The websocket Origin check (advisors_app.security.origins): scheme, host and port, as Django's
+CSRF."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.test import RequestFactory, override_settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from advisors_app.origins import CsrfOriginValidator, origin_allowed
+from advisors_app.security.origins import CsrfOriginValidator, origin_allowed
 from tests.helpers import database_url_for_subprocess
 from tests.live_server import ROOT, LiveServer
 

@@ -7,7 +7,13 @@ import time
 
 import pytest
 
-from advisors_app.parsing import CpuBudget, LimitExceeded, Limits, check_supported, read_upload
+from advisors_app.ingestion.parsing import (
+    CpuBudget,
+    LimitExceeded,
+    Limits,
+    check_supported,
+    read_upload,
+)
 from tests.hostile_pdfs import bomb_pdf, shared_stream_pdf, text_pdf
 
 MB = 1024 * 1024

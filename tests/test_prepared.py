@@ -9,8 +9,8 @@ from django.db import DataError, connection, transaction
 from django.db.models import IntegerField, Q, Value
 from django.db.models.functions import Cast
 
+from advisors_app.db.prepared import PreparedQuery, rows_together
 from advisors_app.models import ChatMessage, Conversation
-from advisors_app.prepared import PreparedQuery, rows_together
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from advisors_app.core import ScriptedChatModel
 from advisors_app.core.providers.embedded_minilm import MiniLmEmbeddingModel
 from advisors_app.core.providers.embedded_smollm2 import SmolLm2ChatModel
 from advisors_app.core.providers.openai_compatible import OpenAiCompatibleChatModel
-from advisors_app.providers import (
+from advisors_app.definition.providers import (
     chat_model_configs,
     get_chat_model,
     get_embedding_model,

@@ -24,8 +24,9 @@ from advisors_app.core.messages import (
 )
 from advisors_app.core.testing import tool_call_response
 from advisors_app.core.tools import ToolArgumentsError, ToolRegistry
-from advisors_app.models import Conversation, ConversationBoundary
-from advisors_app.recall import (
+from advisors_app.definition.runtime import load_chain
+from advisors_app.definition.tools import tool_registry
+from advisors_app.memory.recall import (
     MAX_LIMIT,
     MAX_QUERY_CHARS,
     ConversationSearchError,
@@ -33,10 +34,9 @@ from advisors_app.recall import (
     register_recall_tools,
     search_conversation,
 )
-from advisors_app.runtime import load_chain
-from advisors_app.services import call_turn
+from advisors_app.models import Conversation, ConversationBoundary
 from advisors_app.stores.memory import DjangoChatMemoryRepository
-from advisors_app.tools import tool_registry
+from advisors_app.turn.service import call_turn
 from tests.factories import make_chain, scripted_model
 from tests.task_worker import run_queued_tasks
 

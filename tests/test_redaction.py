@@ -1,4 +1,5 @@
-"""advisors_app.redaction: which values are secret, how they are replaced, logs, header refusals.
+"""advisors_app.security.redaction: which values are secret, how they are replaced, logs, header
+refusals.
 
 Each transport (REST, SSE, websocket, call log, admin page, logs) is tested end to end in
 ``tests/test_redaction_transports.py``.
@@ -15,9 +16,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 
-from advisors_app import redaction
 from advisors_app.models import ChatModelConfig, EmbeddingModelConfig
-from advisors_app.redaction import MARKER, redact, redact_data, secret_header_problems
+from advisors_app.security import redaction
+from advisors_app.security.redaction import MARKER, redact, redact_data, secret_header_problems
 from tests.factories import make_chain
 
 KEY = "loopback-9f8e7d6c5b4a39281706"  # not shaped like any known key: only configuration finds it
@@ -161,7 +162,7 @@ async def test_the_database_is_read_from_async_code_too(monkeypatch: pytest.Monk
 def test_a_chain_this_process_builds_teaches_its_key_before_the_next_database_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from advisors_app.runtime import compiled_chain, resolve_target
+    from advisors_app.definition.runtime import compiled_chain, resolve_target
 
     monkeypatch.setenv("BUILT_LLM_ACCESS", "built-value-5772156649")
     model = ChatModelConfig.objects.create(

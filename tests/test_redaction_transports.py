@@ -20,7 +20,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 
 from advisors_app.models import AdvisorChain, CallLog, ChatModelConfig
-from advisors_app.redaction import MARKER
+from advisors_app.security.redaction import MARKER
 from tests.api.conftest import client_for
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.core.providers.openai_server import JsonReply, ScriptedOpenAiServer

@@ -6,7 +6,7 @@ import pytest
 from jsonschema.exceptions import SchemaError
 
 from advisors_app.core import AdvisorRole, RecordingAdvisor
-from advisors_app.registry import (
+from advisors_app.definition.registry import (
     ROLES,
     AdvisorType,
     AdvisorTypeRegistry,

@@ -25,6 +25,16 @@ from advisors_app.definition import (
     rollback,
     rollback_target,
 )
+from advisors_app.definition.registry import AdvisorType, advisor_types
+from advisors_app.definition.runtime import (
+    DRAFT,
+    ChainConfigurationError,
+    ChainNotFound,
+    CompiledChain,
+    VersionNotFound,
+    clear_cache,
+    load_chain,
+)
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,
@@ -38,16 +48,6 @@ from advisors_app.models import (
     VersionPolicy,
 )
 from advisors_app.models.versions import ImmutableVersionError
-from advisors_app.registry import AdvisorType, advisor_types
-from advisors_app.runtime import (
-    DRAFT,
-    ChainConfigurationError,
-    ChainNotFound,
-    CompiledChain,
-    VersionNotFound,
-    clear_cache,
-    load_chain,
-)
 from tests.factories import make_chain
 from tests.helpers import database_url_for_subprocess, subprocess_env
 

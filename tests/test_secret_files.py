@@ -5,7 +5,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from advisors_app.secret_files import read_or_create_secret
+from advisors_app.security.secret_files import read_or_create_secret
 
 
 def test_secret_is_created_once_private_and_reused(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from django.contrib.auth.models import AnonymousUser
 from django.db.backends.utils import CursorWrapper
 from django.test import override_settings
 
-from advisors_app.conversations import find_conversation, public_conversation_id
 from advisors_app.core import (
     AssistantMessage,
     ChatGenerationMetadata,
@@ -24,11 +23,12 @@ from advisors_app.core import (
     ScriptedChatModel,
     Usage,
 )
-from advisors_app.events import DeltaEvent, DoneEvent, ErrorEvent, StartEvent, TurnError
-from advisors_app.ingestion import ingest_text
+from advisors_app.definition.runtime import clear_cache, load_chain
+from advisors_app.ingestion.pipeline import ingest_text
+from advisors_app.memory.conversations import find_conversation, public_conversation_id
 from advisors_app.models import CallLog, ChatMessage, Collection, Conversation, PromptTemplate
-from advisors_app.runtime import clear_cache, load_chain
-from advisors_app.services import call_turn, stream_turn
+from advisors_app.turn.events import DeltaEvent, DoneEvent, ErrorEvent, StartEvent, TurnError
+from advisors_app.turn.service import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
 from tests.helpers import without_outcome
 

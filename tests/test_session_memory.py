@@ -28,12 +28,12 @@ from advisors_app.core.memory import (
 )
 from advisors_app.core.tokens import TiktokenTokenCountEstimator
 from advisors_app.definition import lint
+from advisors_app.definition.runtime import clear_cache, load_chain
 from advisors_app.definition.snapshot import resolve_draft
+from advisors_app.memory.compaction import compact_now
 from advisors_app.models import ChatMessage, Conversation, ConversationBoundary
-from advisors_app.runtime import clear_cache, load_chain
-from advisors_app.services import call_turn
-from advisors_app.session_jobs import compact_now
 from advisors_app.stores.sessions import DjangoSessionRepository
+from advisors_app.turn.service import call_turn
 from tests.core.memory.messages import A, T, U, call
 from tests.factories import make_chain, scripted_model
 from tests.task_worker import DbWorker, run_queued_tasks
@@ -219,7 +219,7 @@ def test_lint_places_session_memory_around_the_tool_loop_and_alone():
 
 def test_a_token_share_on_a_model_of_unknown_window_compacts_by_turns() -> None:
     from advisors_app.core.memory.compaction import TurnCountTrigger
-    from advisors_app.session_jobs import UNKNOWN_WINDOW_TURNS, _trigger
+    from advisors_app.memory.compaction import UNKNOWN_WINDOW_TURNS, _trigger
 
     trigger = _trigger({"trigger": {"kind": "tokens", "share": 0.35}, "context_window": None})
     assert isinstance(trigger, TurnCountTrigger)
@@ -232,7 +232,7 @@ def test_a_token_share_on_a_model_of_unknown_window_compacts_by_turns() -> None:
 def test_memory_order_takes_the_forms_the_order_column_takes() -> None:
     from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
     from advisors_app.core.advisors.session_turn import SessionTurnAdvisor
-    from advisors_app.registry import params_errors
+    from advisors_app.definition.registry import params_errors
 
     for good in ("HIGHEST+350", "highest_precedence + 350", "LOWEST-10", "-5", 8):
         assert params_errors("session_memory", {"memory_order": good}) == {}, good
@@ -282,7 +282,7 @@ def test_memory_order_takes_the_forms_the_order_column_takes() -> None:
 def test_a_trigger_part_that_would_be_ignored_is_refused(
     trigger: dict[str, Any], message: str
 ) -> None:
-    from advisors_app.registry import params_errors
+    from advisors_app.definition.registry import params_errors
 
     assert params_errors("session_memory", {"trigger": trigger}) == {
         "params.trigger.share": [message]
@@ -300,7 +300,7 @@ def test_a_trigger_part_that_would_be_ignored_is_refused(
     ],
 )
 def test_a_trigger_of_one_kind_is_accepted(trigger: dict[str, Any]) -> None:
-    from advisors_app.registry import params_errors
+    from advisors_app.definition.registry import params_errors
 
     assert params_errors("session_memory", {"trigger": trigger}) == {}
 
@@ -320,7 +320,7 @@ def test_a_trigger_of_one_kind_is_accepted(trigger: dict[str, Any]) -> None:
 def test_a_summary_boundary_records_the_model_name_not_the_provider(
     config: dict[str, Any], name: str
 ) -> None:
-    from advisors_app.session_jobs import _strategy
+    from advisors_app.memory.compaction import _strategy
 
     strategy = _strategy({"keep_last_turns": 1, "strategy": "summarize", "summary_model": config})
     assert isinstance(strategy, RecursiveSummarizationCompactionStrategy)
@@ -330,7 +330,7 @@ def test_a_summary_boundary_records_the_model_name_not_the_provider(
 @pytest.mark.parametrize("strategy", ["window", "key_facts"])
 @pytest.mark.parametrize("part", ["summary_model", "summary_prompt_template"])
 def test_a_summary_model_or_prompt_without_summarization_is_refused(part, strategy) -> None:
-    from advisors_app.registry import params_errors
+    from advisors_app.definition.registry import params_errors
 
     assert params_errors("session_memory", {"strategy": strategy, part: "m"}) == {
         f"params.{part}": [
@@ -342,8 +342,8 @@ def test_a_summary_model_or_prompt_without_summarization_is_refused(part, strate
 
 def test_key_facts_are_bounded_by_summary_max_tokens_and_call_no_model() -> None:
     from advisors_app.core.memory import KeyFactsCompactionStrategy
-    from advisors_app.registry import params_errors
-    from advisors_app.session_jobs import _strategy
+    from advisors_app.definition.registry import params_errors
+    from advisors_app.memory.compaction import _strategy
 
     params = {"strategy": "key_facts", "summary_max_tokens": 120, "summary_placement": "user"}
     assert params_errors("session_memory", params) == {}

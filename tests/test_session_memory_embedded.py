@@ -18,10 +18,10 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.test import override_settings
 
+from advisors_app.definition.runtime import clear_cache
 from advisors_app.demo.loader import SESSION_MEMORY
 from advisors_app.models import CallLog, ChatMessage, ChatModelConfig, ConversationBoundary
-from advisors_app.runtime import clear_cache
-from advisors_app.services import call_turn
+from advisors_app.turn.service import call_turn
 from tests.factories import make_chain
 from tests.task_worker import run_queued_tasks
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from advisors_app.core.vectorstore import Document
-from advisors_app.sources import cited_sources
+from advisors_app.turn.sources import cited_sources
 
 
 def test_one_entry_per_source_with_its_best_score_in_retrieval_order() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from advisors_app.turn_buffer import InMemoryTurnBuffer, RedisTurnBuffer, TurnBuffer
+from advisors_app.turn.buffer import InMemoryTurnBuffer, RedisTurnBuffer, TurnBuffer
 from tests.test_consumers_redis import REDIS_URL, redis_answers
 
 

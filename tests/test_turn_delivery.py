@@ -19,10 +19,11 @@ from django.test import override_settings
 from redis.asyncio import BlockingConnectionPool
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from advisors_app import consumers, server_shutdown
-from advisors_app import turn_buffer as tb
-from advisors_app.redis_layer import RedisChannelLayer
-from advisors_app.runtime import clear_cache
+from advisors_app.channels import consumers
+from advisors_app.channels.redis_layer import RedisChannelLayer
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.turn import buffer as tb
+from advisors_app.turn import shutdown as server_shutdown
 from advisorsite.asgi import application
 from advisorsite.settings import channel_layers
 from tests.factories import make_chain, scripted_model

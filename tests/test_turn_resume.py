@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from django.test import AsyncClient, override_settings
 
-from advisors_app.runtime import clear_cache
-from advisors_app.turn_buffer import SeenIds, events_after, parse_event_id
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.turn.buffer import SeenIds, events_after, parse_event_id
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import atranscript, frames_until_end, open_socket, script, text_of
 

@@ -12,10 +12,10 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.test import Client
 
 from advisors_app.definition import move_label, publish, rollback
-from advisors_app.events import DoneEvent, TurnError
+from advisors_app.definition.runtime import clear_cache
 from advisors_app.models import PRODUCTION, AdvisorChain, CallLog, Conversation, VersionPolicy
-from advisors_app.runtime import clear_cache
-from advisors_app.services import call_turn, stream_turn
+from advisors_app.turn.events import DoneEvent, TurnError
+from advisors_app.turn.service import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import open_socket
 

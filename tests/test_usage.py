@@ -1,4 +1,4 @@
-"""Usage reports and budget standings (``advisors_app.usage``) on real PostgreSQL: grouping,
+"""Usage reports and budget standings (``advisors_app.costs.reports``) on real PostgreSQL: grouping,
 exact sums per currency, unknown prices apart, local days, and where budgets stand."""
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from advisors_app import usage
-from advisors_app.budgets import period_bounds
-from advisors_app.models import Budget, BudgetCounter
-from advisors_app.usage import (
+from advisors_app.costs import reports as usage
+from advisors_app.costs.budgets import period_bounds
+from advisors_app.costs.reports import (
     budget_standings,
     budget_subject,
     local_range,
@@ -23,6 +22,7 @@ from advisors_app.usage import (
     total_row,
     usage_rows,
 )
+from advisors_app.models import Budget, BudgetCounter
 from tests.cost_logs import log_call, priced_round
 from tests.factories import make_chain
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisors_app.registry import params_errors
+from advisors_app.definition.registry import params_errors
 from advisors_app.validation import FILTER_EXPRESSION_FORMAT, json_value_errors, schema_errors
 
 SCHEMA = {

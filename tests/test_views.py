@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from advisors_app.conversations import conversation_key
 from advisors_app.core import AssistantMessage, UserMessage
+from advisors_app.memory.conversations import conversation_key
 from advisors_app.models import AdvisorChain, CallLog, Conversation
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.factories import make_chain

@@ -2,11 +2,12 @@
 "allow for this conversation" grants with a revoke action, and the decisions as the call log
 and the conversation transcript show them.
 
-Rows are written by turns (:mod:`advisors_app.approvals`); nobody edits them here. An action
-records a decision with :func:`~advisors_app.approvals.record_decision` — the same check (owner
+Rows are written by turns (:mod:`advisors_app.approvals.pauses`); nobody edits them here. An action
+records a decision with :func:`~advisors_app.approvals.pauses.record_decision` — the same check
+(owner
 or approver permission, still pending, not expired, allowed by the policy) the approvals API
 runs — and, once every call of the paused reply has one, queues its resume
-(:func:`advisors_app.approval_jobs.enqueue_resume`): the admin never runs a turn itself. Seeing
+(:func:`advisors_app.approvals.jobs.enqueue_resume`): the admin never runs a turn itself. Seeing
 the list needs the view permission on tool approvals (or the approver permission,
 :data:`~advisors_app.models.approvals.DECIDE_PERMISSION`); acting on a row, that its user may
 decide it (:meth:`~advisors_app.models.ToolApproval.may_decide`).
@@ -28,10 +29,10 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from advisors_app.admin.forms import pretty_json
-from advisors_app.approvals import DECISIONS_METADATA, record_decision
-from advisors_app.conversations import public_conversation_id
+from advisors_app.approvals.pauses import DECISIONS_METADATA, record_decision
 from advisors_app.core.memory import APPROVAL_PENDING
 from advisors_app.core.tools.approval import ToolCallDecision
+from advisors_app.memory.conversations import public_conversation_id
 from advisors_app.models import CallLog, ChatMessage, Conversation, ToolApproval, ToolApprovalGrant
 from advisors_app.models.approvals import DECIDE_PERMISSION
 
@@ -294,7 +295,7 @@ class ToolApprovalAdmin(ApprovalColumns, admin.ModelAdmin):
                 resume.append(row.message_id)
         if resume:
             # At call time: the task module pulls in the turn service and the consumers.
-            from advisors_app.approval_jobs import enqueue_resume
+            from advisors_app.approvals.jobs import enqueue_resume
 
             for message_id in resume:
                 enqueue_resume(message_id)

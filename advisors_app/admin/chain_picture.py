@@ -29,9 +29,9 @@ from typing import Any
 from advisors_app.core.advisor import LOWEST_PRECEDENCE, AdvisorRole, CallAdvisor, StreamAdvisor
 from advisors_app.core.advisors.tool_calling import ToolCallingAdvisor
 from advisors_app.definition import resolve_draft
+from advisors_app.definition.registry import advisor_types
 from advisors_app.models import AdvisorChain
 from advisors_app.orders import format_order
-from advisors_app.registry import advisor_types
 
 __all__ = [
     "Layer",

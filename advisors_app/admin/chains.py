@@ -32,12 +32,12 @@ from advisors_app.admin.traces import trace_rows
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
 from advisors_app.core.serialization import to_jsonable
 from advisors_app.definition import Checked, check_draft
-from advisors_app.events import TurnError, error_event
+from advisors_app.definition.registry import advisor_types
 from advisors_app.models import AdvisorChain, AdvisorConfig, CallLog
 from advisors_app.orders import format_order
-from advisors_app.redaction import redact
-from advisors_app.registry import advisor_types
-from advisors_app.services import call_turn
+from advisors_app.security.redaction import redact
+from advisors_app.turn.events import TurnError, error_event
+from advisors_app.turn.service import call_turn
 
 __all__ = ["AdvisorChainAdmin", "AdvisorConfigInline"]
 

@@ -23,17 +23,17 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from advisors_app.budgets import money
-from advisors_app.models import Budget, CallLog, ChatModelConfig, ModelPrice
-from advisors_app.models.costs import PriceSource
-from advisors_app.pricing import ModelRef, price_book
-from advisors_app.usage import (
+from advisors_app.costs.budgets import money
+from advisors_app.costs.pricing import ModelRef, price_book
+from advisors_app.costs.reports import (
     BudgetStanding,
     Standing,
     budget_standings,
     subject_labels,
     subject_standings,
 )
+from advisors_app.models import Budget, CallLog, ChatModelConfig, ModelPrice
+from advisors_app.models.costs import PriceSource
 
 __all__ = [
     "BudgetAdmin",

@@ -31,8 +31,8 @@ from django.utils import timezone
 from advisors_app.admin.spend_report import REPORT_MAX_DAYS, SpendReportForm
 from advisors_app.core.advisors.budget_guard import BUDGET_EXCEEDED
 from advisors_app.core.advisors.safe_guard import CONTENT_FILTER
+from advisors_app.costs.reports import local_range
 from advisors_app.models import AdvisorChain, CallLog, ChainVersion
-from advisors_app.usage import local_range
 
 __all__ = [
     "DASHBOARD_DAYS",

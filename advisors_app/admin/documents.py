@@ -15,11 +15,11 @@ from django.urls import URLPattern, path, reverse
 
 from advisors_app.admin.protected import ReferencedByVersionsAdmin
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
-from advisors_app.bidi import isolated, without_bidi_controls
 from advisors_app.conf import app_settings
-from advisors_app.ingestion_jobs import Upload, submit_job
+from advisors_app.ingestion.jobs import Upload, submit_job
+from advisors_app.ingestion.parsing import check_supported
 from advisors_app.models import Collection, Document
-from advisors_app.parsing import check_supported
+from advisors_app.security.bidi import isolated, without_bidi_controls
 
 __all__ = ["CollectionAdmin", "DocumentAdmin", "UploadForm"]
 
@@ -117,7 +117,8 @@ class CollectionAdmin(ReferencedByVersionsAdmin):
 
 
 class SourceFilter(admin.AllValuesFieldListFilter):
-    """The documents' sources as choices, without bidi controls (:mod:`advisors_app.bidi`)."""
+    """The documents' sources as choices, without bidi controls
+    (:mod:`advisors_app.security.bidi`)."""
 
     def choices(self, changelist: Any) -> Any:
         for choice in super().choices(changelist):
@@ -137,7 +138,7 @@ class DocumentAdmin(admin.ModelAdmin):
 
     @admin.display(description="Source", ordering="source")
     def shown_source(self, obj: Document) -> str:
-        """The file name without bidi controls, isolated (:mod:`advisors_app.bidi`)."""
+        """The file name without bidi controls, isolated (:mod:`advisors_app.security.bidi`)."""
         return isolated(obj.source)
 
     @admin.display(description="Text")

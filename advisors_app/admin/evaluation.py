@@ -5,7 +5,7 @@ and results, starting a run, and two runs compared.
   by ``manage.py dataset_import``); the "Run evaluation" page
   (``/admin/advisors_app/dataset/<id>/run/``, also the action of the same name) asks for a
   chain, what to run (a label, a version number or ``draft``) and optionally the evaluators as
-  JSON, and enqueues the run (:func:`advisors_app.eval_runs.submit_run`; a task worker runs
+  JSON, and enqueues the run (:func:`advisors_app.evaluation.runs.submit_run`; a task worker runs
   it).
 - **Runs** show status and progress (``done/total``), the summary per score key and every
   item's result (answer, scores, latency, error, call log); "Run again" enqueues a run of the
@@ -14,14 +14,14 @@ and results, starting a run, and two runs compared.
 - The **compare page** (``/admin/advisors_app/evalrun/<a>/compare/<b>/``: ``a`` baseline,
   ``b`` candidate) shows per score key the means, pass rates and the mean delta with its
   bootstrap 95 % interval as a chart (Chart.js, vendored) and a table, then every item with its
-  status and deltas, regressions first (:mod:`advisors_app.eval_compare`).
+  status and deltas, regressions first (:mod:`advisors_app.evaluation.compare`).
 
 - **Promotion gates**: a chain's label (``production``) moves only to a version no worse than
-  the one it serves on a dataset (:func:`advisors_app.eval_gate.gate_refusal`; the Promote
+  the one it serves on a dataset (:func:`advisors_app.evaluation.gate.gate_refusal`; the Promote
   page and ``PUT /api/chains/<slug>/labels/<name>/`` refuse the move otherwise).
 
 - **Add to dataset** (:class:`AddToDatasetMixin`): the action of call logs and scores turns
-  each selected turn into a dataset item (:mod:`advisors_app.dataset_curation`) after a page
+  each selected turn into a dataset item (:mod:`advisors_app.evaluation.curation`) after a page
   asking for the dataset (or a new one's slug), whether to keep the earlier messages as
   history, which metadata key of the cited sources to expect (``topic``, as the demo's
   dataset), tags, and for a single turn a typed correction. It needs ``add_datasetitem``.
@@ -48,14 +48,14 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES, Textarea
-from advisors_app.dataset_curation import (
+from advisors_app.evaluation.compare import REGRESSED, compare_runs
+from advisors_app.evaluation.curation import (
     TurnOptions,
     add_replies,
     correction_of,
     user_message_of,
 )
-from advisors_app.eval_compare import REGRESSED, compare_runs
-from advisors_app.eval_runs import EvalRunError, submit_run
+from advisors_app.evaluation.runs import EvalRunError, submit_run
 from advisors_app.models import (
     AdvisorChain,
     ChatMessage,
@@ -447,7 +447,7 @@ class PromotionGateForm(forms.ModelForm):
         )
 
     def clean_evaluators(self) -> Any:
-        from advisors_app.evaluators import evaluator_registry
+        from advisors_app.evaluation.evaluators import evaluator_registry
 
         value = self.cleaned_data["evaluators"] or []
         if not isinstance(value, list):
@@ -472,7 +472,7 @@ class PromotionGateAdmin(admin.ModelAdmin):
 
 
 class AddToDatasetForm(forms.Form):
-    """Where and how the selected turns become items (:class:`~advisors_app.dataset_curation.
+    """Where and how the selected turns become items (:class:`~advisors_app.evaluation.curation.
     TurnOptions`); ``single``: one turn is selected, so a correction may be typed."""
 
     dataset = forms.ModelChoiceField(

@@ -16,11 +16,11 @@ from django.utils.text import Truncator
 from advisors_app.admin.param_forms import error_map, prune_untouched
 from advisors_app.admin.widgets import ParamsEditor, Textarea
 from advisors_app.definition import LintMessage, check_draft
+from advisors_app.definition.registry import advisor_types, params_errors, schema_help
+from advisors_app.definition.runtime import DRAFT
+from advisors_app.definition.tools import tool_registry
 from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
 from advisors_app.orders import format_order, order_range_problem, parse_order
-from advisors_app.registry import advisor_types, params_errors, schema_help
-from advisors_app.runtime import DRAFT
-from advisors_app.tools import tool_registry
 from advisors_app.validation import printable
 
 __all__ = [
@@ -193,13 +193,16 @@ class AdvisorConfigFormSet(BaseInlineFormSet):
 
 
 class AdvisorChainForm(forms.ModelForm):
-    """A chain's own fields; ``tools`` offers the names of ``advisors_app.tools.tool_registry``."""
+    """A chain's own fields; ``tools`` offers the names of
+    ``advisors_app.definition.tools.tool_registry``."""
 
     tools = forms.MultipleChoiceField(
         choices=(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="Tools the model may call (registered in code with advisors_app.tools).",
+        help_text=(
+            "Tools the model may call (registered in code with advisors_app.definition.tools)."
+        ),
     )
     default_options = BlankJSONField(
         required=False,

@@ -7,7 +7,7 @@ the reply's scores and, for holders of ``add_score``, a link to rate it
 (:class:`~advisors_app.admin.scores.ScoreAdmin`'s rate page); "Add to dataset" turns selected
 call logs' turns into dataset items (:class:`~advisors_app.admin.evaluation.AddToDatasetMixin`).
 
-A call log's error message and trace are shown redacted (:mod:`advisors_app.redaction`), so
+A call log's error message and trace are shown redacted (:mod:`advisors_app.security.redaction`), so
 rows stored before secrets were redacted on the way in do not show a key either.
 """
 
@@ -33,12 +33,12 @@ from advisors_app.admin.scores import REVIEW_PERMISSION, review_cell
 from advisors_app.admin.sessions import TranscriptFormSet, compact_conversation_now
 from advisors_app.admin.spend_report import spend_report
 from advisors_app.admin.traces import trace_rows, usage_line
-from advisors_app.bidi import isolated
-from advisors_app.conversations import public_conversation_id
 from advisors_app.core.messages import MessageType
-from advisors_app.dataset_curation import replies_of_call_logs, reply_of_call_log
+from advisors_app.evaluation.curation import replies_of_call_logs, reply_of_call_log
+from advisors_app.memory.conversations import public_conversation_id
 from advisors_app.models import CallLog, ChatMessage, Conversation
-from advisors_app.redaction import redact, redact_data
+from advisors_app.security.bidi import isolated
+from advisors_app.security.redaction import redact, redact_data
 
 __all__ = ["CallLogAdmin", "ConversationAdmin", "duration_text", "reply_details"]
 
@@ -333,7 +333,7 @@ class ConversationAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Title", ordering="title")
     def shown_title(self, obj: Conversation) -> str:
-        """The title without bidi controls, isolated (:mod:`advisors_app.bidi`)."""
+        """The title without bidi controls, isolated (:mod:`advisors_app.security.bidi`)."""
         return isolated(obj.title)
 
     @admin.display(description="Messages", ordering="message_total")

@@ -7,7 +7,8 @@ JSON Schema with a few differences, so :func:`form_spec` maps a type's ``params_
 - ``description`` becomes ``help_text`` (with the ``default`` named), the param's name its
   ``title``; ``enum`` becomes a select (``choices``), an array of enums a multiselect;
 - ``x-reference`` params become selects of the slugs of existing rows of that kind
-  (:data:`advisors_app.registry.reference_kinds`: templates, word lists, collections, models...),
+  (:data:`advisors_app.definition.registry.reference_kinds`: templates, word lists, collections,
+  models...),
   arrays of them multiselects;
 - a nullable type (``["integer", "null"]``) becomes its non-null type, listed in ``nullable``
   (a cleared field sends ``null``);
@@ -16,7 +17,8 @@ JSON Schema with a few differences, so :func:`form_spec` maps a type's ``params_
   listed in ``raw``.
 
 The server never trusts the form: params are validated against the type's real schema
-(:func:`advisors_app.registry.params_errors`), and :func:`error_map` places each error on its
+(:func:`advisors_app.definition.registry.params_errors`), and :func:`error_map` places each error
+on its
 field in the editor.
 """
 
@@ -28,7 +30,7 @@ from typing import Any
 
 from django.apps import apps
 
-from advisors_app.registry import AdvisorType, reference_kinds
+from advisors_app.definition.registry import AdvisorType, reference_kinds
 from advisors_app.validation import FieldErrors
 
 __all__ = ["JOIN", "error_map", "form_spec", "form_specs", "prune_untouched", "reference_choices"]

@@ -21,8 +21,8 @@ from django.urls import reverse
 
 from advisors_app.admin.forms import BlankJSONField, ref_choices
 from advisors_app.definition import resolve_draft, snapshot_hash
+from advisors_app.definition.runtime import DRAFT
 from advisors_app.models import AdvisorChain
-from advisors_app.runtime import DRAFT
 
 __all__ = ["PlaygroundCompareForm", "playground_compare", "run_target"]
 

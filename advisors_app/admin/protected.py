@@ -1,8 +1,9 @@
 """Deleting a row that a labelled chain version refers to: a refusal on the delete page.
 
-The ``pre_delete`` receiver of :mod:`advisors_app.protection` refuses such deletes with
+The ``pre_delete`` receiver of :mod:`advisors_app.security.protection` refuses such deletes with
 ``ProtectedError``; the admin collects what a delete would remove without sending signals, so
-it asks :func:`~advisors_app.protection.protecting_versions` itself and lists the versions the
+it asks :func:`~advisors_app.security.protection.protecting_versions` itself and lists the versions
+the
 way it lists any protected object (the delete page and the bulk delete action both read it).
 """
 
@@ -14,7 +15,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from advisors_app.definition.snapshot import drafts_referring_to
-from advisors_app.protection import kind_of, protecting_versions, protection_message
+from advisors_app.security.protection import kind_of, protecting_versions, protection_message
 
 __all__ = ["ReferencedByVersionsAdmin"]
 

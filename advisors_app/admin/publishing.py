@@ -37,10 +37,10 @@ from advisors_app.definition import (
     rollback,
     rollback_target,
 )
-from advisors_app.eval_gate import gate_refusal, promotion_evidence
+from advisors_app.definition.runtime import DRAFT
+from advisors_app.evaluation.gate import gate_refusal, promotion_evidence
 from advisors_app.models import PRODUCTION, AdvisorChain, ChainLabelEvent, ChainVersion
 from advisors_app.models.versions import LABEL_NAME_VALIDATOR
-from advisors_app.runtime import DRAFT
 
 __all__ = [
     "ChainWorkflowAdmin",

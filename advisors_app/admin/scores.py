@@ -7,7 +7,8 @@ endpoint). Staff with ``advisors_app.add_score`` rate a reply themselves on its 
 (``/admin/advisors_app/score/rate/<message id>/``, linked from each reply of a conversation's
 transcript and from a call log's page): a value under a key (👍/👎 for ``thumbs``), a reason,
 a comment and a correction — stored as ``reviewer`` scores, one per reply, key and reviewer,
-through :func:`advisors_app.feedback.record_review`. "Add to dataset" turns the replies of the
+through :func:`advisors_app.evaluation.feedback.record_review`. "Add to dataset" turns the replies
+of the
 selected scores into dataset items (:class:`~advisors_app.admin.evaluation.AddToDatasetMixin`;
 a correction becomes the expected output).
 """
@@ -33,10 +34,9 @@ from django.utils.text import Truncator
 
 from advisors_app.admin.evaluation import AddToDatasetMixin
 from advisors_app.admin.widgets import Textarea
-from advisors_app.bidi import isolated
 from advisors_app.core.messages import MessageType
-from advisors_app.dataset_curation import replies_of_scores, user_message_of
-from advisors_app.feedback import (
+from advisors_app.evaluation.curation import replies_of_scores, user_message_of
+from advisors_app.evaluation.feedback import (
     CORRECTION,
     THUMBS,
     FeedbackError,
@@ -46,6 +46,7 @@ from advisors_app.feedback import (
 )
 from advisors_app.models import ChatMessage, Score
 from advisors_app.models.scores import MAX_COMMENT_LENGTH, REASONS
+from advisors_app.security.bidi import isolated
 
 __all__ = ["REVIEW_PERMISSION", "ReviewForm", "ScoreAdmin", "review_cell"]
 
@@ -123,7 +124,7 @@ class ReviewForm(forms.Form):
 
     def save(self, user: Any, reply: ChatMessage, correction_before: str) -> list[str]:
         """Store the score and the correction (what changed, for the message). Raises
-        :class:`~advisors_app.feedback.FeedbackError` with the field errors."""
+        :class:`~advisors_app.evaluation.feedback.FeedbackError` with the field errors."""
         data = self.cleaned_data
         done = []
         if data["value"].strip():

@@ -7,7 +7,7 @@ kind, summary (folded when long), model, usage and time. The messages themselves
 changed by a compaction, so the transcript stays the whole log.
 
 "Compact now" (the changelist action and the button on a conversation's page) calls
-:func:`advisors_app.session_jobs.compact_now` once per conversation, forced, with the policy of
+:func:`advisors_app.memory.compaction.compact_now` once per conversation, forced, with the policy of
 the chain version the conversation started on; :func:`compact_conversation_now` says what came of
 it in one line.
 """
@@ -24,10 +24,10 @@ from django.forms import BaseInlineFormSet
 from django.utils.functional import cached_property
 
 from advisors_app.admin.traces import usage_line
-from advisors_app.conversations import public_conversation_id
+from advisors_app.memory.compaction import compact_now, policy_from_snapshot
+from advisors_app.memory.conversations import public_conversation_id
 from advisors_app.models import Conversation, ConversationBoundary
-from advisors_app.redaction import redact
-from advisors_app.session_jobs import compact_now, policy_from_snapshot
+from advisors_app.security.redaction import redact
 
 __all__ = [
     "FOLD_SUMMARY_CHARS",

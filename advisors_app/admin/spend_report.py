@@ -3,7 +3,7 @@
 
 Spend by day as a chart (Chart.js, vendored under ``static/advisors_app/vendor/chart.js/``) and
 tables by day, user, chain and model for a date range, with the calls of unknown price counted
-apart, and where the budgets stand. The sums come from :mod:`advisors_app.usage`, as
+apart, and where the budgets stand. The sums come from :mod:`advisors_app.costs.reports`, as
 ``GET /api/usage/``'s do.
 """
 
@@ -25,9 +25,9 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from advisors_app.admin.costs import amounts_text, budget_rows
+from advisors_app.costs.reports import UsageRow, local_range, total_row, usage_rows
 from advisors_app.models import Budget
 from advisors_app.models.costs import PriceSource
-from advisors_app.usage import UsageRow, local_range, total_row, usage_rows
 
 __all__ = ["REPORT_DAYS", "REPORT_MAX_DAYS", "SpendReportForm", "spend_report"]
 

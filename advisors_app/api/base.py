@@ -22,7 +22,7 @@ from rest_framework.utils.mediatypes import media_type_matches
 from rest_framework.views import APIView
 
 from advisors_app.api.errors import api_exception_handler
-from advisors_app.db_threads import db_sync_to_async
+from advisors_app.db.threads import db_sync_to_async
 from advisors_app.validation import text_problem
 
 __all__ = ["ApiView", "AsyncAPIView"]

@@ -15,14 +15,14 @@ Every error body is::
   ``protected`` (409: the request does not fit the current state, or a delete is refused
   because other rows — a labelled chain version, a conversation — refer to the row), the
   provider codes
-  of :func:`advisors_app.events.error_event` (``rate_limited``, ``provider_timeout``,
+  of :func:`advisors_app.turn.events.error_event` (``rate_limited``, ``provider_timeout``,
   ``provider_unreachable``, ``provider_unavailable``, ``provider_malformed_response``,
   ``provider_authentication``, ``provider_bad_request``, ``provider_error``), ``output_invalid``,
   ``context_overflow`` (400: the prompt cannot fit the chat model's context window; the message
   names the sizes), ``budget_exceeded`` (429: a budget counting the turn is used up;
   ``retry_after`` and ``reset_at`` say when it resets) and ``internal_error``.
 - ``message``: one sentence for people. Secret values and credential-shaped tokens in it (and
-  in ``fields``) are replaced by ``[REDACTED]`` (:func:`advisors_app.redaction.redact`).
+  in ``fields``) are replaced by ``[REDACTED]`` (:func:`advisors_app.security.redaction.redact`).
 - ``fields``: dotted field path → messages (``"advisors.1.params.top_k"``); ``{}`` when the error
   is not about a field. DRF's ``non_field_errors`` keeps its name.
 - ``provider_status``: the model provider's HTTP status for provider errors, else ``null``.
@@ -33,7 +33,7 @@ Every error body is::
 - ``reset_at``: only for ``budget_exceeded``: the ISO time the budget's period ends.
 
 The ``error`` events of the SSE stream and the websocket carry the same information in the
-flat event shape of :mod:`advisors_app.events` (``errors`` instead of ``fields``).
+flat event shape of :mod:`advisors_app.turn.events` (``errors`` instead of ``fields``).
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from advisors_app.events import ErrorEvent, TurnError, error_event
-from advisors_app.redaction import redact
+from advisors_app.security.redaction import redact
+from advisors_app.turn.events import ErrorEvent, TurnError, error_event
 from advisors_app.validation import printable
 
 __all__ = [
@@ -110,7 +110,7 @@ def error_body(
 ) -> dict[str, Any]:
     """The JSON body of an error answer (see the module docstring). Field paths and messages
     quoting refused input are made encodable (:func:`~advisors_app.validation.printable`), and
-    every secret in them is redacted (:func:`~advisors_app.redaction.redact`): whatever a
+    every secret in them is redacted (:func:`~advisors_app.security.redaction.redact`): whatever a
     provider's or a validator's message quotes, no key leaves the server."""
     return {
         "error": {
@@ -202,9 +202,9 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
     ``ProtectedError``/``RestrictedError`` (409 ``protected``, with Django's message), a body over
     ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413 ``too_large``), JSON nested too deeply to parse (400
     ``parse_error``),
-    :class:`~advisors_app.events.TurnError` (its ``http_status``), provider errors of a
+    :class:`~advisors_app.turn.events.TurnError` (its ``http_status``), provider errors of a
     failed call (502/503/504/429 with the provider's status and message, through
-    :func:`~advisors_app.events.error_event`), and anything else as a logged 500
+    :func:`~advisors_app.turn.events.error_event`), and anything else as a logged 500
     ``internal_error`` that reveals no detail.
     """
     set_rollback()

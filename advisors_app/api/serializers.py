@@ -3,7 +3,8 @@
 Chat requests are not validated here: the turn service validates them (the same messages for
 REST, websocket and admin), so :class:`ChatRequestSerializer` and the chat responses only
 describe the JSON for the OpenAPI schema. Chain writes validate through the registry
-(:func:`advisors_app.registry.params_errors`), the model's own ``clean()`` and the definition
+(:func:`advisors_app.definition.registry.params_errors`), the model's own ``clean()`` and the
+definition
 pipeline (:func:`advisors_app.definition.check_draft`: lint and compile), so the API, the admin
 and the runtime agree. Versions and labels are read-only here: every write goes through
 :mod:`advisors_app.definition` in the views.
@@ -22,10 +23,17 @@ from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_sc
 from rest_framework import serializers
 
 from advisors_app.api.permissions import sees_chain_configuration
-from advisors_app.conversations import public_conversation_id
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from advisors_app.core.vectorstore import Filter, FilterExpressionTextParser
 from advisors_app.definition import check_draft, resolve_draft, snapshot_hash
+from advisors_app.definition.registry import params_errors
+from advisors_app.definition.runtime import (
+    ChainConfigurationError,
+    ChainNotFound,
+    VersionNotFound,
+    load_chain,
+)
+from advisors_app.memory.conversations import public_conversation_id
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,
@@ -43,14 +51,7 @@ from advisors_app.models import (
     ToolApproval,
     ToolApprovalGrant,
 )
-from advisors_app.registry import params_errors
-from advisors_app.runtime import (
-    ChainConfigurationError,
-    ChainNotFound,
-    VersionNotFound,
-    load_chain,
-)
-from advisors_app.scoping import visible_collections
+from advisors_app.stores.scoped import visible_collections
 from advisors_app.validation import text_problem, validate_json_value
 
 __all__ = [

@@ -34,15 +34,15 @@ from advisors_app.core.providers.registry import (
 from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
 from advisors_app.core.tools import ToolCallingManager
 from advisors_app.core.vectorstore import VectorStore
+from advisors_app.costs.pricing import ModelRef
+from advisors_app.definition.providers import chat_model_configs
+from advisors_app.definition.registry import AdvisorType, advisor_types, reference_kinds
+from advisors_app.definition.tools import tool_registry
 from advisors_app.mcp import McpConfigurationError, mcp_tool_callbacks
 from advisors_app.models import Collection
-from advisors_app.pricing import ModelRef
-from advisors_app.providers import chat_model_configs
-from advisors_app.registry import AdvisorType, advisor_types, reference_kinds
-from advisors_app.scoping import UserScopedVectorStore
 from advisors_app.stores.memory import DjangoChatMemoryRepository
+from advisors_app.stores.scoped import UserScopedVectorStore
 from advisors_app.stores.vectors import PgVectorStore
-from advisors_app.tools import tool_registry
 from advisors_app.validation import CHAT_OPTIONS_SCHEMA, REQUEST_OPTIONS, FieldErrors, schema_errors
 
 from .lint import advisor_label

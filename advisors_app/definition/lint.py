@@ -63,9 +63,7 @@ from advisors_app.core.advisor import (
     LOWEST_PRECEDENCE,
 )
 from advisors_app.core.templates import assert_balanced_braces, assert_placeholders
-from advisors_app.mcp import mcp_tool_uses
-from advisors_app.orders import format_order, parse_order
-from advisors_app.registry import (
+from advisors_app.definition.registry import (
     AdvisorType,
     advisor_types,
     params_errors,
@@ -73,7 +71,9 @@ from advisors_app.registry import (
     references_in,
     with_defaults,
 )
-from advisors_app.tools import tool_registry
+from advisors_app.definition.tools import tool_registry
+from advisors_app.mcp import mcp_tool_uses
+from advisors_app.orders import format_order, parse_order
 from advisors_app.validation import chat_options_errors
 
 __all__ = ["LintMessage", "advisor_label", "lint"]

@@ -32,10 +32,15 @@ from typing import Any
 from django.apps import apps
 
 from advisors_app.conf import app_settings
+from advisors_app.definition.registry import (
+    ReferenceKind,
+    advisor_types,
+    reference_kinds,
+    references_in,
+)
+from advisors_app.definition.tools import tool_registry
 from advisors_app.mcp.discovery import pin_mcp_tools, register_mcp_reference_kind
 from advisors_app.models import AdvisorChain, AdvisorConfig
-from advisors_app.registry import ReferenceKind, advisor_types, reference_kinds, references_in
-from advisors_app.tools import tool_registry
 
 __all__ = [
     "SNAPSHOT_FORMAT",

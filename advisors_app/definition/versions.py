@@ -16,6 +16,7 @@ from django.db import transaction
 
 from advisors_app.conf import app_settings
 from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
+from advisors_app.definition.registry import advisor_types
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,
@@ -29,7 +30,6 @@ from advisors_app.models import (
     PromptTemplate,
     SensitiveWordList,
 )
-from advisors_app.registry import advisor_types
 
 from .compile import ChainConfigurationError, CompiledChain, compile_snapshot
 from .lint import LintMessage, lint

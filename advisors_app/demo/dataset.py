@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from advisors_app.datasets import ImportReport, import_items, parse_items
+from advisors_app.evaluation.datasets import ImportReport, import_items, parse_items
 from advisors_app.models import Dataset
 
 __all__ = ["DATASET", "DATASET_FILE", "ensure_demo_dataset"]

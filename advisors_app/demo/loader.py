@@ -44,7 +44,7 @@ from django.db import transaction
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE
 from advisors_app.core.vectorstore import Document
 from advisors_app.definition import move_label, publish
-from advisors_app.ingestion import ingest_documents
+from advisors_app.ingestion.pipeline import ingest_documents
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,

@@ -1,7 +1,8 @@
 """Safe, real tools for the demo chains: a calculator, the UTC time, the Python version and
 the user's notes.
 
-They are registered in the project tool registry (:data:`advisors_app.tools.tool_registry`)
+They are registered in the project tool registry
+(:data:`advisors_app.definition.tools.tool_registry`)
 by :class:`~advisors_app.demo.apps.DemoConfig`, so chains enable them by name. None of them
 can reach the network, the file system or the interpreter's namespace: the calculator parses
 arithmetic with :mod:`ast` and evaluates only a whitelist of node types (never ``eval``).
@@ -235,6 +236,6 @@ DEMO_TOOLS: tuple[FunctionToolCallback, ...] = (
 def register_demo_tools(registry: ToolRegistry | None = None) -> None:
     """Register :data:`DEMO_TOOLS` (default: in the project tool registry); idempotent."""
     if registry is None:
-        from advisors_app.tools import tool_registry as registry
+        from advisors_app.definition.tools import tool_registry as registry
     for callback in DEMO_TOOLS:
         registry.register(callback, replace=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from advisors_app.registry import ReferenceKind, reference_kinds
+from advisors_app.definition.registry import ReferenceKind, reference_kinds
 
 from .config import McpConfigurationError, ServerConfig, stdio_config
 from .pool import McpServerError, mcp_pool

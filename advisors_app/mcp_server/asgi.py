@@ -222,7 +222,7 @@ _hooked = False
 
 def _stop_before_daphne_exits() -> None:
     """Under daphne, stop the manager before the reactor shuts down (see
-    :mod:`advisors_app.server_shutdown`); elsewhere call :func:`stop_endpoints` yourself."""
+    :mod:`advisors_app.turn.shutdown`); elsewhere call :func:`stop_endpoints` yourself."""
     global _hooked
     if _hooked or "twisted.internet.reactor" not in sys.modules:
         return

@@ -14,8 +14,8 @@ from typing import Any
 
 from advisors_app.conf import app_settings
 from advisors_app.definition import ChainConfigurationError
+from advisors_app.definition.runtime import ChainNotFound, VersionNotFound, load_chain
 from advisors_app.models import PRODUCTION, AdvisorChain
-from advisors_app.runtime import ChainNotFound, VersionNotFound, load_chain
 
 __all__ = [
     "ARGUMENTS",

@@ -3,14 +3,14 @@ low-level ``Server``; the protocol itself is the SDK's).
 
 ``tools/list`` answers the chains :func:`~advisors_app.mcp_server.chains.chain_tools` lets the
 caller ask; ``tools/call`` of ``ask_<slug>`` runs one turn through the turn service
-(:func:`~advisors_app.services.call_turn`), exactly as ``POST /api/chains/<slug>/call/`` does:
-the same :class:`~advisors_app.turn_input.TurnInput` validation, throttling, budgets, guards,
+(:func:`~advisors_app.turn.service.call_turn`), exactly as ``POST /api/chains/<slug>/call/`` does:
+the same :class:`~advisors_app.turn.input.TurnInput` validation, throttling, budgets, guards,
 memory and conversation ownership. The answer is the reply's text, with ``conversation_id``,
 ``message_id``, ``finish_reason``, ``trace_id``, ``version`` (and ``sources`` when retrieval
 cited any) as structured content. Everything that is not an answer is a tool error
 (``isError``) whose text says what went wrong — refused input with its field errors, a
 throttled or over-budget caller, a guard's refusal, a paused turn, a failed provider — with
-the message the REST API gives (secrets redacted, :func:`~advisors_app.events.error_event`),
+the message the REST API gives (secrets redacted, :func:`~advisors_app.turn.events.error_event`),
 never a protocol error and never a crash.
 
 Who calls is the Django user the endpoint (:mod:`advisors_app.mcp_server.asgi`) put in the
@@ -30,7 +30,6 @@ from mcp.server.lowlevel import Server
 
 from advisors_app.core.advisors.safe_guard import CONTENT_FILTER
 from advisors_app.core.advisors.tool_calling import APPROVAL_REQUIRED
-from advisors_app.events import TurnOutcome, error_event
 from advisors_app.mcp_server.chains import (
     ARGUMENTS,
     OUTPUT_SCHEMA,
@@ -38,8 +37,9 @@ from advisors_app.mcp_server.chains import (
     chain_for_tool,
     chain_tools,
 )
-from advisors_app.services import call_turn
-from advisors_app.turn_input import TurnInput
+from advisors_app.turn.events import TurnOutcome, error_event
+from advisors_app.turn.input import TurnInput
+from advisors_app.turn.service import call_turn
 
 __all__ = ["SERVER_NAME", "build_server"]
 

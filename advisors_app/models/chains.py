@@ -118,7 +118,7 @@ class AdvisorChain(models.Model):
 
 def unknown_tool_errors(names: list[str]) -> list[str]:
     """One message naming the tools in ``names`` that are not registered (none: ``[]``)."""
-    from advisors_app.registry import registered_tool_names
+    from advisors_app.definition.registry import registered_tool_names
 
     known = registered_tool_names()
     unknown = [n for n in names if n not in known]
@@ -131,7 +131,7 @@ def unknown_tool_errors(names: list[str]) -> list[str]:
 class AdvisorConfig(models.Model):
     """One advisor of a chain: a registered type key, its order, and its params as JSON.
 
-    ``advisor_type`` must be a key of ``advisors_app.registry`` (never an import path);
+    ``advisor_type`` must be a key of ``advisors_app.definition.registry`` (never an import path);
     ``params`` must match that type's JSON Schema; a blank ``order`` means the type's default.
     """
 
@@ -161,7 +161,7 @@ class AdvisorConfig(models.Model):
         """``order``, or the type's default order when blank (``None`` for an unknown type)."""
         if self.order is not None:
             return self.order
-        from advisors_app.registry import advisor_types
+        from advisors_app.definition.registry import advisor_types
 
         advisor_type = advisor_types.get(self.advisor_type)
         return advisor_type.default_order if advisor_type else None
@@ -172,7 +172,7 @@ class AdvisorConfig(models.Model):
         Skipped for a field a form already refused (``exclude``), so invalid JSON gets one
         error, not a second one about the value that replaced it.
         """
-        from advisors_app.registry import params_errors
+        from advisors_app.definition.registry import params_errors
 
         errors: dict[str, Any] = {}
         try:

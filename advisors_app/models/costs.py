@@ -2,13 +2,13 @@
 
 - :class:`ModelPrice`: an admin's price for a chat-model configuration or for model names
   matching a pattern, from a date; it always wins over the packaged ``genai-prices`` data
-  (:mod:`advisors_app.pricing`).
+  (:mod:`advisors_app.costs.pricing`).
 - :class:`Budget`: a spending limit for a scope (a user or each user, a group, a tenant or each
   tenant, a chain or each chain, everything) and a period, with a soft limit and what happens
   when it is reached (block, downgrade to a cheaper model, or only warn).
 - :class:`BudgetCounter`: one budget's spend for one subject (``user:7``, ``chain:3``, ...) in
   its current period: what was spent and what running calls have reserved. Reservations are
-  one conditional upsert each (:mod:`advisors_app.budgets`), so parallel calls cannot pass a
+  one conditional upsert each (:mod:`advisors_app.costs.budgets`), so parallel calls cannot pass a
   limit together.
 
 Money is ``Decimal`` throughout: prices per million tokens, costs to 10 decimal places.

@@ -22,8 +22,8 @@ from django.db.models import Value
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, HalfVectorField, HnswIndex, VectorField
 
-from advisors_app.bidi import without_bidi_controls
 from advisors_app.core.vectorstore.search import EF_SEARCH_MAX, EF_SEARCH_MIN
+from advisors_app.security.bidi import without_bidi_controls
 from advisors_app.validation import validate_json_value
 
 __all__ = [

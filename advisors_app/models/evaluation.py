@@ -16,7 +16,7 @@ dataset as of a time with a list of evaluators (``[{"key", "params"}]``); each i
 is an :class:`EvalResult` (output, retrieved documents, tool calls, scores, latency, usage,
 cost, call log). Each score is also a :class:`~advisors_app.models.Score` row
 (``source="evaluator"``, linked to the turn's call log), the one table of judgements; the
-result keeps a compact copy for comparisons. See :mod:`advisors_app.eval_runs`.
+result keeps a compact copy for comparisons. See :mod:`advisors_app.evaluation.runs`.
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ class EvalResult(models.Model):
 
 class PromotionGate(models.Model):
     """A chain's requirement that a label (``production`` by default) moves only to a version
-    no worse than the one it serves on ``dataset`` (:mod:`advisors_app.eval_gate`): both
+    no worse than the one it serves on ``dataset`` (:mod:`advisors_app.evaluation.gate`): both
     versions need a finished, up-to-date run with these evaluators (blank: the defaults for
     the items), at most ``max_regressions`` items may regress and, when set, no score key's
     mean delta may be below ``min_delta``."""

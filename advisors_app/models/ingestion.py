@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from advisors_app.bidi import without_bidi_controls
+from advisors_app.security.bidi import without_bidi_controls
 
 __all__ = ["IngestionFile", "IngestionJob"]
 
@@ -26,7 +26,7 @@ class IngestionJob(models.Model):
 
     ``created_by`` submitted it and alone sees it over the API; ``owner`` owns the chunks it
     stores (empty: shared). ``limits`` are the parsing limits and quotas in force when it was
-    accepted (keys of :class:`advisors_app.parsing.Limits`); ``errors`` is a list of
+    accepted (keys of :class:`advisors_app.ingestion.parsing.Limits`); ``errors`` is a list of
     ``{"source", "message"}`` (``source`` null for the job as a whole); ``documents`` one
     ``{"source", "chunks", "added", "unchanged", "removed"}`` per stored source.
     """

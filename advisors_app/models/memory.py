@@ -15,9 +15,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
-from advisors_app.bidi import without_bidi_controls
 from advisors_app.core.memory import MAX_CONVERSATION_ID_LENGTH
 from advisors_app.core.messages import MessageType
+from advisors_app.security.bidi import without_bidi_controls
 
 __all__ = ["ChatMessage", "Conversation"]
 

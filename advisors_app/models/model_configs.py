@@ -137,7 +137,7 @@ class ModelConfig(models.Model):
 
     def clean(self) -> None:
         from advisors_app.core.providers.registry import validate_model_config
-        from advisors_app.redaction import secret_header_problems
+        from advisors_app.security.redaction import secret_header_problems
 
         if not isinstance(self.settings, dict):
             raise ValidationError({"settings": "Enter a JSON object."})
@@ -205,7 +205,7 @@ class ChatModelConfig(ModelConfig):
         ],
         help_text="Tokens per request, prompt and answer (blank: the provider's figure).",
     )
-    #: How calls are priced (:mod:`advisors_app.pricing`); admin prices (``ModelPrice``)
+    #: How calls are priced (:mod:`advisors_app.costs.pricing`); admin prices (``ModelPrice``)
     #: win in every mode. Not part of chain snapshots: a price fix changes no version.
     pricing = models.CharField(
         max_length=8,

@@ -12,7 +12,7 @@ value of one of three kinds (:class:`Score.ValueType`):
 ``reason`` is an optional short code from :data:`REASONS` (why a reply was rated down: the
 chat page offers it after 👎); anything longer or free-form goes into ``comment``. Each score
 keeps what it judges as the turn ran: the reply's call log (found by the ``trace_id`` the reply
-stores, :data:`advisors_app.conversations.TRACE_ID`), the chain version and the chain's slug
+stores, :data:`advisors_app.memory.conversations.TRACE_ID`), the chain version and the chain's slug
 (kept when the chain is deleted).
 
 A **user**'s vote is one row per (message, key, author): voting again updates it, undoing

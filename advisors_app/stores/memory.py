@@ -23,7 +23,7 @@ from the rows written (:meth:`TurnScope.reply_id`), without a query. The scope l
 context variable, so concurrent turns of one conversation each see their own; anything outside a
 turn reads and writes as before.
 
-Async twins run the sync methods through :func:`~advisors_app.db_threads.db_sync_to_async`
+Async twins run the sync methods through :func:`~advisors_app.db.threads.db_sync_to_async`
 (thread-sensitive, as Django's own async ORM methods do; a pooled connection goes back after
 each), so the event loop never blocks on the database; a
 transaction and its row lock cannot span ``await`` points in Django's async ORM.
@@ -54,9 +54,9 @@ from advisors_app.core.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from advisors_app.db_threads import db_sync_to_async
+from advisors_app.db.prepared import PreparedQuery
+from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models import ChatMessage, Conversation
-from advisors_app.prepared import PreparedQuery
 
 __all__ = ["DjangoChatMemoryRepository", "TurnScope", "current_scope"]
 
@@ -150,7 +150,7 @@ def _window(messages: QuerySet[ChatMessage], low: Any) -> QuerySet[ChatMessage]:
     )
 
 
-# A turn's window read (``open_turn``), compiled once (advisors_app.prepared).
+# A turn's window read (``open_turn``), compiled once (advisors_app.db.prepared).
 _WINDOW = PreparedQuery(
     lambda conversation, low: _window(
         ChatMessage.objects.filter(conversation_id=conversation), low
@@ -391,7 +391,7 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
     def window_read(conversation_id: str, prefetch: int) -> tuple[PreparedQuery, dict[str, Any]]:
         """:meth:`open_turn`'s query by the conversation's key alone — its row need not have
         been read — to read with other queries at once
-        (:func:`~advisors_app.prepared.rows_together`); its rows go to :meth:`scope_of`."""
+        (:func:`~advisors_app.db.prepared.rows_together`); its rows go to :meth:`scope_of`."""
         check_conversation_id(conversation_id)
         return _WINDOW_BY_KEY, {"key": conversation_id, "span": prefetch}
 

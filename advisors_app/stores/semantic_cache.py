@@ -9,7 +9,7 @@ similarity_threshold``. Each hit bumps the row's ``hit_count``. Writing a query 
 in the scope reaches the threshold replaces that row; expired rows of the scope are deleted on
 write, and :meth:`PgVectorSemanticCache.purge_expired` deletes all of them.
 
-The ORM work is synchronous and runs through :func:`~advisors_app.db_threads.db_sync_to_async`,
+The ORM work is synchronous and runs through :func:`~advisors_app.db.threads.db_sync_to_async`,
 never on the event loop. Two concurrent misses for one question may both write a row; lookups
 then return either.
 """
@@ -35,7 +35,7 @@ from advisors_app.core.cache import (
 )
 from advisors_app.core.model import EmbeddingModel
 from advisors_app.core.response import ChatResponse
-from advisors_app.db_threads import db_sync_to_async
+from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models.cache import SEMANTIC_CACHE_DIMENSIONS, SemanticCacheEntry
 
 __all__ = ["PgVectorSemanticCache"]

@@ -2,7 +2,7 @@
 
 The log is the conversation's ``ChatMessage`` rows (append-only: nothing here updates or
 deletes one) and its :class:`~advisors_app.models.ConversationBoundary` rows. How it fits the
-turn pipeline (DESIGN §4, :mod:`advisors_app.services`):
+turn pipeline (DESIGN §4, :mod:`advisors_app.turn.service`):
 
 * **the view** is read in one query (:meth:`~DjangoSessionRepository.load_view`): the
   conversation, its newest boundary (a lateral join on the ``(conversation, covers_up_to)``
@@ -12,7 +12,7 @@ turn pipeline (DESIGN §4, :mod:`advisors_app.services`):
   DjangoChatMemoryRepository`'s ``append``: inside a turn they are held in the turn's
   :class:`~advisors_app.stores.memory.TurnScope` and written by the service in its one
   transaction, with the call log (outside a turn, in a transaction of their own);
-* **compaction after a turn** is queued as the :data:`~advisors_app.session_jobs.
+* **compaction after a turn** is queued as the :data:`~advisors_app.memory.compaction.
   compact_conversation` task from that same transaction (``TurnScope.after_write`` →
   ``transaction.on_commit``): only a committed turn queues it, and the user does not wait;
 * **a boundary** is appended in its own transaction, under the conversation's row lock, only if
@@ -32,7 +32,7 @@ from django.db import connections, router, transaction
 
 from advisors_app.core.memory import Boundary, SessionRepository, SessionView, check_conversation_id
 from advisors_app.core.messages import Message, MessageType
-from advisors_app.db_threads import db_sync_to_async
+from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models import ChatMessage, Conversation, ConversationBoundary
 
 from .memory import DjangoChatMemoryRepository, _message, current_scope
@@ -69,7 +69,7 @@ WHERE c.conversation_id = %s
 class DjangoSessionRepository(SessionRepository):
     """Sessions in ``Conversation``/``ChatMessage``/``ConversationBoundary`` rows.
 
-    ``policy`` is the JSON compaction policy (:func:`advisors_app.session_jobs.build_policy`)
+    ``policy`` is the JSON compaction policy (:func:`advisors_app.memory.compaction.build_policy`)
     the queued task compacts with; ``None``: compactions requested outside a task queue run at
     once (the core default). Stateless otherwise: one instance serves every request.
     """
@@ -82,7 +82,8 @@ class DjangoSessionRepository(SessionRepository):
     ) -> None:
         self.policy = dict(policy) if policy is not None else None
         #: Queues the compaction task (``(conversation key, policy)``; see
-        #: :func:`advisors_app.session_jobs.enqueue_compaction`), handed in so the store does not
+        #: :func:`advisors_app.memory.compaction.enqueue_compaction`), handed in so the store does
+        # not
         #: import the task module that imports it.
         self._enqueue = enqueue
 

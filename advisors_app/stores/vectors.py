@@ -74,7 +74,7 @@ from advisors_app.core.vectorstore.base import (
 )
 from advisors_app.core.vectorstore.filters import Comparison, json_kind
 from advisors_app.core.vectorstore.search import EF_SEARCH_MAX
-from advisors_app.db_threads import db_sync_to_async
+from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models import Collection
 from advisors_app.models import Document as DocumentRow
 from advisors_app.models.documents import content_hash, cosine_distance
@@ -228,7 +228,7 @@ class PgVectorStore(VectorStore):
     Use :meth:`for_user` for requests on behalf of a user.
 
     Sync methods run the ORM on the calling thread; the ``a``-prefixed twins run it through
-    :func:`~advisors_app.db_threads.db_sync_to_async` (never on the event loop). Added
+    :func:`~advisors_app.db.threads.db_sync_to_async` (never on the event loop). Added
     documents' ``metadata["source"]``, if a string, fills the ``source`` column; identical
     text from the same source is stored once (documents without a source are never merged).
     Anonymous users cannot add documents.

@@ -11,11 +11,11 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from advisors_app.dataset_curation import TurnOptions, add_replies, reply_of_call_log
-from advisors_app.feedback import parse_vote, record_vote
-from advisors_app.ingestion import ingest_text
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.evaluation.curation import TurnOptions, add_replies, reply_of_call_log
+from advisors_app.evaluation.feedback import parse_vote, record_vote
+from advisors_app.ingestion.pipeline import ingest_text
 from advisors_app.models import CallLog, ChatMessage, Collection, Dataset, DatasetItem, Score
-from advisors_app.runtime import clear_cache
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 

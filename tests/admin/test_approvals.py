@@ -30,7 +30,7 @@ GRANTS = "/admin/advisors_app/toolapprovalgrant/"
 def resumed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The message ids the admin asked to resume (``enqueue_resume`` recorded, not run)."""
     calls: list[int] = []
-    monkeypatch.setattr("advisors_app.approval_jobs.enqueue_resume", calls.append)
+    monkeypatch.setattr("advisors_app.approvals.jobs.enqueue_resume", calls.append)
     return calls
 
 

@@ -12,9 +12,9 @@ from django.test import Client
 from advisors_app.admin.chain_picture import annotate, chain_picture, layer_names
 from advisors_app.core import HIGHEST_PRECEDENCE
 from advisors_app.definition import resolve_draft
+from advisors_app.definition.runtime import clear_cache
 from advisors_app.demo.loader import MAIN_CHAIN, ensure_demo_rows
 from advisors_app.models import AdvisorChain
-from advisors_app.runtime import clear_cache
 from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db

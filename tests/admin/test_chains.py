@@ -10,10 +10,10 @@ from django.test import Client
 from advisors_app.core import HIGHEST_PRECEDENCE
 from advisors_app.core.tools import tool
 from advisors_app.definition import check_draft
+from advisors_app.definition.registry import advisor_types
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.definition.tools import tool_registry
 from advisors_app.models import AdvisorChain, CallLog, Collection
-from advisors_app.registry import advisor_types
-from advisors_app.runtime import clear_cache
-from advisors_app.tools import tool_registry
 from tests.admin.forms import chain_form
 from tests.factories import make_chain, scripted_model
 

@@ -15,9 +15,9 @@ from django.contrib.auth.models import Group, Permission
 from django.test import Client
 from django.utils import timezone
 
-from advisors_app.budgets import clear_budget_cache, period_bounds
+from advisors_app.costs.budgets import clear_budget_cache, period_bounds
+from advisors_app.costs.pricing import clear_price_cache
 from advisors_app.models import Budget, BudgetCounter, ChatModelConfig, ModelPrice
-from advisors_app.pricing import clear_price_cache
 from tests.cost_logs import log_call, priced_round
 from tests.factories import make_chain, scripted_model
 

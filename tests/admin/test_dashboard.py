@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from advisors_app.admin.dashboard import dashboard_figures
+from advisors_app.costs.reports import local_range
 from advisors_app.models import ChainVersion
-from advisors_app.usage import local_range
 from tests.cost_logs import log_call, priced_round
 from tests.factories import make_chain
 

@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from advisors_app.datasets import import_items, parse_items
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.evaluation.datasets import import_items, parse_items
 from advisors_app.models import EvalRun
-from advisors_app.runtime import clear_cache
 from tests.eval_fixtures import ITEMS, make_dataset, make_versions
 from tests.task_worker import run_queued_tasks
 
@@ -89,7 +89,7 @@ def test_run_again_and_permissions(admin_client: Client, django_user_model: Any)
 
 
 def test_the_promote_page_shows_the_candidates_runs(admin_client: Client) -> None:
-    from advisors_app.eval_runs import create_run, execute_run
+    from advisors_app.evaluation.runs import create_run, execute_run
 
     chain = make_versions()
     dataset = make_dataset()

@@ -11,9 +11,9 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.test import Client
 
 from advisors_app.definition import move_label, publish
-from advisors_app.feedback import parse_vote, record_vote
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.evaluation.feedback import parse_vote, record_vote
 from advisors_app.models import ChatMessage, Dataset, EvalRun, Score
-from advisors_app.runtime import clear_cache
 from tests.api.conftest import client_for
 from tests.eval_fixtures import make_versions
 from tests.factories import scripted_model

@@ -7,8 +7,8 @@ from django.contrib.staticfiles import finders
 from django.test import Client
 
 from advisors_app.admin.logs import duration_text
+from advisors_app.definition.runtime import clear_cache
 from advisors_app.models import CallLog, Conversation
-from advisors_app.runtime import clear_cache
 from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db

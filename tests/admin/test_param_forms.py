@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from advisors_app.admin.param_forms import error_map, form_spec, form_specs, prune_untouched
+from advisors_app.definition.registry import AdvisorType, advisor_types
 from advisors_app.models import Collection, PromptTemplate, SensitiveWordList
-from advisors_app.registry import AdvisorType, advisor_types
 from advisors_app.validation import object_schema
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ import pytest
 from django.template.loader import render_to_string
 from django.test import Client
 
+from advisors_app.definition.runtime import clear_cache
 from advisors_app.models import CallLog
-from advisors_app.runtime import clear_cache
 from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db

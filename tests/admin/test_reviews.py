@@ -9,7 +9,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from advisors_app.feedback import (
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.evaluation.feedback import (
     CORRECTION,
     FeedbackError,
     parse_vote,
@@ -18,7 +19,6 @@ from advisors_app.feedback import (
     withdraw_review,
 )
 from advisors_app.models import CallLog, ChatMessage, Score
-from advisors_app.runtime import clear_cache
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 

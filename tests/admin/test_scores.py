@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from advisors_app.feedback import parse_vote, record_vote
+from advisors_app.definition.runtime import clear_cache
+from advisors_app.evaluation.feedback import parse_vote, record_vote
 from advisors_app.models import CallLog, ChatMessage, Score
-from advisors_app.runtime import clear_cache
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 

@@ -11,6 +11,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from advisors_app.definition import publish
+from advisors_app.definition.registry import AdvisorType, advisor_types
+from advisors_app.definition.runtime import clear_cache
 from advisors_app.models import (
     AdvisorChain,
     AdvisorConfig,
@@ -20,9 +22,7 @@ from advisors_app.models import (
     Collection,
     PromptTemplate,
 )
-from advisors_app.registry import AdvisorType, advisor_types
-from advisors_app.runtime import clear_cache
-from advisors_app.services import call_turn
+from advisors_app.turn.service import call_turn
 from tests.admin.forms import chain_form
 from tests.factories import make_chain, scripted_model
 

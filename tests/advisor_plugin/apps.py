@@ -10,7 +10,7 @@ class AdvisorPluginConfig(AppConfig):
     label = "advisor_plugin"
 
     def ready(self) -> None:
-        from advisors_app.registry import AdvisorType, advisor_types
+        from advisors_app.definition.registry import AdvisorType, advisor_types
 
         from .advisors import AppendAdvisor
 

@@ -40,7 +40,7 @@ def test_asgi_application_routes_http_and_websockets() -> None:
 @pytest.mark.parametrize(
     ("redis_url", "backend"),
     [
-        ("redis://127.0.0.1:6379/0", "advisors_app.redis_layer.RedisChannelLayer"),
+        ("redis://127.0.0.1:6379/0", "advisors_app.channels.redis_layer.RedisChannelLayer"),
         ("", "channels.layers.InMemoryChannelLayer"),
     ],
 )

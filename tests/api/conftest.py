@@ -10,7 +10,7 @@ from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from advisors_app.runtime import clear_cache
+from advisors_app.definition.runtime import clear_cache
 from tests.helpers import database_url_for_subprocess
 from tests.live_server import LiveServer
 

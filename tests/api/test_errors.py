@@ -12,7 +12,7 @@ from rest_framework import exceptions
 
 from advisors_app.api.errors import api_exception_handler, error_body, flatten_errors
 from advisors_app.core import AuthenticationError, MalformedResponseError
-from advisors_app.events import TurnError
+from advisors_app.turn.events import TurnError
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 

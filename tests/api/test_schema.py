@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from advisors_app.ingestion import ingest_text
+from advisors_app.ingestion.pipeline import ingest_text
 from advisors_app.models import Collection
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from advisors_app.throttling import chat_turn_wait
+from advisors_app.turn.throttling import chat_turn_wait
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 

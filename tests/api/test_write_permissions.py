@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from advisors_app.api.urls import urlpatterns
 from advisors_app.definition import move_label, publish
-from advisors_app.ingestion import ingest_text
+from advisors_app.ingestion.pipeline import ingest_text
 from advisors_app.models import (
     AdvisorChain,
     AdvisorConfig,

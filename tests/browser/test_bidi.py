@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from advisors_app.conversations import conversation_key
-from advisors_app.ingestion import ingest_text
+from advisors_app.ingestion.pipeline import ingest_text
+from advisors_app.memory.conversations import conversation_key
 from advisors_app.models import Collection, Conversation
 from tests.browser.test_chat_page import connected, last_reply, log_in, send, wait_done, words
 from tests.factories import make_chain, scripted_model

@@ -10,6 +10,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
+from advisors_app.definition.registry import advisor_types
 from advisors_app.demo.loader import MAIN_CHAIN, ensure_demo_rows
 from advisors_app.models import (
     AdvisorChain,
@@ -18,7 +19,6 @@ from advisors_app.models import (
     PromptTemplate,
     SensitiveWordList,
 )
-from advisors_app.registry import advisor_types
 from tests.browser.axe import axe_violations
 from tests.browser.screenshots import save
 from tests.factories import make_chain

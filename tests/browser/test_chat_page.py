@@ -11,10 +11,10 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
-from advisors_app.conversations import conversation_key
 from advisors_app.core import AssistantMessage, UserMessage
 from advisors_app.demo.loader import MAIN_CHAIN, ensure_demo_rows
-from advisors_app.ingestion import ingest_text
+from advisors_app.ingestion.pipeline import ingest_text
+from advisors_app.memory.conversations import conversation_key
 from advisors_app.models import AdvisorChain, CallLog, ChatMessage, Collection, Conversation
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.browser.axe import axe_violations

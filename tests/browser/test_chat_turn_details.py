@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from advisors_app.ingestion import ingest_text
+from advisors_app.ingestion.pipeline import ingest_text
 from advisors_app.models import ChatMessage, ChatModelConfig, Collection
 from tests.browser.test_chat_page import connected, last_reply, log_in, send, wait_done
 from tests.core.providers.openai_server import Completion, ScriptedOpenAiServer, SseReply

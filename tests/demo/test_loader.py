@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from advisors_app.definition import check_draft
+from advisors_app.definition.runtime import load_chain
 from advisors_app.demo import loader
 from advisors_app.demo.corpus import python_reference_topics
 from advisors_app.demo.loader import load_demo
@@ -22,7 +23,6 @@ from advisors_app.models import (
     PromptTemplate,
     SensitiveWordList,
 )
-from advisors_app.runtime import load_chain
 
 pytestmark = pytest.mark.django_db
 

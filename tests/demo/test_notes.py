@@ -17,12 +17,12 @@ from advisors_app.core.messages import ToolResponse, ToolResponseMessage, UserMe
 from advisors_app.core.prompt import Prompt, ToolCallingChatOptions
 from advisors_app.core.providers.registry import create_chat_model
 from advisors_app.definition import check_draft
+from advisors_app.definition.runtime import load_chain
 from advisors_app.demo import loader
 from advisors_app.demo.loader import ensure_demo_rows
 from advisors_app.demo.models import MAX_NOTE_CHARS, DemoNote
 from advisors_app.demo.tools import LISTED_NOTES, NoPrincipalError, list_notes, save_note
 from advisors_app.models import AdvisorChain, ChatModelConfig
-from advisors_app.runtime import load_chain
 
 
 def arguments(text: str) -> str:

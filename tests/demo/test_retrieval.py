@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 
 from advisors_app.core.vectorstore import Eq
 from advisors_app.definition import move_label, publish
+from advisors_app.definition.runtime import load_chain
 from advisors_app.demo.corpus import python_reference_topics
 from advisors_app.demo.retrieval import (
     QUESTIONS_FILE,
@@ -20,7 +21,6 @@ from advisors_app.demo.retrieval import (
     load_questions,
 )
 from advisors_app.models import PRODUCTION, AdvisorChain, AdvisorConfig, Collection
-from advisors_app.runtime import load_chain
 
 pytestmark = pytest.mark.django_db
 

@@ -9,6 +9,7 @@ import platform
 import pytest
 
 from advisors_app.core.tools import ToolRegistry
+from advisors_app.definition.tools import tool_registry
 from advisors_app.demo.tools import (
     DEMO_TOOLS,
     MAX_EXPRESSION_CHARS,
@@ -18,7 +19,6 @@ from advisors_app.demo.tools import (
     python_version,
     register_demo_tools,
 )
-from advisors_app.tools import tool_registry
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from advisors_app.evaluators import EvalCase, EvalScore, evaluator_registry
+from advisors_app.evaluation.evaluators import EvalCase, EvalScore, evaluator_registry
 
 
 def case(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from advisors_app.evaluators import MAX_COMMENT_CHARS, NOT_APPLICABLE, UNKNOWN, EvalScore
+from advisors_app.evaluation.evaluators import MAX_COMMENT_CHARS, NOT_APPLICABLE, UNKNOWN, EvalScore
 
 from .helpers import case, judge
 

@@ -11,7 +11,7 @@ import pytest
 from advisors_app.core import ChatModel, ChatResponse, Prompt, ScriptedChatModel
 from advisors_app.core.exceptions import ContextOverflowError, ProviderUnavailableError
 from advisors_app.core.messages import MessageType
-from advisors_app.evaluators import (
+from advisors_app.evaluation.evaluators import (
     INVALID,
     EvalScore,
     Evaluator,

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from advisors_app.evaluators import INVALID, EvalScore, evaluator_registry
+from advisors_app.evaluation.evaluators import INVALID, EvalScore, evaluator_registry
 
 from .helpers import case
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from advisors_app.evaluators import (
+from advisors_app.evaluation.evaluators import (
     BUILTIN_EVALUATORS,
     BaseEvaluator,
     EvalCase,
@@ -284,16 +284,16 @@ def test_a_private_registry_takes_the_builtins() -> None:
 @pytest.mark.parametrize(
     "module_name",
     [
-        "advisors_app.evaluators",
-        "advisors_app.evaluators.base",
-        "advisors_app.evaluators.registry",
-        "advisors_app.evaluators.services",
-        "advisors_app.evaluators.text",
-        "advisors_app.evaluators.json_schema",
-        "advisors_app.evaluators.retrieval",
-        "advisors_app.evaluators.tools",
-        "advisors_app.evaluators.thresholds",
-        "advisors_app.evaluators.llm_judge",
+        "advisors_app.evaluation.evaluators",
+        "advisors_app.evaluation.evaluators.base",
+        "advisors_app.evaluation.evaluators.registry",
+        "advisors_app.evaluation.evaluators.services",
+        "advisors_app.evaluation.evaluators.text",
+        "advisors_app.evaluation.evaluators.json_schema",
+        "advisors_app.evaluation.evaluators.retrieval",
+        "advisors_app.evaluation.evaluators.tools",
+        "advisors_app.evaluation.evaluators.thresholds",
+        "advisors_app.evaluation.evaluators.llm_judge",
     ],
 )
 def test_all_names_resolve(module_name: str) -> None:

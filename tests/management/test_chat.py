@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from advisors_app.conversations import public_conversation_id
 from advisors_app.core.advisors.safe_guard import DEFAULT_FAILURE_RESPONSE
+from advisors_app.definition.runtime import load_chain
+from advisors_app.memory.conversations import public_conversation_id
 from advisors_app.models import CallLog, ChatMessage, Collection, Conversation
-from advisors_app.runtime import load_chain
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,12 +15,12 @@ from rest_framework.test import APIClient
 
 from advisors_app.core.tools import tool
 from advisors_app.definition import diff_snapshots, lint, publish, resolve_draft
+from advisors_app.definition.runtime import load_chain
+from advisors_app.definition.tools import tool_registry
 from advisors_app.mcp import mcp_pool, stdio_config
 from advisors_app.models import AdvisorChain, McpServer
-from advisors_app.runtime import load_chain
-from advisors_app.services import call_turn
-from advisors_app.tools import tool_registry
-from advisors_app.turn_input import TurnInput
+from advisors_app.turn.input import TurnInput
+from advisors_app.turn.service import call_turn
 from tests.admin.forms import chain_form
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.factories import make_chain, scripted_model

@@ -11,8 +11,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from advisors_app.core.testing import tool_call_response
+from advisors_app.definition.runtime import load_chain
 from advisors_app.models import AdvisorChain, AdvisorConfig, McpServer
-from advisors_app.runtime import load_chain
 from tests.factories import scripted_model
 from tests.mcp.test_tools import tool_responses
 

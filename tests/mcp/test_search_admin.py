@@ -15,7 +15,7 @@ from advisors_app.mcp import ServerConfig
 from advisors_app.mcp.pool import McpClientPool
 from advisors_app.models import McpServer
 from advisors_app.models.mcp import url_problems
-from advisors_app.services import call_turn
+from advisors_app.turn.service import call_turn
 from tests.factories import make_chain, scripted_model
 from tests.mcp.conftest import SERVER, TOKEN
 from tests.mcp.test_tools import call, tool_responses
@@ -30,7 +30,7 @@ async def test_tool_search_indexes_mcp_tools(django_user_model: Any) -> None:
     user = await django_user_model.objects.acreate(username="ann")
 
     def build() -> Any:
-        from advisors_app.runtime import load_chain
+        from advisors_app.definition.runtime import load_chain
 
         make_chain(
             "finder",

@@ -17,11 +17,11 @@ from advisors_app.core import ScriptedChatModel, ToolCall
 from advisors_app.core.messages import ToolResponseMessage
 from advisors_app.core.testing import tool_call_response
 from advisors_app.definition import compile_snapshot
+from advisors_app.definition.runtime import load_chain
 from advisors_app.mcp import McpServerError, McpToolCallback, mcp_pool, stdio_config
 from advisors_app.mcp.discovery import server_config
 from advisors_app.models import McpServer
-from advisors_app.runtime import load_chain
-from advisors_app.services import call_turn, stream_turn
+from advisors_app.turn.service import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
 from tests.mcp.conftest import TOKEN
 

@@ -16,11 +16,11 @@ from django.test import override_settings
 from mcp.client import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from advisors_app.budgets import clear_budget_cache, period_bounds
+from advisors_app.costs.budgets import clear_budget_cache, period_bounds
+from advisors_app.costs.pricing import clear_price_cache
 from advisors_app.mcp_server import stop_endpoints
 from advisors_app.mcp_server.chains import MAX_TOOL_NAME, input_schema, tool_names
 from advisors_app.models import Budget, BudgetCounter, CallLog, ModelPrice
-from advisors_app.pricing import clear_price_cache
 from advisorsite.asgi import application
 from tests.factories import make_chain, scripted_model
 from tests.mcp_server.conftest import INITIALIZE_BODY, token_of

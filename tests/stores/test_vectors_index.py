@@ -19,9 +19,9 @@ from django.db import IntegrityError, connection, transaction
 from pgvector.django import CosineDistance
 
 from advisors_app.core.vectorstore import And, Eq, Gt, Gte, In, SearchRequest
+from advisors_app.definition.registry import advisor_types, params_errors
 from advisors_app.models import Collection
 from advisors_app.models import Document as DocumentRow
-from advisors_app.registry import advisor_types, params_errors
 from advisors_app.stores.vectors import DEFAULT_EF_SEARCH, PgVectorStore, _equalities
 from tests.embeddings import WordEmbeddingModel
 

@@ -4,9 +4,10 @@
 A caller lists their own approvals (the turns that paused were theirs). One approval is visible
 to its owner and to whoever may decide other users' approvals (:data:`DECIDE_PERMISSION`, or the
 permission the chain names for its approvers); anyone else gets 404, as for an id never used.
-A decision is recorded on the row (:func:`advisors_app.approvals.record_decision`); once every
+A decision is recorded on the row (:func:`advisors_app.approvals.pauses.record_decision`); once
+every
 call of the paused reply has one, the resume is queued for a task worker
-(:mod:`advisors_app.approval_jobs`), which runs the turn for the owner and pushes its events to
+(:mod:`advisors_app.approvals.jobs`), which runs the turn for the owner and pushes its events to
 the owner's open chat sockets. Grants are listed and revoked on the caller's own conversations.
 """
 
@@ -37,10 +38,10 @@ from advisors_app.api.serializers import (
     ApprovalSerializer,
     ToolGrantSerializer,
 )
-from advisors_app.approval_jobs import enqueue_resume
-from advisors_app.approvals import record_decision
-from advisors_app.conversations import find_conversation
+from advisors_app.approvals.jobs import enqueue_resume
+from advisors_app.approvals.pauses import record_decision
 from advisors_app.core.tools.approval import ToolCallDecision, ToolCallDecisionError
+from advisors_app.memory.conversations import find_conversation
 from advisors_app.models import Conversation, ToolApproval, ToolApprovalGrant
 from advisors_app.models.approvals import DECIDE_PERMISSION
 

@@ -1,7 +1,7 @@
 """Chat endpoints: ``call`` (one JSON answer) and ``stream`` (Server-Sent Events).
 
-Both hand the request to the turn service (:func:`~advisors_app.services.call_turn`,
-:func:`~advisors_app.services.stream_turn`) and translate; nothing here builds a chain or writes
+Both hand the request to the turn service (:func:`~advisors_app.turn.service.call_turn`,
+:func:`~advisors_app.turn.service.stream_turn`) and translate; nothing here builds a chain or writes
 a message. Refused input (blank or oversized message, unknown chain, bad params or filter) is a
 4xx JSON error before anything is stored; the stream endpoint validates before it opens the
 stream, so a refusal is never a 200 event stream.
@@ -9,7 +9,7 @@ stream, so a refusal is never a 200 event stream.
 SSE: each event is ``id: <event id>``, ``event: <type>`` and ``data: <json>`` (the event's
 ``to_dict()`` with its ``event_id``, exactly the websocket frame) followed by a blank line.
 The events are published to the turn buffer and the user's sockets
-(:mod:`advisors_app.turn_buffer`); a client that lost the stream posts
+(:mod:`advisors_app.turn.buffer`); a client that lost the stream posts
 ``{"conversation_id", "resume": true}`` with the ``Last-Event-ID`` header and gets the events
 it missed, then the rest as they come. Under ASGI the response body is an async
 generator. When the client goes away Django cancels the task serving the request
@@ -44,12 +44,12 @@ from advisors_app.api.base import AsyncAPIView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerializer
 from advisors_app.conf import app_settings
-from advisors_app.events import DeltaEvent, TurnError, TurnEvent
 from advisors_app.models import CallLog
-from advisors_app.services import PreparedTurn, TurnStream, call_turn, prepare_turn, stream_turn
-from advisors_app.streaming import DeltaCoalescer
-from advisors_app.turn_buffer import TurnPublisher, turn_buffer
-from advisors_app.turn_input import TurnInput
+from advisors_app.turn.buffer import TurnPublisher, turn_buffer
+from advisors_app.turn.delivery import DeltaCoalescer
+from advisors_app.turn.events import DeltaEvent, TurnError, TurnEvent
+from advisors_app.turn.input import TurnInput
+from advisors_app.turn.service import PreparedTurn, TurnStream, call_turn, prepare_turn, stream_turn
 
 __all__ = [
     "ChainCallView",
@@ -163,7 +163,7 @@ async def sse_events(
     stream: TurnStream, publisher: TurnPublisher | None = None
 ) -> AsyncIterator[str]:
     """The turn's events as SSE text, deltas coalesced as on the websocket
-    (:class:`~advisors_app.streaming.DeltaCoalescer`), with keep-alive comments while it is
+    (:class:`~advisors_app.turn.delivery.DeltaCoalescer`), with keep-alive comments while it is
     silent; closing or cancelling it stops the turn (see module) — unless
     ``ADVISORS["DISCONNECT_POLICY"]`` is ``"continue"``: then the turn runs on to its end and
     is stored whole. With ``publisher``
@@ -294,7 +294,7 @@ class _ChatView(AsyncAPIView):
     parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
     content_negotiation_class = JSONOnlyNegotiation
-    # Chat turns are throttled by the turn service, after validation (advisors_app.throttling).
+    # Chat turns are throttled by the turn service, after validation (advisors_app.turn.throttling).
     throttle_classes: list[Any] = []
     #: The turn's mode (``CallLog.Mode``).
     mode: str
@@ -302,7 +302,7 @@ class _ChatView(AsyncAPIView):
     turn: PreparedTurn | None = None
 
     def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        """DRF's checks, then the turn's own (:func:`~advisors_app.services.prepare_turn`) in
+        """DRF's checks, then the turn's own (:func:`~advisors_app.turn.service.prepare_turn`) in
         the same worker thread: a turn costs no thread hop of its own before it runs."""
         super()._prepare(request, *args, **kwargs)
         if request.method == "POST" and self._starts_turn(request.data):

@@ -20,8 +20,8 @@ from advisors_app.api.serializers import (
     ConversationDetailSerializer,
     ConversationSerializer,
 )
-from advisors_app.conversations import find_conversation, user_conversations
 from advisors_app.core.advisors.vector_store_chat_memory import CONVERSATION_ID_METADATA
+from advisors_app.memory.conversations import find_conversation, user_conversations
 from advisors_app.models import ChatMessage, Conversation, ConversationBoundary, Document, Score
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 

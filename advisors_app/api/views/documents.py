@@ -1,11 +1,12 @@
 """Collections and documents, as the caller may see them: shared rows plus their own.
 
-Uploads become ingestion jobs run by a task worker (:mod:`advisors_app.uploads` checks sizes,
-quotas and the rate; :mod:`advisors_app.ingestion_jobs` runs them) with the caller as owner
+Uploads become ingestion jobs run by a task worker (:mod:`advisors_app.ingestion.uploads` checks
+sizes,
+quotas and the rate; :mod:`advisors_app.ingestion.jobs` runs them) with the caller as owner
 (the chunks are theirs alone, even in a shared collection) and their tenant; searches go through
 ``PgVectorStore.for_user``, whose scope (collection, shared + own rows, tenant) is ANDed with
 any filter, so no filter can widen it. Lists use the same scope
-(:func:`advisors_app.scoping.visible_documents`). A collection of another user or tenant
+(:func:`advisors_app.stores.scoped.visible_documents`). A collection of another user or tenant
 behaves as one that does not exist.
 """
 
@@ -42,13 +43,13 @@ from advisors_app.api.serializers import (
     TextUploadSerializer,
 )
 from advisors_app.core.vectorstore import SearchRequest
-from advisors_app.ingestion_jobs import Upload
+from advisors_app.ingestion.jobs import Upload
+from advisors_app.ingestion.parsing import check_supported
+from advisors_app.ingestion.uploads import UploadRefused, check_upload, submit_upload
 from advisors_app.models import Collection, Document, IngestionJob
-from advisors_app.parsing import check_supported
-from advisors_app.protection import protecting_versions, protection_message
-from advisors_app.scoping import user_tenant, visible_collections, visible_documents
+from advisors_app.security.protection import protecting_versions, protection_message
+from advisors_app.stores.scoped import user_tenant, visible_collections, visible_documents
 from advisors_app.stores.vectors import PgVectorStore
-from advisors_app.uploads import UploadRefused, check_upload, submit_upload
 
 __all__ = [
     "CollectionDetailView",
@@ -242,7 +243,7 @@ class DocumentListView(ApiView, generics.ListAPIView):
 
 
 class _Refused(APIException):
-    """An :class:`~advisors_app.uploads.UploadRefused` as an API error (413 or 429)."""
+    """An :class:`~advisors_app.ingestion.uploads.UploadRefused` as an API error (413 or 429)."""
 
     def __init__(self, refused: UploadRefused) -> None:
         super().__init__(str(refused), code=refused.code)

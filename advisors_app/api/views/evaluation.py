@@ -1,7 +1,7 @@
 """Evaluation runs compared: ``GET /api/eval-runs/<a>/compare/<b>/`` (issue 22, "Compare").
 
 Run ``a`` is the baseline, run ``b`` the candidate; the body is
-:meth:`advisors_app.eval_compare.Comparison.to_dict`: counts of regressed / improved /
+:meth:`advisors_app.evaluation.compare.Comparison.to_dict`: counts of regressed / improved /
 unchanged items, per score key the means, pass rates and the mean paired delta with its
 bootstrap 95 % interval, and per item the deltas and status. For staff with
 ``advisors_app.view_evalrun`` (who may see runs in the admin); anyone else gets 403, an
@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from advisors_app.api.base import ApiView
 from advisors_app.api.errors import Conflict, ErrorSerializer
 from advisors_app.api.permissions import model_permission
-from advisors_app.eval_compare import compare_runs
+from advisors_app.evaluation.compare import compare_runs
 from advisors_app.models import EvalRun
 
 __all__ = ["EvalRunCompareView", "sees_eval_runs"]

@@ -1,6 +1,6 @@
 """Feedback on a reply: ``PUT`` / ``DELETE /api/messages/<message_id>/feedback/`` (issue 22).
 
-Thin: :mod:`advisors_app.feedback` validates and stores the vote, as it does for the chat
+Thin: :mod:`advisors_app.evaluation.feedback` validates and stores the vote, as it does for the chat
 websocket's ``feedback`` frame. Only the owner of the reply's conversation may rate it (another
 user's message answers 404, as an id never used); that is the only permission a vote needs, as
 for the chat endpoints.
@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from advisors_app.api.base import ApiView
 from advisors_app.api.errors import ErrorSerializer, error_body
-from advisors_app.feedback import (
+from advisors_app.evaluation.feedback import (
     THUMBS,
     FeedbackError,
     parse_vote,
@@ -37,7 +37,7 @@ _ERRORS = {
 
 
 class FeedbackRequestSerializer(serializers.Serializer):
-    """A vote (documentation; :func:`advisors_app.feedback.parse_vote` validates)."""
+    """A vote (documentation; :func:`advisors_app.evaluation.feedback.parse_vote` validates)."""
 
     key = serializers.CharField(
         required=False,
@@ -68,7 +68,7 @@ class FeedbackRequestSerializer(serializers.Serializer):
 
 
 class ScoreSerializer(serializers.Serializer):
-    """A stored vote (documentation; :func:`advisors_app.feedback.score_payload`)."""
+    """A stored vote (documentation; :func:`advisors_app.evaluation.feedback.score_payload`)."""
 
     id = serializers.IntegerField()
     message_id = serializers.IntegerField(help_text="The reply it judges.")

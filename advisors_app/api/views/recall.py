@@ -1,6 +1,7 @@
 """Recall for people: ``GET /api/conversations/<id>/search/?q=`` (issue 20, "Recall").
 
-The same search as the model's ``conversation_search`` tool (:mod:`advisors_app.recall`), over
+The same search as the model's ``conversation_search`` tool (:mod:`advisors_app.memory.recall`),
+over
 the caller's own conversation only: another user's id answers 404, exactly like the
 conversation's detail, and owning the conversation is the only permission a read needs.
 """
@@ -15,8 +16,8 @@ from rest_framework.response import Response
 
 from advisors_app.api.base import ApiView
 from advisors_app.api.errors import ErrorSerializer
-from advisors_app.conversations import find_conversation
-from advisors_app.recall import (
+from advisors_app.memory.conversations import find_conversation
+from advisors_app.memory.recall import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     MAX_QUERY_CHARS,

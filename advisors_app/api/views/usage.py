@@ -3,7 +3,8 @@
 
 A user sees their own usage; staff with ``advisors_app.view_calllog`` (who may read every call
 log in the admin) see everyone's, or one user's with ``?user=<id>``. The rows come from
-:func:`advisors_app.usage.usage_rows`: costs per currency as decimal strings, summed from each
+:func:`advisors_app.costs.reports.usage_rows`: costs per currency as decimal strings, summed from
+each
 call's model rounds, and calls whose price is unknown counted apart — never as zero.
 """
 
@@ -22,8 +23,8 @@ from rest_framework.response import Response
 from advisors_app.api.base import ApiView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.permissions import model_permission
+from advisors_app.costs.reports import API_GROUPINGS, local_range, usage_rows
 from advisors_app.models import CallLog
-from advisors_app.usage import API_GROUPINGS, local_range, usage_rows
 
 __all__ = [
     "DEFAULT_DAYS",

@@ -53,7 +53,8 @@ from advisors_app.definition import (
     restore_to_draft,
     rollback,
 )
-from advisors_app.eval_gate import gate_refusal
+from advisors_app.definition.runtime import DRAFT
+from advisors_app.evaluation.gate import gate_refusal
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,
@@ -62,7 +63,6 @@ from advisors_app.models import (
     ChainVersion,
 )
 from advisors_app.models.versions import LABEL_NAME_VALIDATOR
-from advisors_app.runtime import DRAFT
 
 __all__ = [
     "ChainDiffView",
@@ -381,7 +381,7 @@ class ChainLabelDetailView(_ChainScoped):
         if version is None:
             raise ValidationError({"version": [f"Chain {slug!r} has no version {number}."]})
         refused = gate_refusal(chain, name, version)
-        if refused:  # the chain's promotion gate (advisors_app.eval_gate)
+        if refused:  # the chain's promotion gate (advisors_app.evaluation.gate)
             raise Conflict(" ".join(refused))
         label = move_label(
             chain, name, version, user=request.user, reason=serializer.validated_data["reason"]

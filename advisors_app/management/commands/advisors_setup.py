@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandParser
 
-from advisors_app.secret_files import read_or_create_secret
+from advisors_app.security.secret_files import read_or_create_secret
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 """``manage.py chat CHAIN "question"``: one turn of a stored chain, streamed to the terminal.
 
-Runs the turn through :func:`advisors_app.services.stream_turn` — the service every transport
+Runs the turn through :func:`advisors_app.turn.service.stream_turn` — the service every transport
 uses — as a user (``--user``, default the ``admin`` user, else the first superuser). The
 answer is printed as it streams, then the cited sources, the token usage, the time taken and
 the conversation id to pass to ``--conversation`` for a follow-up (not when the turn stored
@@ -10,7 +10,7 @@ filter...). Colours only when the
 output is a terminal (Django's ``--no-color`` / ``--force-color`` apply). ``--json`` prints
 one JSON object per event instead (``start``, ``sources``, ``tool_call``/``tool_result``,
 ``delta``..., then ``done`` or ``error``: the
-payloads of :mod:`advisors_app.events`). Exit status 1 when the input is refused (unknown
+payloads of :mod:`advisors_app.turn.events`). Exit status 1 when the input is refused (unknown
 chain, blank message, bad conversation id: the service's ``TurnError``) or the turn fails; a
 guard's refusal is an answer (its finish reason ``CONTENT_FILTER``, printed as such).
 """
@@ -26,7 +26,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from advisors_app.core.advisors.safe_guard import CONTENT_FILTER, SAFEGUARD_MATCHED
-from advisors_app.events import (
+from advisors_app.turn.events import (
     DeltaEvent,
     DoneEvent,
     ErrorEvent,
@@ -34,7 +34,7 @@ from advisors_app.events import (
     ToolResultEvent,
     TurnError,
 )
-from advisors_app.services import stream_turn
+from advisors_app.turn.service import stream_turn
 
 DEFAULT_USERNAME = "admin"
 

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from advisors_app.datasets import export_items
+from advisors_app.evaluation.datasets import export_items
 from advisors_app.models import Dataset
 
 

@@ -1,7 +1,8 @@
 """``manage.py dataset_import FILE [--slug SLUG] [--name NAME] [--prune]``: load evaluation items.
 
 ``FILE`` is a JSON list of ``{"key"?, "input": {"message", "history"?, "params"?}, "expected":
-{"output"?, "json"?, "documents"?, "tool_calls"?}, "tags"?}`` (:mod:`advisors_app.datasets`);
+{"output"?, "json"?, "documents"?, "tool_calls"?}, "tags"?}``
+(:mod:`advisors_app.evaluation.datasets`);
 the dataset's slug is the file name without its extension unless ``--slug`` is given, and the
 dataset is created when new. Items are upserted by key: a changed item gets a new version (the
 old one stays for runs *as of* before), an unchanged one stays; ``--prune`` removes (closes)
@@ -20,7 +21,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import validate_slug
 from django.utils.text import slugify
 
-from advisors_app.datasets import import_items, parse_items
+from advisors_app.evaluation.datasets import import_items, parse_items
 from advisors_app.models import Dataset
 
 

@@ -3,7 +3,7 @@
 
 Evaluates the versions the two labels point at on the dataset (reusing finished runs of those
 versions when the dataset did not change since; ``--no-reuse`` runs both afresh), compares
-them (:mod:`advisors_app.eval_gate`) and prints the verdict. **Exit status**: 0 when the
+them (:mod:`advisors_app.evaluation.gate`) and prints the verdict. **Exit status**: 0 when the
 candidate is no worse (at most ``--max-regressions`` items regressed, default 0, and, with
 ``--min-delta``, no score key's mean delta below it); 1 when it is worse; 2 when the gate could
 not run (unknown dataset, chain or label, evaluators that cannot be built). Usable in CI before
@@ -17,8 +17,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from advisors_app.eval_gate import run_gate
-from advisors_app.eval_runs import EvalRunError
+from advisors_app.evaluation.gate import run_gate
+from advisors_app.evaluation.runs import EvalRunError
 from advisors_app.management.commands.eval_run import parse_evaluator
 
 __all__ = ["Command"]

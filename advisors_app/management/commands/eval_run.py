@@ -1,7 +1,7 @@
 """``manage.py eval_run DATASET --chain SLUG [--version N|--label L] [--evaluator KEY[:JSON]]...
 [--as-of TIME] [--json]``: evaluate a chain version on a dataset, synchronously.
 
-Runs what a queued run runs (:mod:`advisors_app.eval_runs`: every item through the real turn
+Runs what a queued run runs (:mod:`advisors_app.evaluation.runs`: every item through the real turn
 pipeline, the evaluators, the results and scores stored), in this process, and prints the
 summary — per score key the mean and pass rate — or, with ``--json``, ``{"run", "status",
 "dataset", "chain", "version", "label", "summary"}``. ``--version`` takes a number or
@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from advisors_app.eval_runs import EvalRunError, create_run, execute_run
+from advisors_app.evaluation.runs import EvalRunError, create_run, execute_run
 from advisors_app.models import EvalRun
 
 __all__ = ["Command", "parse_evaluator", "run_payload", "summary_lines"]

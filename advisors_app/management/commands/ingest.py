@@ -23,10 +23,10 @@ from tqdm import tqdm
 
 from advisors_app.core.ingestion import SUPPORTED_SUFFIXES, TokenTextSplitter
 from advisors_app.core.ingestion.splitter import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
-from advisors_app.ingestion import DEFAULT_BATCH_SIZE, ingest_file
-from advisors_app.ingestion_jobs import Upload, submit_job
+from advisors_app.ingestion.jobs import Upload, submit_job
+from advisors_app.ingestion.parsing import check_supported
+from advisors_app.ingestion.pipeline import DEFAULT_BATCH_SIZE, ingest_file
 from advisors_app.models import Collection
-from advisors_app.parsing import check_supported
 
 
 def _sources(paths: list[str]) -> list[tuple[Path, str]]:

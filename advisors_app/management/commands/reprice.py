@@ -3,9 +3,10 @@
 Every call log created from ``--since`` up to ``--until`` (default: now; optionally of one
 chain, ``--chain SLUG``) is priced again from its ``cost_rounds``: each round's token counts at
 the price valid at the log's ``created`` time for the chat-model configuration it ran on
-(:meth:`advisors_app.pricing.PriceBook.price_for`, admin prices read fresh), and the log's totals
+(:meth:`advisors_app.costs.pricing.PriceBook.price_for`, admin prices read fresh), and the log's
+totals
 worked out as the turn service works them out
-(:func:`advisors_app.metering.cost_summary`). A configuration's base URL, which the rounds do
+(:func:`advisors_app.costs.metering.cost_summary`). A configuration's base URL, which the rounds do
 not keep, comes from its model-config row, else its ``ADVISORS["CHAT_MODELS"]`` alias.
 
 Logs are read and written in batches (``--batch-size``); only those whose cost changed are
@@ -26,11 +27,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from advisors_app.budgets import money
-from advisors_app.metering import cost_summary
+from advisors_app.costs.budgets import money
+from advisors_app.costs.metering import cost_summary
+from advisors_app.costs.pricing import Cost, ModelRef, PriceBook, cost_of, price_book
+from advisors_app.definition.providers import chat_model_configs
 from advisors_app.models import CallLog, ChatModelConfig
-from advisors_app.pricing import Cost, ModelRef, PriceBook, cost_of, price_book
-from advisors_app.providers import chat_model_configs
 
 #: The call-log fields this command rewrites.
 COST_FIELDS = ("input_cost", "output_cost", "total_cost", "currency", "price_source", "cost_rounds")

@@ -21,8 +21,8 @@ from django_tasks_db.models import DBTaskResult
 
 from advisors_app.core import ToolCall
 from advisors_app.core.testing import tool_call_response
+from advisors_app.definition.tools import tool_registry
 from advisors_app.models import ToolApproval, ToolApprovalGrant
-from advisors_app.tools import tool_registry
 from tests.api.conftest import client_for
 from tests.task_worker import run_queued_tasks
 from tests.test_approvals import build, memo_call, save_memo, saved, script

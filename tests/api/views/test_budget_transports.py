@@ -20,12 +20,12 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from advisors_app.budgets import clear_budget_cache, money, period_bounds
 from advisors_app.core import Usage
 from advisors_app.core.testing import tool_call_response
+from advisors_app.costs.budgets import clear_budget_cache, money, period_bounds
+from advisors_app.costs.pricing import clear_price_cache
+from advisors_app.definition.runtime import load_chain
 from advisors_app.models import Budget, BudgetCounter, CallLog, ModelPrice
-from advisors_app.pricing import clear_price_cache
-from advisors_app.runtime import load_chain
 from advisorsite.asgi import application
 from tests.factories import make_chain, scripted_model
 

@@ -24,9 +24,9 @@ from advisors_app.core import (
     Usage,
 )
 from advisors_app.definition import publish
-from advisors_app.ingestion import ingest_text
+from advisors_app.definition.runtime import load_chain
+from advisors_app.ingestion.pipeline import ingest_text
 from advisors_app.models import CallLog, ChatMessage, Collection, Conversation
-from advisors_app.runtime import load_chain
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 from tests.helpers import without_outcome

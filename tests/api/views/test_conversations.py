@@ -8,6 +8,7 @@ import pytest
 
 from advisors_app.core import AssistantMessage, UserMessage
 from advisors_app.core.vectorstore import Document as CoreDocument
+from advisors_app.memory.compaction import compact_now
 from advisors_app.models import (
     ChatMessage,
     Collection,
@@ -15,7 +16,6 @@ from advisors_app.models import (
     ConversationBoundary,
     Document,
 )
-from advisors_app.session_jobs import compact_now
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.stores.vectors import PgVectorStore
 from tests.api.conftest import client_for

@@ -9,9 +9,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 
-from advisors_app.ingestion import ingest_text
+from advisors_app.definition.runtime import load_chain
+from advisors_app.ingestion.pipeline import ingest_text
 from advisors_app.models import Collection, Document, IngestionFile, IngestionJob
-from advisors_app.runtime import load_chain
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 from tests.task_worker import run_queued_tasks

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from advisors_app.definition.runtime import load_chain
 from advisors_app.models import CallLog, ChatMessage, Score
-from advisors_app.runtime import load_chain
 from tests.api.conftest import client_for
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.factories import make_chain, scripted_model

@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.utils import timezone
 
-from advisors_app.ingestion import ingest_text
+from advisors_app.ingestion.pipeline import ingest_text
 from advisors_app.models import Collection, Document, IngestionJob
 from tests.api.conftest import client_for
 from tests.task_worker import run_queued_tasks

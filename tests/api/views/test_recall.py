@@ -9,8 +9,8 @@ import pytest
 
 from advisors_app.core import AssistantMessage, UserMessage
 from advisors_app.core.messages import ToolResponse, ToolResponseMessage
+from advisors_app.memory.recall import MAX_LIMIT, MAX_QUERY_CHARS
 from advisors_app.models import ChatMessage, Conversation
-from advisors_app.recall import MAX_LIMIT, MAX_QUERY_CHARS
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from tests.api.conftest import client_for
 

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from advisors_app.core import RecordingAdvisor
+from advisors_app.definition.registry import AdvisorType, advisor_types
 from advisors_app.models import (
     AdvisorChain,
     AdvisorConfig,
@@ -19,7 +20,6 @@ from advisors_app.models import (
     Collection,
     PromptTemplate,
 )
-from advisors_app.registry import AdvisorType, advisor_types
 from tests.api.conftest import client_for
 from tests.factories import make_chain, scripted_model
 

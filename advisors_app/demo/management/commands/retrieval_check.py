@@ -1,6 +1,6 @@
 """``manage.py retrieval_check [--chain python-docs]``: hit@1 and hit@5 of a chain's retriever.
 
-Builds the chain as the runtime does (:func:`advisors_app.runtime.load_chain`), takes its
+Builds the chain as the runtime does (:func:`advisors_app.definition.runtime.load_chain`), takes its
 retrieval advisor's store, ``top_k``, threshold and filter
 (:func:`advisors_app.demo.retrieval.chain_retriever`), and asks every question of the
 questions file (default: the demo's ``questions.json``). Prints hit@1, hit@top_k (what the
@@ -18,18 +18,18 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from advisors_app.definition.runtime import (
+    ChainConfigurationError,
+    ChainNotFound,
+    VersionNotFound,
+    load_chain,
+)
 from advisors_app.demo.loader import MAIN_CHAIN
 from advisors_app.demo.retrieval import (
     QUESTIONS_FILE,
     chain_retriever,
     evaluate,
     load_questions,
-)
-from advisors_app.runtime import (
-    ChainConfigurationError,
-    ChainNotFound,
-    VersionNotFound,
-    load_chain,
 )
 
 

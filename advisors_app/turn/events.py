@@ -1,0 +1,488 @@
+"""What a turn tells its transport: stream events and the typed error of refused input.
+
+Every event is a small frozen dataclass whose ``to_dict()`` is the JSON payload, so Server-Sent
+Events and websocket frames carry identical data (SSE: ``event: <type>`` + ``data: <json>``;
+websocket: the JSON itself, which holds ``"type"``). A stream is ``start``, ``sources`` (when
+retrieval ran, before the first ``delta``), ``tool_call`` and ``tool_result`` for each call of
+each tool round, any number of ``delta``, then exactly one of ``done`` or ``error``.
+
+===========  ===============================================================================
+type         payload (besides ``"type"``)
+===========  ===============================================================================
+start        ``conversation_id``, ``chain``, ``trace_id``, ``version``
+sources      ``sources``: ``[{"document_id", "title", "source", "score", "snippet"}]``
+tool_call    ``id``, ``name``, ``arguments`` (the JSON text the model sent)
+tool_result  ``id``, ``name``, ``ok``, ``error`` (text the model got instead, or ``None``),
+             ``duration_ms``
+delta        ``text`` (a non-empty piece of the answer)
+budget_      a budget that counts this turn is past its soft limit (or a ``warn`` budget past
+warning      its limit): ``budget``, ``spent`` (spent + reserved, a decimal string), ``limit``,
+             ``currency``, ``percent``, ``reset_at`` (ISO time, ``None`` for a total),
+             ``over_limit``; after ``start``, or when a later model round crosses it
+approval_    ``approvals``: the tool calls that wait for a decision (``approval_id``, ``tool``,
+required     ``arguments``, ``allowed_decisions``, ``reason``, ``expires_at``), after the
+             deltas of a reply that paused (finish reason ``APPROVAL_REQUIRED``), before
+             ``done``
+done         ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` (``None`` when
+             the turn started a conversation and stored nothing: it was removed),
+             ``message_id`` (the stored reply's id, or ``None``), ``stored`` (whether the
+             turn's messages were stored: not for a guard's refusal or an empty partial
+             reply), ``content`` (the whole answer; on cancel, what was streamed), ``usage``
+             (``prompt_tokens``, ``completion_tokens``, ``total_tokens``; or ``None``),
+             ``metadata`` (response metadata, JSON-compatible), ``finish_reason``,
+             ``trace_id``, ``version``, ``sources``, ``tools`` (the tool calls that ran:
+             ``id``, ``name``, ``arguments``, ``ok``, ``error``, ``duration_ms``), ``timings``
+             (``latency_ms``, ``time_to_first_token_ms``), ``pending_approvals`` (as in
+             ``approval_required``; ``[]``), ``cost`` (``input``, ``output``, ``total`` as
+             decimal strings — ``None`` when a price is unknown —, ``currency``,
+             ``price_source``), ``budget_warnings`` (as in ``budget_warning``; ``[]``): the
+             :class:`TurnOutcome`
+error        ``code``, ``message``, ``provider_status`` (the model provider's HTTP status or
+             ``None``), ``retry_after`` (seconds, for ``rate_limited``, ``throttled`` and
+             ``budget_exceeded``), ``reset_at`` (only for ``budget_exceeded``: the ISO time the
+             used-up budget resets), ``errors`` (field →
+             messages, for refused input), ``conversation_id`` (``None`` for refused input,
+             and when the failed turn started a conversation and stored nothing), ``trace_id``
+===========  ===============================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from advisors_app.core.exceptions import (
+    AuthenticationError,
+    BadRequestError,
+    BudgetExceededError,
+    ContextOverflowError,
+    MalformedResponseError,
+    OutputValidationError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
+    RateLimitedError,
+)
+from advisors_app.security.redaction import redact, redact_data
+
+__all__ = [
+    "ApprovalRequiredEvent",
+    "BudgetWarningEvent",
+    "DeltaEvent",
+    "DoneEvent",
+    "ErrorEvent",
+    "SourcesEvent",
+    "StartEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "TurnError",
+    "TurnEvent",
+    "TurnOutcome",
+    "budget_exceeded",
+    "error_event",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StartEvent:
+    """The turn is validated and its conversation resolved; the chain starts now."""
+
+    conversation_id: str
+    chain: str
+    trace_id: str
+    #: The number of the chain version that runs (``None``: the draft).
+    version: int | None = None
+    type: str = field(default="start", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "conversation_id": self.conversation_id,
+            "chain": self.chain,
+            "trace_id": self.trace_id,
+            "version": self.version,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaEvent:
+    """A piece of the answer's text, in order."""
+
+    text: str
+    type: str = field(default="delta", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "text": self.text}
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a turn ended: the one value the REST ``call`` body, the ``done`` event, the stored
+    reply's metadata and the call log are built from.
+
+    ``status`` is the call log's (``"ok"``, ``"error"``, ``"cancelled"``). ``message_id`` is
+    the stored reply's id (``None``: nothing was stored); ``conversation_id`` is ``None`` when
+    the turn started a conversation and stored nothing (it was removed). ``sources`` are the
+    documents retrieval cited (:func:`advisors_app.turn.sources.cited_sources`), ``tools`` the tool
+    calls the turn ran (``id``, ``name``, ``arguments``, ``ok``, ``error``, ``duration_ms``),
+    ``timings`` ``latency_ms`` and ``time_to_first_token_ms`` (streams only). ``prompt`` (the
+    last request sent to the model, texts uncut) and ``trace`` (``CallTrace.to_dict()``) are for
+    operators, not end users: :meth:`to_dict` leaves them out.
+    """
+
+    status: str
+    conversation_id: str | None
+    content: str
+    usage: dict[str, Any] | None
+    metadata: dict[str, Any]
+    finish_reason: str | None
+    trace_id: str
+    chain: str
+    #: The number of the chain version that ran (``None``: the draft).
+    version: int | None = None
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float | None] = field(default_factory=dict)
+    message_id: int | None = None
+    stored: bool = False
+    #: The tool calls that wait for a decision (finish reason ``APPROVAL_REQUIRED``).
+    pending_approvals: list[dict[str, Any]] = field(default_factory=list)
+    #: What the turn's model calls cost (``advisors_app.costs.metering``; ``{}``: no model call).
+    cost: dict[str, Any] = field(default_factory=dict)
+    #: Budgets past their soft limit (``BudgetWarningEvent`` payloads without ``type``).
+    budget_warnings: list[dict[str, Any]] = field(default_factory=list)
+    prompt: dict[str, Any] | None = field(default=None, repr=False)
+    trace: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST ``call`` body (and, with ``type`` and ``reason``, the ``done`` event)."""
+        return {
+            "conversation_id": self.conversation_id,
+            "message_id": self.message_id,
+            "stored": self.stored,
+            "content": self.content,
+            "usage": self.usage,
+            "metadata": self.metadata,
+            "finish_reason": self.finish_reason,
+            "trace_id": self.trace_id,
+            "version": self.version,
+            "sources": self.sources,
+            "tools": self.tools,
+            "timings": self.timings,
+            "pending_approvals": self.pending_approvals,
+            "cost": self.cost,
+            "budget_warnings": self.budget_warnings,
+        }
+
+    def reply_metadata(self) -> dict[str, Any]:
+        """What the stored reply keeps of its turn, so a reopened conversation shows it as the
+        live reply did (the conversation API's message ``metadata``, the chat page, the admin).
+        ``trace_id``, ``version`` and ``timings`` always; ``sources``, ``tools``, ``usage`` and
+        ``finish_reason`` when the turn had them."""
+        kept = {"trace_id": self.trace_id, "version": self.version, "timings": self.timings}
+        optional = {
+            "sources": self.sources,
+            "tools": self.tools,
+            "usage": self.usage,
+            "finish_reason": self.finish_reason,
+        }
+        return kept | {key: value for key, value in optional.items() if value}
+
+
+@dataclass(frozen=True, slots=True)
+class SourcesEvent:
+    """The documents retrieval found for this turn, before the first ``delta``."""
+
+    sources: list[dict[str, Any]]
+    type: str = field(default="sources", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "sources": self.sources}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    """A tool call of the model starts to run (``arguments``: the JSON text the model sent)."""
+
+    id: str
+    name: str
+    arguments: str
+    type: str = field(default="tool_call", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultEvent:
+    """A tool call ended: ``ok``, or ``error`` (the text the model receives instead)."""
+
+    id: str
+    name: str
+    ok: bool
+    error: str | None
+    duration_ms: float
+    type: str = field(default="tool_result", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "id": self.id,
+            "name": self.name,
+            "ok": self.ok,
+            "error": self.error,
+            "duration_ms": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequiredEvent:
+    """The reply asked for tool calls that wait for a person's decision; the turn ends
+    paused. Resume with ``decisions`` (see ``advisors_app.turn.input``)."""
+
+    approvals: list[dict[str, Any]]
+    type: str = field(default="approval_required", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "approvals": self.approvals}
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetWarningEvent:
+    """A budget counting this turn is past its soft limit (see ``advisors_app.costs.budgets``)."""
+
+    warning: dict[str, Any]
+    type: str = field(default="budget_warning", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, **self.warning}
+
+
+@dataclass(frozen=True, slots=True)
+class DoneEvent:
+    """The turn ended: ``reason`` is ``"complete"`` or ``"cancelled"`` (the consumer stopped);
+    the payload is the turn's :class:`TurnOutcome`."""
+
+    reason: str
+    outcome: TurnOutcome
+    type: str = field(default="done", init=False)
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.outcome.conversation_id
+
+    @property
+    def content(self) -> str:
+        return self.outcome.content
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        return self.outcome.usage
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.outcome.finish_reason
+
+    @property
+    def trace_id(self) -> str:
+        return self.outcome.trace_id
+
+    @property
+    def message_id(self) -> int | None:
+        return self.outcome.message_id
+
+    @property
+    def stored(self) -> bool:
+        return self.outcome.stored
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "reason": self.reason, **self.outcome.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent:
+    """The turn failed (or was refused): a stable ``code`` and a message fit for the user."""
+
+    code: str
+    message: str
+    provider_status: int | None = None
+    retry_after: float | None = None
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    conversation_id: str | None = None
+    trace_id: str | None = None
+    reset_at: str | None = None
+    type: str = field(default="error", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "code": self.code,
+            "message": self.message,
+            "provider_status": self.provider_status,
+            "retry_after": self.retry_after,
+            "errors": self.errors,
+            "conversation_id": self.conversation_id,
+            "trace_id": self.trace_id,
+            # Only for ``budget_exceeded``: the other codes' payloads keep their shape.
+            **({"reset_at": self.reset_at} if self.reset_at is not None else {}),
+        }
+
+
+TurnEvent = (
+    StartEvent
+    | SourcesEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | DeltaEvent
+    | ApprovalRequiredEvent
+    | BudgetWarningEvent
+    | DoneEvent
+    | ErrorEvent
+)
+
+
+class TurnError(Exception):
+    """Raised when a turn is refused before it runs; nothing was stored.
+
+    ``code``: ``"invalid"`` (400, see ``errors``), ``"not_authenticated"`` (401),
+    ``"permission_denied"`` (403), ``"chain_not_found"``/``"version_not_found"`` (404),
+    ``"conflict"`` (409: the tool calls a resume decides were decided meanwhile, or changed; the
+    conversation was started on another chain),
+    ``"context_overflow"`` (400: the message alone cannot fit the chat model's context window;
+    the turn's call log is written, the only thing a refused turn leaves),
+    ``"throttled"`` (429, ``retry_after`` seconds), ``"budget_exceeded"`` (429: a budget
+    counting the turn is used up; ``retry_after`` and ``reset_at`` say when it resets) or
+    ``"chain_misconfigured"`` (500: the
+    stored chain cannot be built; the message says why). ``errors`` maps fields (``message``,
+    ``conversation_id``, ``params.options.temperature``, ``chain``) to messages;
+    ``http_status`` is what a REST view should answer with; ``trace_id`` names the log line of
+    a refusal worth finding (``chain_misconfigured``).
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        errors: dict[str, list[str]] | None = None,
+        http_status: int = 400,
+        retry_after: float | None = None,
+        trace_id: str | None = None,
+        conversation_id: str | None = None,
+        reset_at: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reset_at = reset_at
+        self.message = message
+        self.errors = errors or {}
+        self.http_status = http_status
+        self.retry_after = retry_after
+        self.trace_id = trace_id
+        #: The conversation a refusal after the turn's set-up leaves (``context_overflow`` on
+        #: an existing conversation); ``None`` for refused input.
+        self.conversation_id = conversation_id
+
+    def to_event(self) -> ErrorEvent:
+        """The ``error`` event a stream transport sends for this refusal."""
+        return ErrorEvent(
+            self.code,
+            self.message,
+            errors=self.errors,
+            retry_after=self.retry_after,
+            trace_id=self.trace_id,
+            conversation_id=self.conversation_id,
+            reset_at=self.reset_at,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.to_event().to_dict()
+
+
+def budget_exceeded(
+    exc: BudgetExceededError,
+    *,
+    conversation_id: str | None = None,
+    trace_id: str | None = None,
+) -> TurnError:
+    """The ``budget_exceeded`` refusal (HTTP 429) for ``exc``: when its budget resets, as
+    ``retry_after`` seconds and ``reset_at``."""
+    reset = exc.reset_at
+    wait = max((reset - datetime.now(reset.tzinfo)).total_seconds(), 1.0) if reset else None
+    return TurnError(
+        "budget_exceeded",
+        str(exc),
+        http_status=429,
+        retry_after=round(wait) if wait is not None else None,
+        reset_at=reset.isoformat() if reset else None,
+        trace_id=trace_id,
+        conversation_id=conversation_id,
+    )
+
+
+# Most specific first: the first matching class decides the code.
+_PROVIDER_CODES: tuple[tuple[type[ProviderError], str], ...] = (
+    (RateLimitedError, "rate_limited"),
+    (ProviderTimeoutError, "provider_timeout"),
+    (ProviderConnectionError, "provider_unreachable"),
+    (ProviderUnavailableError, "provider_unavailable"),
+    (MalformedResponseError, "provider_malformed_response"),
+    (AuthenticationError, "provider_authentication"),
+    (BadRequestError, "provider_bad_request"),
+    (ProviderError, "provider_error"),
+)
+
+
+def error_event(
+    exc: BaseException, *, conversation_id: str | None = None, trace_id: str | None = None
+) -> ErrorEvent:
+    """The ``error`` event for an exception a turn raised (the same for calls and streams).
+
+    Provider errors keep their message and HTTP status (bug case B32), with every secret
+    value and credential-shaped token replaced (:func:`advisors_app.security.redaction.redact`: a
+    provider that answers ``401 Incorrect API key provided: <key>`` must not hand the key to
+    the user); a prompt over the model's context window is ``context_overflow`` with the sizes
+    (HTTP 400 in REST: the request, not the provider, is at fault); a failed output
+    validation says so; anything else is ``internal_error`` with a
+    message that reveals nothing but the trace id (the call log holds the details). Refusals
+    (:class:`TurnError`) are redacted too.
+    """
+    outcome = getattr(exc, "turn_outcome", None)  # set by call_turn on a failed turn
+    if isinstance(outcome, TurnOutcome):
+        conversation_id = conversation_id or outcome.conversation_id
+        trace_id = trace_id or outcome.trace_id
+    if isinstance(exc, TurnError):
+        event = exc.to_event()
+        return replace(event, message=redact(event.message), errors=redact_data(event.errors))
+    if isinstance(exc, ProviderError):
+        code = next(c for cls, c in _PROVIDER_CODES if isinstance(exc, cls))
+        return ErrorEvent(
+            code,
+            redact(exc.message),
+            provider_status=exc.status,
+            retry_after=getattr(exc, "retry_after", None),
+            conversation_id=conversation_id,
+            trace_id=trace_id,
+        )
+    if isinstance(exc, BudgetExceededError):
+        refusal = budget_exceeded(exc, conversation_id=conversation_id, trace_id=trace_id)
+        return refusal.to_event()
+    if isinstance(exc, ContextOverflowError):
+        return ErrorEvent(
+            "context_overflow", str(exc), conversation_id=conversation_id, trace_id=trace_id
+        )
+    if isinstance(exc, OutputValidationError):
+        return ErrorEvent(
+            "output_invalid",
+            "The model's answer did not match the expected format.",
+            conversation_id=conversation_id,
+            trace_id=trace_id,
+        )
+    return ErrorEvent(
+        "internal_error",
+        f"The chain failed (trace {trace_id}).",
+        conversation_id=conversation_id,
+        trace_id=trace_id,
+    )
