@@ -7,6 +7,8 @@ becoming a zero usage, cached-token counts and per-round figures are kept (defec
 
 from __future__ import annotations
 
+from typing import overload
+
 from .requests import ChatClientResponse
 from .response import ChatResponse, ChatResponseMetadata, Usage
 
@@ -23,9 +25,10 @@ def usage_of(response: ChatClientResponse | ChatResponse | None) -> Usage | None
 class UsageAccumulator:
     """Sums the usage of the rounds of one turn; create one per turn (it holds that turn's state).
 
-    ``add_round_response`` records a round; ``accumulated_usage`` is the sum of the non-empty
-    round usages (``None`` if none reported any); ``round_usages`` keeps each round's figure;
-    ``apply_accumulated_usage`` stamps the sum on a response.
+    ``add_round_response`` records a round and returns the accumulated response;
+    ``accumulated_usage`` is the sum of the non-empty round usages (``None`` if none reported
+    any); ``round_usages`` keeps each round's figure; ``apply_accumulated_usage`` stamps the
+    sum on a response.
     """
 
     __slots__ = ("_last", "_rounds", "_total")
@@ -35,10 +38,24 @@ class UsageAccumulator:
         self._rounds: list[Usage | None] = []
         self._last: ChatClientResponse | None = None
 
-    def add_round_response(self, response: ChatClientResponse | ChatResponse | None) -> None:
-        """Add one round's response (``None`` is ignored)."""
+    @overload
+    def add_round_response(
+        self, response: ChatClientResponse | ChatResponse
+    ) -> ChatClientResponse: ...
+
+    @overload
+    def add_round_response(self, response: None) -> ChatClientResponse | None: ...
+
+    def add_round_response(
+        self, response: ChatClientResponse | ChatResponse | None
+    ) -> ChatClientResponse | None:
+        """Add one round's response (``None`` is ignored) and return
+        :attr:`accumulated_response`: this round's response (a ``ChatResponse`` wrapped in a
+        ``ChatClientResponse``) carrying the usage of every round so far, as Spring AI's
+        ``addRoundResponse`` returns it. After a ``None``, the last round's, or ``None`` when
+        no round was added."""
         if response is None:
-            return
+            return self.accumulated_response
         usage = usage_of(response)
         self._rounds.append(usage)
         if usage is not None and not usage.is_empty:
@@ -47,6 +64,7 @@ class UsageAccumulator:
             self._last = response
         else:
             self._last = ChatClientResponse(response)
+        return self.apply_accumulated_usage(self._last)
 
     @property
     def accumulated_usage(self) -> Usage | None:

@@ -16,7 +16,14 @@ from ..rag.turns import augmented_marker, current_question, recall, reentered, r
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
 from ..templates import PromptTemplate
-from ..vectorstore import Document, Filter, SearchRequest, VectorStore, resolve_filter
+from ..vectorstore import (
+    Document,
+    Filter,
+    SearchRequest,
+    VectorStore,
+    resolve_filter,
+    store_for_context,
+)
 
 __all__ = [
     "DEFAULT_ORDER",
@@ -144,7 +151,7 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         key = turn_key(self, prompt, text, search)
         cached = recall(key) if augmented or reentered(prompt) else None
         if cached is None:
-            store = self.vector_store.for_context(request.context)
+            store = store_for_context(self.vector_store, request.context)
             documents = await store.asimilarity_search(search)
             augmented_text = self.prompt_template.render(
                 query=text, question_answer_context=self.document_formatter(documents)

@@ -22,6 +22,7 @@ goes on (it may pause again); its final response carries the decided round under
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
@@ -82,6 +83,38 @@ _DEFAULT_MANAGER = ToolCallingManager()
 #: conversation.
 _SHARED_WITH_TOOLS = (PRINCIPAL, CONVERSATION_ID)
 
+#: The keywords ``ToolCallingManager.execute_tool_calls`` gained for approvals (issue 19).
+_APPROVAL_KEYWORDS = frozenset({"decisions", "granted"})
+
+
+def _execute_parameters(execute: Callable[..., Any]) -> tuple[bool, frozenset[str]]:
+    """Whether a manager's ``execute_tool_calls`` takes the observer (a third positional
+    argument) and which of :data:`_APPROVAL_KEYWORDS` it takes.
+
+    Managers written against earlier releases override ``execute_tool_calls(prompt,
+    chat_response)`` (issue 35): the loop passes each of them only what it takes.
+    """
+    try:
+        parameters = list(inspect.signature(execute).parameters.values())
+    except (TypeError, ValueError):
+        # No signature to read (a C callable): assume the current one.
+        return True, _APPROVAL_KEYWORDS
+    kinds = {parameter.kind for parameter in parameters}
+    positional = [
+        p
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    takes_observer = len(positional) >= 3 or inspect.Parameter.VAR_POSITIONAL in kinds
+    if inspect.Parameter.VAR_KEYWORD in kinds:
+        return takes_observer, _APPROVAL_KEYWORDS
+    named = {
+        p.name
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    return takes_observer, _APPROVAL_KEYWORDS & named
+
 
 def _has_tool_calls(response: ChatResponse | None) -> bool:
     return response is not None and response.has_tool_calls()
@@ -110,7 +143,11 @@ ROUND_STREAMING_MODES = ("first_content", "hold", "eager")
 class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
     """The recursive tool loop; the one ``ToolAdvisor`` of a chain.
 
-    ``tool_calling_manager`` runs the calls (default: a shared ``ToolCallingManager()``);
+    ``tool_calling_manager`` runs the calls (default: a shared ``ToolCallingManager()``); an
+    override of its ``execute_tool_calls`` may keep an earlier signature,
+    ``(prompt, chat_response)`` or ``(prompt, chat_response, observer)``: it gets only the
+    arguments it takes, and a ``TypeError`` naming its class when resuming a paused reply needs
+    the ``decisions`` keyword it lacks;
     ``tool_execution_eligibility_checker(chat_response) -> bool`` decides whether a response is
     a tool-call round (default: it has tool calls); ``conversation_history_enabled=False`` sends
     each next round only the system message and the latest tool responses, for a memory advisor
@@ -171,6 +208,9 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
                 f"got {order}"
             )
         self._manager = tool_calling_manager or _DEFAULT_MANAGER
+        self._manager_takes_observer, self._manager_keywords = _execute_parameters(
+            self._manager.execute_tool_calls
+        )
         self._checker = tool_execution_eligibility_checker or _has_tool_calls
         self._history = conversation_history_enabled
         self._order = order
@@ -278,14 +318,30 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
             # Tools learn who the turn is for and its conversation from their ToolContext, as
             # stores do from the request context.
             options = options.mutate(tool_context={**options.tool_context, **shared})
+        # Each argument added to execute_tool_calls since it was (prompt, chat_response) goes
+        # only to an override that takes it, so managers written before it keep working; the
+        # approval inputs go only when there are some. Decisions cannot be dropped (the paused
+        # calls would pause again, or run although rejected), so an override that cannot take
+        # them fails before anything runs; routing them past the override instead would skip
+        # what it adds to every round. Grants it cannot take are left out: a granted call then
+        # pauses like any other (never running unapproved), and its resume fails as above.
+        arguments: tuple[Any, ...] = (Prompt(history, options), chat_response)
+        if self._manager_takes_observer:
+            arguments = (*arguments, observer)
+        keywords: dict[str, Any] = {}
+        if granted and "granted" in self._manager_keywords:
+            keywords["granted"] = granted
+        if decisions is not None:
+            if "decisions" not in self._manager_keywords:
+                raise TypeError(
+                    f"{type(self._manager).__qualname__}.execute_tool_calls() cannot take the "
+                    "decisions of a paused reply: add the keyword parameters "
+                    "`*, decisions=None, granted=()` to it and pass them on to "
+                    "super().execute_tool_calls()"
+                )
+            keywords["decisions"] = decisions
         try:
-            result = await self._manager.execute_tool_calls(
-                Prompt(history, options),
-                chat_response,
-                observer,
-                decisions=decisions,
-                granted=granted,
-            )
+            result = await self._manager.execute_tool_calls(*arguments, **keywords)
         except ToolCallLimitExceededError as breach:
             final = _with_generations(response, (breach.build_generation(),))
             return None, final, breach.partial_history[-2:]

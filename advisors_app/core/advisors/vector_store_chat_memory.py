@@ -24,7 +24,7 @@ from ..rag.augmentation import xml_element
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..streams import closing_stream
 from ..templates import PromptTemplate
-from ..vectorstore import Document, Eq, SearchRequest, VectorStore
+from ..vectorstore import Document, Eq, SearchRequest, VectorStore, store_for_context
 
 __all__ = [
     "CONVERSATION_ID_METADATA",
@@ -152,7 +152,7 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         self, request: ChatClientRequest
     ) -> tuple[ChatClientRequest, str, Message, VectorStore]:
         conversation_id = conversation_id_of(request.context)
-        store = self.vector_store.for_context(request.context)
+        store = store_for_context(self.vector_store, request.context)
         top_k = self.top_k_for(request.context)
         prompt = request.prompt
         user_message = prompt.user_message

@@ -10,7 +10,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ..exceptions import AdvisorStateError
-from ..vectorstore import And, Document, Filter, SearchRequest, VectorStore, resolve_filter
+from ..vectorstore import (
+    And,
+    Document,
+    Filter,
+    SearchRequest,
+    VectorStore,
+    resolve_filter,
+    store_for_context,
+)
 from .query import Query
 
 __all__ = ["FILTER_EXPRESSION", "DocumentRetriever", "VectorStoreDocumentRetriever", "narrowed"]
@@ -126,4 +134,4 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
             filter_expression=self.request_filter(query),
             ef_search=self.ef_search,
         )
-        return await self.vector_store.for_context(query.context).asimilarity_search(request)
+        return await store_for_context(self.vector_store, query.context).asimilarity_search(request)

@@ -430,6 +430,10 @@ class ToolCallingManager:
         when calls need approval and no ``decisions`` are given,
         :class:`~.approval.ToolCallDecisionError` when the decisions do not fit the calls, and
         :class:`ToolCallLimitExceededError` on a breach that ends the turn.
+
+        Overrides may keep the signature of an earlier release, ``(prompt, chat_response)``:
+        the ``ToolCallingAdvisor`` passes ``observer``, ``granted`` and ``decisions`` only to
+        an override that takes them (``decisions`` only when resuming a paused reply).
         """
         if chat_response is None:
             raise ValueError("chatResponse cannot be null")

@@ -8,7 +8,7 @@ Scores are cosine **similarities** (``1 - cosine distance``); thresholds are sim
 
 from __future__ import annotations
 
-from .base import EmbeddingDimensionError, VectorStore
+from .base import EmbeddingDimensionError, VectorStore, store_for_context
 from .document import DISTANCE, SCORE, Document
 from .filters import (
     And,
@@ -57,4 +57,5 @@ __all__ = [
     "VectorStore",
     "parse_filter",
     "resolve_filter",
+    "store_for_context",
 ]

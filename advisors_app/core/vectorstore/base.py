@@ -17,6 +17,7 @@ __all__ = [
     "as_search_request",
     "check_documents",
     "split_delete_target",
+    "store_for_context",
 ]
 
 
@@ -77,6 +78,10 @@ class VectorStore:
     - ``similarity_search(request)``: at most ``top_k`` documents with ``score`` at or above
       the threshold that match the filter, by descending ``score`` (cosine similarity); each
       result carries ``score`` and ``metadata["score"]`` / ``metadata["distance"]``.
+
+    Advisors accept any object with these six methods, subclass or not (stores written against
+    earlier releases); what this class adds later, such as :meth:`for_context`, they call
+    through helpers that fall back when a store lacks it (:func:`store_for_context`).
     """
 
     __slots__ = ()
@@ -109,6 +114,18 @@ class VectorStore:
 
     def similarity_search(self, request: SearchRequest | str) -> list[Document]:
         return run_sync(self.asimilarity_search(request))
+
+
+def store_for_context(store: VectorStore, context: Mapping[str, Any]) -> VectorStore:
+    """The view of ``store`` a request with ``context`` may use: ``store.for_context(context)``,
+    or ``store`` itself when it has no ``for_context``.
+
+    A store that implements the documented methods without subclassing :class:`VectorStore`
+    (written before ``for_context`` existed) is one store shared by everyone, which is what the
+    default ``for_context`` returns too.
+    """
+    for_context = getattr(store, "for_context", None)
+    return store if for_context is None else for_context(context)
 
 
 def check_documents(documents: Sequence[Document]) -> list[Document]:
