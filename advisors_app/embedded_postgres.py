@@ -16,6 +16,8 @@ directory's parents to it. For development and demos; production wants a managed
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import subprocess
 import sys
@@ -28,6 +30,8 @@ from urllib.parse import quote
 from django.core.exceptions import ImproperlyConfigured
 
 __all__ = ["database_settings", "start", "stop"]
+
+logger = logging.getLogger(__name__)
 
 #: Tries to start (or take over) the server, and how long to wait for a slow start (seconds).
 START_ATTEMPTS = 3
@@ -86,8 +90,69 @@ def _pgserver() -> Any:
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
         import pgserver
         import pgserver._commands
+        import pgserver.postgres_server
 
+    _use_safe_handle_list(pgserver.postgres_server)
     return pgserver
+
+
+# -- pgserver's list of handles --------------------------------------------------------------
+#
+# pgserver keeps the pids of the processes holding a handle on a server in
+# ``<pgdata>/.handle_pids.json`` (its ``utils.DiskList``; the last one to exit stops the server
+# when its ``cleanup_mode`` says so). It reads the file with ``json.loads`` when a process takes
+# a handle, and rewrites it with ``Path.write_text``, which truncates the file before writing:
+# a process killed in between left it empty, and every later start failed with a
+# ``JSONDecodeError`` until the file was deleted by hand (issue 35). The package cannot be
+# changed here, and the read and the write both happen inside ``PostgresServer.__init__``, under
+# pgserver's own inter-process lock: a check of the file before calling pgserver would race with
+# other processes and would not stop the next kill from emptying it again. So the class pgserver
+# builds the list with (the name ``DiskList`` in ``pgserver.postgres_server``) is replaced by
+# :class:`_HandleList`, which reads a damaged list as empty (it is only a reference count) and
+# writes a temporary file renamed over the list, so a reader sees the old list or the new one,
+# never a part of one.
+
+
+def _use_safe_handle_list(module: Any) -> None:
+    base = getattr(module, "DiskList", None)
+    if base is None or getattr(base, "safe_handle_list", False):
+        return  # a pgserver without the list (nothing to fix), or already replaced
+
+    class _HandleList(base):  # type: ignore[misc, valid-type]
+        safe_handle_list = True
+
+        def get(self) -> list[int]:
+            try:
+                raw = self.path.read_bytes()
+            except FileNotFoundError:
+                return []
+            try:
+                values = json.loads(raw)
+            except ValueError:  # empty or cut short (JSONDecodeError), not text at all
+                values = None
+            if isinstance(values, list) and all(type(v) is int for v in values):
+                return values
+            # The pids it held are lost: a process still holding a handle is forgotten, so a
+            # server that should stop with its last handle (cleanup_mode "stop" or "delete")
+            # may be left running or stopped early; this project's servers (cleanup_mode None)
+            # keep running either way. Written back valid at once (under pgserver's lock).
+            logger.warning("%s held %.80r, not a list of pids; reset to []", self.path, raw)
+            self.put([])
+            return []
+
+        def put(self, values: list[int]) -> None:
+            # Not fsynced: this survives a killed process (the failure seen), and after a
+            # crash of the machine a damaged list is read as empty (above).
+            temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            try:
+                temporary.write_text(json.dumps(values))
+                os.replace(temporary, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    temporary.unlink()
+                raise
+
+    module.DiskList = _HandleList
 
 
 def _wait_until_ready(pgdata: Path, timeout: float) -> None:

@@ -171,10 +171,12 @@ def test_a_chain_this_process_builds_teaches_its_key_before_the_next_database_re
     )  # fmt: skip
     make_chain("remote-chain", model=model)
     # Saved by another process: this one learnt nothing from signals, and read the database
-    # just before (the next read is up to DATABASE_TTL seconds away).
+    # just before (the next read is up to DATABASE_TTL seconds away; none during this test,
+    # however slow the run).
     monkeypatch.setattr(redaction, "_saved_names", frozenset())
     monkeypatch.setattr(redaction, "_saved_values", frozenset())
     monkeypatch.setattr(redaction, "_database_read_at", time.monotonic())
+    monkeypatch.setattr(redaction, "DATABASE_TTL", math.inf)
     assert redact("built-value-5772156649") == "built-value-5772156649"
     compiled_chain(resolve_target("remote-chain"))
     assert redact("built-value-5772156649") == MARKER
@@ -188,9 +190,14 @@ def test_the_database_is_read_at_most_once_per_ttl(monkeypatch: pytest.MonkeyPat
         return frozenset(), frozenset()
 
     monkeypatch.setattr(redaction, "_query_database", query)
+    monkeypatch.setattr(redaction, "DATABASE_TTL", math.inf)  # none runs out during the loop
     for _ in range(50):
         redact("some text to redact")
     assert len(reads) == 1
+    monkeypatch.setattr(redaction, "DATABASE_TTL", 60.0)
+    monkeypatch.setattr(redaction, "_database_read_at", time.monotonic() - 61)  # one ran out
+    redact("some text to redact")
+    assert len(reads) == 2
 
 
 # -- nested data ------------------------------------------------------------------------------

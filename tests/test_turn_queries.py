@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,25 +23,44 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from advisors_app import services
 from advisors_app.core.memory import MessageWindowChatMemory
 from advisors_app.core.messages import AssistantMessage, SystemMessage, UserMessage
+from advisors_app.costs import budgets, pricing
+from advisors_app.definition.runtime import load_chain
 from advisors_app.models import ChatMessage, Conversation
-from advisors_app.runtime import load_chain
-from advisors_app.services import call_turn, stream_turn
+from advisors_app.security import redaction
 from advisors_app.stores.memory import DjangoChatMemoryRepository
+from advisors_app.turn import service as services
+from advisors_app.turn.service import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import frames_until_end, open_socket
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("fresh_chain_cache"),
+    pytest.mark.usefixtures("fresh_chain_cache", "caches_held_fresh"),
 ]
 
 #: Issue 17's targets for a later turn of the memory chain.
 MAX_STATEMENTS = 6
 MAX_COMMITS = 1
 MAX_HOPS = 5
+
+
+@pytest.fixture
+def caches_held_fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process-wide caches every turn reads, with a wall-clock lifetime (the enabled
+    budgets, the prices, redaction's model-config names), kept for the whole test: each test
+    fills them with its first turn, and no counted turn pays for a refill because a lifetime
+    ran out mid-test on a slow run (issue 35: a budgets ``SELECT`` once appeared in a count).
+    The budgets and prices are emptied first: another test's rows must not be held."""
+    monkeypatch.setattr(budgets, "CACHE_SECONDS", math.inf)
+    monkeypatch.setattr(pricing, "CACHE_SECONDS", math.inf)
+    monkeypatch.setattr(redaction, "DATABASE_TTL", math.inf)  # read on a thread of its own
+    budgets.clear_budget_cache()
+    pricing.clear_price_cache()
+    yield
+    budgets.clear_budget_cache()
+    pricing.clear_price_cache()
 
 
 @pytest.fixture
@@ -101,7 +121,7 @@ def _cost(log: list[str]) -> tuple[list[str], int]:
 @contextlib.contextmanager
 def counting() -> Iterator[Cost]:
     """Statements, read trips and commits of every thread (a websocket's turn runs on its own
-    thread, :mod:`advisors_app.db_threads`), from the SQL log Django writes when it logs
+    thread, :mod:`advisors_app.db.threads`), from the SQL log Django writes when it logs
     queries (transaction markers included), and ``sync_to_async`` hops
     (``SyncToAsync.__call__``)."""
     cost = Cost()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -49,38 +50,45 @@ def test_cosine_distance_ordering_through_the_orm() -> None:
     ]
 
 
+#: Scripts run in a fresh interpreter (``argv[1]``: the data directory): ``start()`` prints a
+#: URL, ``database_settings()`` what a project's settings use, on the same server.
+URL_SCRIPT = "from advisors_app.embedded_postgres import start; print(start(Path(argv[1])))"
+SETTINGS_SCRIPT = (
+    "from advisors_app.embedded_postgres import database_settings as s; print(s(argv[1])['HOST'])"
+)
+
+
+def start_in_subprocess(pgdata: Path, script: str = URL_SCRIPT) -> tuple[str, str]:
+    """What ``script`` prints, and the pid of the server then running on ``pgdata``."""
+    out = subprocess.run(
+        [sys.executable, "-c", f"from sys import argv; from pathlib import Path; {script}", pgdata],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return out, (pgdata / "postmaster.pid").read_text().split()[0]
+
+
+def delete_server(pgdata: Path) -> None:
+    """Take the server on ``pgdata`` over (even after a slow start), stop it and delete it."""
+    embedded_postgres.start(pgdata, cleanup_mode="delete")
+    pgserver.get_server(pgdata, cleanup_mode="delete").cleanup()
+    assert not pgdata.exists()
+
+
 @pytest.mark.slow
 def test_start_reuses_the_server_running_on_the_same_data(tmp_path: Path) -> None:
     pgdata = tmp_path / "pgdata"
-    # start() gives a URL; database_settings() what a project's settings use, on the same server.
-    url_script = "from advisors_app.embedded_postgres import start; print(start(Path(argv[1])))"
-    settings_script = (
-        "from advisors_app.embedded_postgres import database_settings as s; "
-        "print(s(argv[1])['HOST'])"
-    )
-
-    def start_in_subprocess(script: str = url_script) -> tuple[str, str]:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                f"from sys import argv; from pathlib import Path; {script}",
-                pgdata,
-            ],
-            cwd=ROOT,
-            env=subprocess_env(),
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        return out, (pgdata / "postmaster.pid").read_text().split()[0]
-
     try:
-        first_url, first_pid = start_in_subprocess()
+        first_url, first_pid = start_in_subprocess(pgdata)
         # A path given as text works too (before: AttributeError, found by an acceptance pass).
-        second_url, second_pid = start_in_subprocess(url_script.replace("Path(argv[1])", "argv[1]"))
+        second_url, second_pid = start_in_subprocess(
+            pgdata, URL_SCRIPT.replace("Path(argv[1])", "argv[1]")
+        )
         assert (second_url, second_pid) == (first_url, first_pid)
-        host, third_pid = start_in_subprocess(settings_script)
+        host, third_pid = start_in_subprocess(pgdata, SETTINGS_SCRIPT)
         assert third_pid == first_pid and (Path(host) / ".s.PGSQL.5432").is_socket()
         stopped = subprocess.run(
             [sys.executable, "-m", "advisors_app.embedded_postgres", "stop", pgdata],
@@ -94,10 +102,53 @@ def test_start_reuses_the_server_running_on_the_same_data(tmp_path: Path) -> Non
         assert not (pgdata / "postmaster.pid").exists()
         assert not embedded_postgres.stop(pgdata)  # nothing left to stop
     finally:
-        # Takes the server over (even after a slow start), to stop and delete it.
-        embedded_postgres.start(pgdata, cleanup_mode="delete")
-        pgserver.get_server(pgdata, cleanup_mode="delete").cleanup()
-    assert not pgdata.exists()
+        delete_server(pgdata)
+
+
+@pytest.mark.slow
+def test_start_survives_an_empty_or_corrupt_handle_list(tmp_path: Path) -> None:
+    """pgserver keeps the pids of the processes using a server in ``.handle_pids.json``; a
+    process killed while writing it left it empty, and every later start failed with a
+    ``JSONDecodeError`` until it was deleted by hand (issue 35)."""
+    pgdata = tmp_path / "pgdata"
+    handles = pgdata / ".handle_pids.json"
+    try:
+        url, pid = start_in_subprocess(pgdata)
+        assert json.loads(handles.read_text()) == []  # the process that started it has exited
+        for damage in ("", "[12", "{}", '["x"]'):  # as left by a kill mid-write, and worse
+            handles.write_text(damage)
+            assert start_in_subprocess(pgdata) == (url, pid), damage  # the same server
+            assert json.loads(handles.read_text()) == [], damage  # and the list repaired
+        # Damaged while the server is stopped: it starts again on the same data.
+        assert embedded_postgres.stop(pgdata)
+        handles.write_text("")
+        assert start_in_subprocess(pgdata)[0] == url
+        assert json.loads(handles.read_text()) == []
+    finally:
+        delete_server(pgdata)
+
+
+def test_the_handle_list_is_replaced_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pgserver's list is written to a temporary file renamed over it: a process stopped
+    before the rename (here: the rename raises) leaves the old list, never an empty one."""
+    handle_list = embedded_postgres._pgserver().postgres_server.DiskList
+    handles = handle_list(tmp_path / ".handle_pids.json")
+    assert handles.get_and_add(11) == [] and handles.get_and_add(12) == [11]
+
+    def killed(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("os.replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        handles.get_and_add(13)
+    monkeypatch.undo()
+    assert json.loads(handles.path.read_text()) == [11, 12]
+    assert [p.name for p in tmp_path.iterdir()] == [".handle_pids.json"]  # no temporary left
+    handles.path.write_text("[11, 1")  # as cut short by a kill mid-write of pgserver's own
+    assert handles.get_and_remove(11) == []  # read as empty, and written back valid
+    assert json.loads(handles.path.read_text()) == []
 
 
 def test_database_url_wins_over_the_embedded_server(monkeypatch: pytest.MonkeyPatch) -> None:
