@@ -1,25 +1,36 @@
 """System checks: the app needs PostgreSQL with pgvector and a well-formed ``ADVISORS`` dict.
 
 Misconfiguration should fail at ``manage.py check`` (and before ``migrate``) with a stable id and
-a hint that says how to fix it, rather than as a SQL error in the middle of a request.
+a hint that says how to fix it, rather than as a SQL error in the middle of a request. Each id
+names one problem, so silencing it (``SILENCED_SYSTEM_CHECKS``) silences only that problem;
+``docs/checks.md`` lists them all with their hints.
 
 - ``advisors_app.E001``: a database is not PostgreSQL.
 - ``advisors_app.E002``: the pgvector extension (``vector``) is neither installed nor installable.
-- ``advisors_app.E003``: ``settings.ADVISORS`` is not a dict, has an unknown key, a value of
-  the wrong type or out of range, a throttle rate DRF cannot parse, a ``TENANT_RESOLVER``
-  that does not import, or an ``MCP_SERVERS`` entry that is not a stdio server
+- ``advisors_app.E003``: ``settings.ADVISORS``, or a value in it, has the wrong type.
+- ``advisors_app.E006``: ``settings.ADVISORS`` has an unknown key.
+- ``advisors_app.E007``: an ``ADVISORS`` number is out of range (or ``EMBEDDING_DIMENSIONS``
+  differs from the document embedding column).
+- ``advisors_app.E008``: ``ADVISORS["CHAT_THROTTLE_RATE"]`` is a rate DRF cannot parse.
+- ``advisors_app.E009``: an ``ADVISORS["MCP_SERVERS"]`` entry is not a stdio server
   (``{"command", "args"?, "env"?, "cwd"?, "connect_timeout"?, "call_timeout"?}``).
-- ``advisors_app.E004``: an app the API needs is missing from ``INSTALLED_APPS``, or DRF's
-  ``DEFAULT_SCHEMA_CLASS`` is not drf-spectacular's (``/api/schema/`` would fail).
-- ``advisors_app.W005``: no ``ASGI_APPLICATION`` (websockets and streaming need ASGI), no
-  ``CHANNEL_LAYERS`` (other tabs are not told of a conversation's changes), or a ``LOGIN_URL``
-  that resolves to no URL (the chat page sends anonymous users there).
+- ``advisors_app.E012``: ``ADVISORS["TENANT_RESOLVER"]`` does not import or is not callable.
+- ``advisors_app.E004``: an app the API needs is missing from ``INSTALLED_APPS``.
+- ``advisors_app.E013``: ``SPECTACULAR_SETTINGS`` serves the Swagger UI from ``SIDECAR``
+  without ``drf_spectacular_sidecar`` installed.
+- ``advisors_app.E014``: DRF's ``DEFAULT_SCHEMA_CLASS`` is not drf-spectacular's
+  (``/api/schema/`` would fail).
+- ``advisors_app.W005``: no ``ASGI_APPLICATION`` (websockets and streaming need ASGI).
+- ``advisors_app.W015``: no ``CHANNEL_LAYERS`` (other tabs are not told of a conversation's
+  changes).
+- ``advisors_app.W016``: a ``LOGIN_URL`` that resolves to no URL (the chat page sends anonymous
+  users there).
 - ``advisors_app.E010``: a model configuration in ``CHAT_MODELS`` / ``EMBEDDING_MODELS`` is
   invalid (unknown provider or key, a value of the wrong type).
 - ``advisors_app.E011``: ``DEFAULT_CHAT_MODEL`` / ``DEFAULT_EMBEDDING_MODEL`` names no alias.
 - ``advisors_app.W010``: a model configuration reads its API key from an environment variable
   that is not set in this process (requests to that model would fail with a 401).
-- ``advisors_app.E101``–``E121``, ``W103``, ``W104``, ``W112``, ``W114``: the chain lint of every
+- ``advisors_app.E101``–``E123``, ``W103``, ``W104``, ``W112``, ``W114``: the chain lint of every
   stored chain's draft and of every labelled version (:mod:`advisors_app.definition.lint`),
   with ``--database``.
 """
@@ -106,31 +117,44 @@ def database_errors(
     ]
 
 
+_KNOWN_KEYS_HINT = "Known keys and defaults: " + ", ".join(
+    f"{k}={v!r}" for k, v in DEFAULTS.items()
+)
+
+
 def check_settings(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    """E003 for each problem in ``settings.ADVISORS``; types follow ``conf.DEFAULTS``."""
+    """E003, E006–E009 and E012 for the problems of ``settings.ADVISORS``; types follow
+    ``conf.DEFAULTS``."""
     value = getattr(settings, "ADVISORS", {})
     if not isinstance(value, dict):
-        return [_settings_error(f"settings.ADVISORS must be a dict, not {type(value).__name__}.")]
+        return [_wrong_type(f"settings.ADVISORS must be a dict, not {type(value).__name__}.")]
     errors: list[CheckMessage] = []
     for key, item in value.items():
         if key not in DEFAULTS:
-            errors.append(_settings_error(f"settings.ADVISORS has an unknown key {key!r}."))
+            errors.append(
+                Error(
+                    f"settings.ADVISORS has an unknown key {key!r}.",
+                    hint=_KNOWN_KEYS_HINT,
+                    id="advisors_app.E006",
+                )
+            )
             continue
         expected = type(DEFAULTS[key])
         # Exact: True must not pass as an int; a whole number may stand for a float.
         if type(item) is not expected and not (expected is float and type(item) is int):
             errors.append(
-                _settings_error(
+                _wrong_type(
                     f"settings.ADVISORS[{key!r}] must be {expected.__name__}, "
                     f"got {_shown(item, expected)}."
                 )
             )
             continue
-        problem = _value_problem(key, item)
-        if problem:
-            shown = "" if isinstance(item, dict) else f" = {item!r}"
-            errors.append(_settings_error(f"settings.ADVISORS[{key!r}]{shown}: {problem}"))
+        errors.extend(_value_errors(key, item))
     return errors
+
+
+def _wrong_type(message: str) -> Error:
+    return Error(message, hint=_KNOWN_KEYS_HINT, id="advisors_app.E003")
 
 
 def _shown(item: Any, expected: type) -> str:
@@ -148,8 +172,54 @@ _RATE_PARSER = SimpleRateThrottle.__new__(SimpleRateThrottle)
 _NOT_NEGATIVE = ("STREAM_COALESCE_MS", "STREAM_COALESCE_CHARS", "SSE_KEEPALIVE_SECONDS")
 
 
-def _value_problem(key: str, value: Any) -> str:
-    """What is wrong with a well-typed ``ADVISORS`` value ("" when nothing)."""
+def _value_errors(key: str, value: Any) -> list[CheckMessage]:
+    """E007, E008, E009 or E012 for a well-typed ``ADVISORS`` value (none when it is fine)."""
+    # A mapping may hold secrets (an MCP server's env): it is named, never shown.
+    name = f"settings.ADVISORS[{key!r}]" + ("" if isinstance(value, dict) else f" = {value!r}")
+    problem = _range_problem(key, value)
+    if problem:
+        return [
+            Error(
+                f"{name}: {problem}",
+                hint=f"Its default is {DEFAULTS[key]!r}.",
+                id="advisors_app.E007",
+            )
+        ]
+    if key == "CHAT_THROTTLE_RATE" and value and not _is_rate(value):
+        return [
+            Error(
+                f"{name}: not a rate.",
+                hint='Write "<number>/<second|minute|hour|day>" (e.g. "30/minute"), or "" for '
+                "no limit.",
+                id="advisors_app.E008",
+            )
+        ]
+    problem = _mcp_servers_problem(value) if key == "MCP_SERVERS" else ""
+    if problem:
+        return [
+            Error(
+                f"{name}: {problem}",
+                hint='Each entry is a stdio server: {"command": "...", "args"?: [...], "env"?: '
+                '{...}, "cwd"?: "...", "connect_timeout"?: seconds, "call_timeout"?: seconds}, '
+                "under a slug (see docs/mcp.md).",
+                id="advisors_app.E009",
+            )
+        ]
+    problem = _resolver_problem(value) if key == "TENANT_RESOLVER" and value else ""
+    if problem:
+        return [
+            Error(
+                f"{name}: {problem}",
+                hint='Give the dotted path of a function user -> tenant label, or "" for no '
+                "tenants.",
+                id="advisors_app.E012",
+            )
+        ]
+    return []
+
+
+def _range_problem(key: str, value: Any) -> str:
+    """What puts a well-typed ``ADVISORS`` number out of range ("" when nothing)."""
     from advisors_app.models.documents import EMBEDDING_DIMENSIONS
 
     if key in _POSITIVE and value <= 0:
@@ -160,21 +230,24 @@ def _value_problem(key: str, value: Any) -> str:
         return "must be a share from 0 to 1."
     if key == "EMBEDDING_DIMENSIONS" and value != EMBEDDING_DIMENSIONS:
         return f"the document embedding column is vector({EMBEDDING_DIMENSIONS})."
-    if key == "CHAT_THROTTLE_RATE" and value:
-        try:
-            SimpleRateThrottle.parse_rate(_RATE_PARSER, value)
-        except (ValueError, KeyError, IndexError):
-            return 'not a rate: write "<number>/<second|minute|hour|day>", or "" for none.'
-    if key == "MCP_SERVERS":
-        return _mcp_servers_problem(value)
-    if key == "TENANT_RESOLVER" and value:
-        try:
-            resolver = import_string(value)
-        except ImportError as exc:
-            return f"does not import ({exc})."
-        if not callable(resolver):
-            return "is not callable."
     return ""
+
+
+def _is_rate(value: str) -> bool:
+    try:
+        SimpleRateThrottle.parse_rate(_RATE_PARSER, value)
+    except (ValueError, KeyError, IndexError):
+        return False
+    return True
+
+
+def _resolver_problem(path: str) -> str:
+    """Why ``TENANT_RESOLVER`` cannot be used ("" when it imports a callable)."""
+    try:
+        resolver = import_string(path)
+    except ImportError as exc:
+        return f"does not import ({exc})."
+    return "" if callable(resolver) else "is not callable."
 
 
 def _mcp_servers_problem(servers: dict[str, Any]) -> str:
@@ -200,8 +273,8 @@ REQUIRED_APPS = ("channels", "rest_framework", "rest_framework.authtoken", "drf_
 
 
 def check_project(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    """E004 for each missing required app and a foreign schema class; W005 for ASGI, channel
-    layer and login URL gaps."""
+    """E004 for each missing required app, E013 for a missing Swagger UI sidecar, E014 for a
+    foreign schema class; W005, W015 and W016 for ASGI, channel layer and login URL gaps."""
     messages: list[CheckMessage] = [
         Error(
             f"INSTALLED_APPS lacks {name!r}, which advisors_app needs.",
@@ -218,7 +291,7 @@ def check_project(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                 "SPECTACULAR_SETTINGS serves the Swagger UI from SIDECAR, but INSTALLED_APPS "
                 "lacks 'drf_spectacular_sidecar': /api/docs/ would load no assets.",
                 hint='Add "drf_spectacular_sidecar" to INSTALLED_APPS.',
-                id="advisors_app.E004",
+                id="advisors_app.E013",
             )
         )
     from drf_spectacular.openapi import AutoSchema
@@ -231,7 +304,7 @@ def check_project(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                 "the API's OpenAPI schema (/api/schema/, /api/docs/) would fail.",
                 hint='Set REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] = '
                 '"drf_spectacular.openapi.AutoSchema".',
-                id="advisors_app.E004",
+                id="advisors_app.E014",
             )
         )
     if not getattr(settings, "ASGI_APPLICATION", None):
@@ -250,7 +323,7 @@ def check_project(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                 "conversation changes.",
                 hint='CHANNEL_LAYERS = {"default": {"BACKEND": '
                 '"channels.layers.InMemoryChannelLayer"}} for one process; Redis for several.',
-                id="advisors_app.W005",
+                id="advisors_app.W015",
             )
         )
     try:
@@ -261,18 +334,10 @@ def check_project(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                 f"LOGIN_URL {settings.LOGIN_URL!r} is no URL of this project: the chat page "
                 "would fail for anonymous users.",
                 hint='Point LOGIN_URL at your login page, or "admin:login".',
-                id="advisors_app.W005",
+                id="advisors_app.W016",
             )
         )
     return messages
-
-
-def _settings_error(message: str) -> Error:
-    return Error(
-        message,
-        hint="Known keys and defaults: " + ", ".join(f"{k}={v!r}" for k, v in DEFAULTS.items()),
-        id="advisors_app.E003",
-    )
 
 
 _MODEL_SETTINGS = (

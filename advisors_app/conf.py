@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "DISCONNECT_POLICY": "cancel",
     "CHAT_THROTTLE_RATE": "30/minute",
     "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
+    "MAX_REQUEST_BODY_BYTES": 1024 * 1024,
     "UPLOAD_THROTTLE_RATE": "10/minute",
     "UPLOAD_MAX_FILES": 10,
     "UPLOAD_BYTES_PER_DAY": 100 * 1024 * 1024,
@@ -39,6 +40,8 @@ DEFAULTS: dict[str, Any] = {
     "INGESTION_MAX_DECOMPRESSED_BYTES": 32 * 1024 * 1024,
     "INGESTION_MAX_CHARS": 1_000_000,
     "INGESTION_CPU_SECONDS": 300.0,
+    "INGESTION_MEMORY_BYTES": 1024**3,
+    "INGESTION_MAX_ATTEMPTS": 3,
     "TENANT_RESOLVER": "",
     "CHAT_PAGE_DEFAULT_CHAIN": "",
     "MCP_ENDPOINT_ENABLED": False,
@@ -146,6 +149,13 @@ class AdvisorsSettings:
         return int(self._get("MAX_UPLOAD_BYTES"))
 
     @property
+    def MAX_REQUEST_BODY_BYTES(self) -> int:
+        """Largest request body of any route but the upload routes, which take their files on
+        top of it (0: no limit anywhere); larger answers 413 before it is read
+        (``advisors_app.security.body_limits``)."""
+        return int(self._get("MAX_REQUEST_BODY_BYTES"))
+
+    @property
     def UPLOAD_THROTTLE_RATE(self) -> str:
         """Uploads (``POST /api/documents/``) allowed per user, as DRF writes rates
         (``"10/minute"``); ``""``: no limit. Counted like chat turns
@@ -189,6 +199,18 @@ class AdvisorsSettings:
     def INGESTION_CPU_SECONDS(self) -> float:
         """CPU seconds one ingestion job may use to read, split and embed (0: no limit)."""
         return float(self._get("INGESTION_CPU_SECONDS"))
+
+    @property
+    def INGESTION_MEMORY_BYTES(self) -> int:
+        """Address space of the child process that reads one uploaded file (0: no limit);
+        a file that needs more fails."""
+        return int(self._get("INGESTION_MEMORY_BYTES"))
+
+    @property
+    def INGESTION_MAX_ATTEMPTS(self) -> int:
+        """Runs of one ingestion job whose worker died before a recovery fails it instead of
+        queueing it again (``manage.py ingestion_recover``)."""
+        return int(self._get("INGESTION_MAX_ATTEMPTS"))
 
     @property
     def CHAT_PAGE_DEFAULT_CHAIN(self) -> str:

@@ -157,8 +157,7 @@ def test_tools_enabled_by_name_run_in_the_tool_loop() -> None:
         calls.append(city)
         return f"Sunny in {city}"
 
-    tool_registry.register(get_weather)
-    try:
+    with tool_registry.registered(get_weather):
         tool_call = ChatResponse(
             (
                 Generation(
@@ -175,8 +174,6 @@ def test_tools_enabled_by_name_run_in_the_tool_loop() -> None:
         assert ask(chain.slug, "Weather in Oslo?") == "It is sunny in Oslo."
         assert calls == ["Oslo"]
         assert model.prompts[-1].instructions[-1].responses[0].response_data == "Sunny in Oslo"
-    finally:
-        tool_registry.unregister("get_weather")
 
 
 def test_chains_without_tools_have_no_tool_loop() -> None:

@@ -1,4 +1,4 @@
-"""System checks E001–E003, each against a real connection or real settings."""
+"""System checks (E001–E014, W005, W010, W015, W016), each against real connections or settings."""
 
 from __future__ import annotations
 
@@ -45,29 +45,51 @@ def test_e002_extension_is_not_available() -> None:
 
 
 @pytest.mark.parametrize(
-    ("advisors", "fragment"),
+    ("advisors", "check_id", "fragment"),
     [
-        (["not", "a", "dict"], "must be a dict, not list"),
-        ({"EMBEDING_DIMENSIONS": 384}, "unknown key 'EMBEDING_DIMENSIONS'"),
-        ({"EMBEDDING_DIMENSIONS": "384"}, "['EMBEDDING_DIMENSIONS'] must be int, got '384'"),
-        ({"MAX_MESSAGE_CHARS": True}, "['MAX_MESSAGE_CHARS'] must be int, got True"),
-        ({"SSE_KEEPALIVE_SECONDS": "15"}, "['SSE_KEEPALIVE_SECONDS'] must be float, got '15'"),
-        ({"MAX_MESSAGE_CHARS": -5}, "['MAX_MESSAGE_CHARS'] = -5: must be greater than 0."),
-        ({"STREAM_COALESCE_MS": -1}, "['STREAM_COALESCE_MS'] = -1: must be 0 or more."),
-        ({"TRACE_PAYLOAD_SAMPLE": 1.5}, "= 1.5: must be a share from 0 to 1."),
-        ({"EMBEDDING_DIMENSIONS": 512}, "column is vector(384)"),
-        ({"CHAT_THROTTLE_RATE": "thirty"}, "'thirty': not a rate"),
-        ({"CHAT_THROTTLE_RATE": "30/fortnight"}, "'30/fortnight': not a rate"),
-        ({"TENANT_RESOLVER": "no.such.func"}, "'no.such.func': does not import"),
-        ({"TENANT_RESOLVER": "django.conf.settings"}, "is not callable."),
+        (["not", "a", "dict"], "E003", "must be a dict, not list"),
+        (
+            {"EMBEDDING_DIMENSIONS": "384"},
+            "E003",
+            "['EMBEDDING_DIMENSIONS'] must be int, got '384'",
+        ),
+        ({"MAX_MESSAGE_CHARS": True}, "E003", "['MAX_MESSAGE_CHARS'] must be int, got True"),
+        ({"SSE_KEEPALIVE_SECONDS": "15"}, "E003", "['SSE_KEEPALIVE_SECONDS'] must be float"),
+        ({"EMBEDING_DIMENSIONS": 384}, "E006", "unknown key 'EMBEDING_DIMENSIONS'"),
+        ({"MAX_MESSAGE_CHARS": -5}, "E007", "['MAX_MESSAGE_CHARS'] = -5: must be greater than 0."),
+        ({"STREAM_COALESCE_MS": -1}, "E007", "['STREAM_COALESCE_MS'] = -1: must be 0 or more."),
+        ({"TRACE_PAYLOAD_SAMPLE": 1.5}, "E007", "= 1.5: must be a share from 0 to 1."),
+        ({"EMBEDDING_DIMENSIONS": 512}, "E007", "column is vector(384)"),
+        ({"CHAT_THROTTLE_RATE": "thirty"}, "E008", "'thirty': not a rate"),
+        ({"CHAT_THROTTLE_RATE": "30/fortnight"}, "E008", "'30/fortnight': not a rate"),
+        ({"TENANT_RESOLVER": "no.such.func"}, "E012", "'no.such.func': does not import"),
+        ({"TENANT_RESOLVER": "django.conf.settings"}, "E012", "is not callable."),
     ],
 )
-def test_e003_advisors_setting_is_invalid(advisors: object, fragment: str) -> None:
+def test_each_advisors_setting_problem_has_its_id(
+    advisors: object, check_id: str, fragment: str
+) -> None:
     with override_settings(ADVISORS=advisors):
         errors = check_settings(None)
-    assert ids(errors) == ["advisors_app.E003"]
+    assert ids(errors) == [f"advisors_app.{check_id}"]
     assert fragment in errors[0].msg
-    assert "EMBEDDING_DIMENSIONS=384" in errors[0].hint
+
+
+def test_the_hints_of_the_settings_checks_say_how_to_fix_each_problem() -> None:
+    with override_settings(ADVISORS={"EMBEDING_DIMENSIONS": 384, "MAX_MESSAGE_CHARS": "8000"}):
+        unknown, wrong_type = check_settings(None)
+    assert (
+        "EMBEDDING_DIMENSIONS=384" in unknown.hint and "EMBEDDING_DIMENSIONS=384" in wrong_type.hint
+    )
+    with override_settings(ADVISORS={"MAX_MESSAGE_CHARS": 0}):
+        [out_of_range] = check_settings(None)
+    assert out_of_range.hint == "Its default is 8000."
+    with override_settings(ADVISORS={"CHAT_THROTTLE_RATE": "thirty"}):
+        [rate] = check_settings(None)
+    assert '"30/minute"' in rate.hint
+    with override_settings(ADVISORS={"TENANT_RESOLVER": "no.such.func"}):
+        [resolver] = check_settings(None)
+    assert "dotted path of a function user -> tenant label" in resolver.hint
 
 
 @pytest.mark.parametrize(
@@ -78,16 +100,17 @@ def test_e003_advisors_setting_is_invalid(advisors: object, fragment: str) -> No
         ("python", "['bad'] must be a dict"),
     ],
 )
-def test_e003_mcp_servers_never_shows_a_value(bad: object, fragment: str) -> None:
+def test_e009_mcp_servers_never_shows_a_value(bad: object, fragment: str) -> None:
     """A malformed entry is named with its field; no value of any entry (``env`` may hold a
     key) reaches the check's output, which CI logs keep."""
     good = {"command": "python", "env": {"OPENAI_API_KEY": "sk-SUPERSECRET-VALUE"}}
     with override_settings(ADVISORS={"MCP_SERVERS": {"good": good, "bad": bad}}):
         errors = check_settings(None)
-    assert ids(errors) == ["advisors_app.E003"]
+    assert ids(errors) == ["advisors_app.E009"]
     assert fragment in errors[0].msg
     assert "SUPERSECRET" not in errors[0].msg + (errors[0].hint or "")
     assert "python" not in errors[0].msg.replace("'bad'", "")
+    assert '"command"' in errors[0].hint
 
 
 @pytest.mark.parametrize("setting", ["MCP_SERVERS", "CHAT_MODELS", "EMBEDDING_MODELS"])
@@ -156,26 +179,49 @@ def test_model_checks_pass_with_the_builtin_defaults() -> None:
 def test_e004_an_app_the_api_needs_is_missing() -> None:
     from django.conf import settings
 
-    missing = ("rest_framework.authtoken", "drf_spectacular_sidecar")
-    apps = [a for a in settings.INSTALLED_APPS if a not in missing]
+    apps = [a for a in settings.INSTALLED_APPS if a != "rest_framework.authtoken"]
     with override_settings(INSTALLED_APPS=apps):
-        errors = [m for m in check_project(None) if m.id == "advisors_app.E004"]
-    assert "'rest_framework.authtoken'" in errors[0].msg
-    assert "'drf_spectacular_sidecar'" in errors[1].msg and len(errors) == 2
+        [error] = check_project(None)
+    assert error.id == "advisors_app.E004" and "'rest_framework.authtoken'" in error.msg
+
+
+def test_e013_the_swagger_ui_sidecar_is_missing() -> None:
+    from django.conf import settings
+
+    apps = [a for a in settings.INSTALLED_APPS if a != "drf_spectacular_sidecar"]
+    with override_settings(INSTALLED_APPS=apps):
+        [error] = check_project(None)
+    assert error.id == "advisors_app.E013" and "'drf_spectacular_sidecar'" in error.msg
+    spectacular = {"SWAGGER_UI_DIST": "https://cdn.example/swagger-ui"}
+    with override_settings(INSTALLED_APPS=apps, SPECTACULAR_SETTINGS=spectacular):
+        assert check_project(None) == []  # the UI comes from elsewhere: no sidecar needed
+
+
+def test_e014_the_schema_class_is_not_drf_spectaculars() -> None:
+    from django.conf import settings
+
     rest_framework = {**settings.REST_FRAMEWORK}
     del rest_framework["DEFAULT_SCHEMA_CLASS"]  # DRF's own, which drf-spectacular cannot use
     with override_settings(REST_FRAMEWORK=rest_framework):
         [error] = check_project(None)
-    assert "DEFAULT_SCHEMA_CLASS" in error.msg and error.id == "advisors_app.E004"
+    assert error.id == "advisors_app.E014" and "DEFAULT_SCHEMA_CLASS" in error.msg
 
 
-def test_w005_asgi_channel_layer_and_login_url_gaps() -> None:
+def test_w005_w015_w016_asgi_channel_layer_and_login_url_gaps() -> None:
     assert check_project(None) == []
-    with override_settings(ASGI_APPLICATION=None, CHANNEL_LAYERS={}, LOGIN_URL="nowhere"):
-        warnings = check_project(None)
-    assert ids(warnings) == ["advisors_app.W005"] * 3
-    assert [w.msg.split(" ")[0] for w in warnings] == [
-        "ASGI_APPLICATION",
-        "CHANNEL_LAYERS",
-        "LOGIN_URL",
-    ]
+    with override_settings(ASGI_APPLICATION=None):
+        assert ids(check_project(None)) == ["advisors_app.W005"]
+    with override_settings(CHANNEL_LAYERS={}):
+        assert ids(check_project(None)) == ["advisors_app.W015"]
+    with override_settings(LOGIN_URL="nowhere"):
+        [warning] = check_project(None)
+    assert warning.id == "advisors_app.W016" and "'nowhere'" in warning.msg
+
+
+def test_silencing_one_id_silences_only_its_problem() -> None:
+    gaps = {"ASGI_APPLICATION": None, "CHANNEL_LAYERS": {}, "LOGIN_URL": "nowhere"}
+    with override_settings(SILENCED_SYSTEM_CHECKS=["advisors_app.W015"], **gaps):
+        found = [m for m in run_checks() if m.id.startswith("advisors_app.")]
+        shown = {m.id for m in found if not m.is_silenced()}
+    assert {m.id for m in found} == {"advisors_app.W005", "advisors_app.W015", "advisors_app.W016"}
+    assert shown == {"advisors_app.W005", "advisors_app.W016"}

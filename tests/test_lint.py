@@ -61,11 +61,8 @@ def role_types() -> Iterator[None]:
             },
         ),
     ]
-    for advisor_type in types:
-        advisor_types.register(advisor_type, replace=True)
-    yield
-    for advisor_type in types:
-        advisor_types.unregister(advisor_type.key)
+    with advisor_types.registered(*types, replace=True):
+        yield
 
 
 def rows(*specs: tuple) -> list[AdvisorConfig]:
@@ -128,16 +125,20 @@ def test_e105_side_effects_in_after_must_be_stream_safe() -> None:
     assert ids(rows(("t_safe_audit", None))) == []
 
 
-def test_e106_template_lacks_required_placeholders_or_pairs_no_brace() -> None:
+def test_e106_template_lacks_required_placeholders() -> None:
     PromptTemplate.objects.create(slug="qa", text="Answer {query}.", placeholders=["query"])
     messages = lint_chain(rows(("t_template", 0, {"template": "qa"})))
     assert [m.id for m in messages] == ["advisors_app.E106"]
     assert "must be present in the prompt template: context" in messages[0].message
+
+
+def test_e123_template_pairs_no_brace() -> None:
     # A template saved before the admin refused unpaired braces (or by code).
     PromptTemplate.objects.create(slug="typo", text="{query}\n{context} {oops")
     [message] = lint_chain(rows(("t_template", 0, {"template": "typo"})))
-    assert message.id == "advisors_app.E106"
+    assert message.id == "advisors_app.E123" and message.is_error
     assert "template 'typo': Unbalanced \"{\" at line 2, column 11 ('{oops')" in message.message
+    assert "write {{ and }} for literal braces" in message.hint
 
 
 def test_e107_order_out_of_range() -> None:
@@ -156,6 +157,10 @@ def test_e110_missing_reference() -> None:
     messages = lint_chain(rows(("append", 0, {"text": "!", "note": "nope"})))
     assert [m.id for m in messages] == ["advisors_app.E110"]
     assert "params.note: no sensitive-word list with slug 'nope'" in messages[0].message
+    snapshot = resolve_draft(AdvisorChain(slug="linted"), [])
+    [message] = lint({**snapshot, "chat_model": "gone"})
+    assert message.id == "advisors_app.E110"
+    assert message.message == "chat_model: no chat model with slug 'gone'."
 
 
 def test_w112_a_guard_with_no_word_blocks_nothing() -> None:

@@ -178,3 +178,33 @@ def test_advisor_class_must_be_an_advisor_and_the_factory_must_build_one() -> No
     wrong = _type(advisor_class=Recording)  # the default factory builds a plain RecordingAdvisor
     with pytest.raises(TypeError, match="returned RecordingAdvisor, not a Recording"):
         wrong.build({}, 0, "support", services=None)
+
+
+def test_the_registries_share_the_core_registry() -> None:
+    from advisors_app.core.registry import Registry
+    from advisors_app.definition.registry import ReferenceKindRegistry, reference_kinds
+
+    assert isinstance(advisor_types, Registry) and isinstance(reference_kinds, Registry)
+    assert issubclass(ReferenceKindRegistry, Registry)
+    assert advisor_types.keys == tuple(t.key for t in advisor_types)
+
+
+def test_a_type_registered_for_a_block_is_gone_after_it() -> None:
+    with advisor_types.registered(_type("t_for_a_block")):
+        assert params_errors("t_for_a_block", {}) == {}
+    assert "t_for_a_block" not in advisor_types
+    assert list(params_errors("t_for_a_block", {})) == ["advisor_type"]
+
+
+def test_a_reference_kind_registered_again_replaces_the_earlier_one() -> None:
+    """The app's ``ready()`` registers its kinds each time it runs; that never raises."""
+    from advisors_app.definition.registry import ReferenceKind, ReferenceKindRegistry
+
+    kinds = ReferenceKindRegistry()
+    kinds.register(ReferenceKind("word_list", "list", "advisors_app.SensitiveWordList", dict))
+    again = kinds.register(
+        ReferenceKind("word_list", "word list", "advisors_app.SensitiveWordList", dict)
+    )
+    assert kinds.get("word_list") is again and len(kinds) == 1
+    with pytest.raises(ValueError, match="reference kind 'word_list' is already registered"):
+        kinds.register(ReferenceKind("word_list", "x", "x.X", dict), replace=False)

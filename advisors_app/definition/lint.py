@@ -2,7 +2,8 @@
 
 Runs on the draft when a chain is saved (admin, API: errors block the save, warnings are
 shown), before publishing, and in ``manage.py check --database default`` (every chain's draft
-and every labelled version). Each rule has a stable id:
+and every labelled version). Each rule has a stable id of its own (``docs/checks.md`` lists them
+with the system checks'):
 
 - ``advisors_app.E101``: more than one tool advisor (seed §4.4, Spring's
   "At most one ToolAdvisor is allowed").
@@ -14,8 +15,7 @@ and every labelled version). Each rule has a stable id:
   then stores the augmented prompt, retrieved excerpts included, as the user's message and
   replays it every turn; and the search cannot see the conversation history (bug case B22).
 - ``advisors_app.E105``: an advisor whose ``after`` has side effects is not stream-safe.
-- ``advisors_app.E106``: a template has a brace left unpaired, or lacks a placeholder its
-  advisor requires.
+- ``advisors_app.E106``: a template lacks a placeholder its advisor requires.
 - ``advisors_app.E107``: an order outside ``HIGHEST_PRECEDENCE..LOWEST_PRECEDENCE``.
 - ``advisors_app.E108``: an unregistered advisor type.
 - ``advisors_app.E109``: params that do not match the type's JSON Schema.
@@ -45,6 +45,8 @@ and every labelled version). Each rule has a stable id:
 - ``advisors_app.E122``: two 2.0 memory advisors (``message_chat_memory``,
   ``prompt_chat_memory``) on one chain: both store every turn in the same conversation, so
   its transcript holds each message twice.
+- ``advisors_app.E123``: a template has a brace left unpaired (saved by code, or before the
+  admin refused them).
 
 "Inside" means later in the chain's execution order (larger order; equal orders keep the
 rows' saved order).
@@ -136,7 +138,7 @@ def lint(snapshot: Mapping[str, Any]) -> list[LintMessage]:
                 _error(
                     "advisors_app.E108",
                     f"{label}: unknown advisor type {advisor['type']!r}.",
-                    "Registered types: " + (", ".join(t.key for t in advisor_types) or "none"),
+                    "Registered types: " + (", ".join(advisor_types.keys) or "none"),
                 )
             )
             continue
@@ -173,13 +175,7 @@ def _chain_messages(snapshot: Mapping[str, Any]) -> list[LintMessage]:
     references = snapshot["references"]
     model = snapshot["chat_model"]
     if model is not None and references.get(f"chat_model:{model}") is None:
-        messages.append(
-            _error(
-                "advisors_app.E110",
-                f"chat model {model!r} does not exist.",
-                "Choose an existing chat model configuration.",
-            )
-        )
+        messages.append(_missing("chat_model", "chat_model", model))
     template = snapshot["system_template"]
     if template:
         messages.extend(_template_messages("system template", template, references, required=None))
@@ -233,8 +229,8 @@ def _missing(where: str, kind_key: str, slug: str) -> LintMessage:
 def _template_messages(
     where: str, slug: str, references: Mapping[str, Any], required: list[str] | None
 ) -> list[LintMessage]:
-    """E110 for a missing template; E106 for one with an unpaired brace (saved before the
-    admin refused them) or without the placeholders its advisor requires."""
+    """E110 for a missing template; E123 for one with an unpaired brace (saved before the
+    admin refused them); E106 for one without the placeholders its advisor requires."""
     found = references.get(f"prompt_template:{slug}")
     if found is None:
         return [_missing(where, "prompt_template", slug)]
@@ -242,7 +238,7 @@ def _template_messages(
         assert_balanced_braces(found["text"])
     except ValueError as exc:
         hint = "Fix the template text; write {{ and }} for literal braces."
-        return [_error("advisors_app.E106", f"{where}: template {slug!r}: {exc}", hint)]
+        return [_error("advisors_app.E123", f"{where}: template {slug!r}: {exc}", hint)]
     if required:
         try:
             assert_placeholders(found["text"], required)
@@ -389,27 +385,9 @@ def _session_messages(rows: list[_Row], has_tools: bool) -> list[LintMessage]:
     tools = _with_role(rows, "tool")
     loop = tools[0].order if tools else (DEFAULT_TOOL_CALLING_ORDER if has_tools else None)
     for row in sessions:
-        inner = parse_order(with_defaults(row.type, row.params)["memory_order"])
-        if loop is not None and not row.order < loop < inner:
-            messages.append(
-                _error(
-                    "advisors_app.E116",
-                    f"{_describe(row)} with memory_order {format_order(inner)}: session memory "
-                    f"needs its turn advisor outside the tool loop (order "
-                    f"{format_order(loop)}) and its memory advisor inside it.",
-                    "Give the row an order below the tool loop's (default HIGHEST+200) and "
-                    "memory_order above it (default HIGHEST+301).",
-                )
-            )
-        elif loop is None and not row.order < inner:
-            messages.append(
-                _error(
-                    "advisors_app.E116",
-                    f"{_describe(row)}: memory_order {format_order(inner)} must be larger than "
-                    "the row's order (the memory advisor runs inside the turn advisor).",
-                    "Leave memory_order at its default (HIGHEST+301).",
-                )
-            )
+        misplaced = _session_placement(row, loop)
+        if misplaced:
+            messages.append(_error("advisors_app.E116", *misplaced))
         for other in rows:
             if other.type.key in CHAT_MEMORY_TYPES:
                 messages.append(
@@ -422,6 +400,28 @@ def _session_messages(rows: list[_Row], has_tools: bool) -> list[LintMessage]:
                     )
                 )
     return messages
+
+
+def _session_placement(row: _Row, loop: int | None) -> tuple[str, str] | None:
+    """E116's message and hint when session memory's two advisors are out of place: the turn
+    advisor (the row's order) outside the tool loop (order ``loop``; ``None``: no loop) and
+    the memory advisor (``memory_order``) inside it, or inside the turn advisor."""
+    inner = parse_order(with_defaults(row.type, row.params)["memory_order"])
+    if loop is not None and not row.order < loop < inner:
+        return (
+            f"{_describe(row)} with memory_order {format_order(inner)}: session memory "
+            f"needs its turn advisor outside the tool loop (order {format_order(loop)}) and "
+            "its memory advisor inside it.",
+            "Give the row an order below the tool loop's (default HIGHEST+200) and "
+            "memory_order above it (default HIGHEST+301).",
+        )
+    if loop is None and not row.order < inner:
+        return (
+            f"{_describe(row)}: memory_order {format_order(inner)} must be larger than the "
+            "row's order (the memory advisor runs inside the turn advisor).",
+            "Leave memory_order at its default (HIGHEST+301).",
+        )
+    return None
 
 
 def _chat_memory_messages(rows: list[_Row]) -> list[LintMessage]:

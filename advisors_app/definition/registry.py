@@ -16,9 +16,8 @@ Params refer to other rows by slug; the schema says which with the ``x-reference
 placeholders (``"x-required-placeholders": ["query"]``). The runtime resolves every reference
 into the chain's configuration snapshot before building, so factories never query the database.
 
-Built-in types are in :mod:`advisors_app.definition.advisor_types`. A third-party app registers its
-own
-from its ``AppConfig.ready()``::
+Built-in types are in :mod:`advisors_app.definition.advisor_types`. A third-party app registers
+its own from its ``AppConfig.ready()``::
 
     from advisors_app.definition.registry import AdvisorType, advisor_types
 
@@ -29,17 +28,21 @@ from its ``AppConfig.ready()``::
                 advisor_class=ShoutAdvisor,  # or default_order=..., roles=... given here
                 params_schema={"type": "object", "properties": {}, "additionalProperties": False},
             ))
+
+The registries here are :class:`advisors_app.core.registry.Registry` subclasses, like the tool
+and evaluator registries; a test registers a type for its own duration with
+``with advisor_types.registered(my_type): ...``.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, Advisor, AdvisorRole
+from advisors_app.core.registry import Registry
 from advisors_app.validation import FieldErrors, check_schema, schema_errors
 
 
@@ -286,54 +289,13 @@ def _describe(key: str, errors: FieldErrors) -> str:
     return f"invalid params for advisor type {key!r}: {details}"
 
 
-class AdvisorTypeRegistry:
-    """Advisor types by key; thread-safe; iteration in registration order."""
+class AdvisorTypeRegistry(Registry[AdvisorType]):
+    """Advisor types by key (a :class:`~advisors_app.core.registry.Registry`): thread-safe,
+    iteration in registration order; ``advisor_types["nope"]`` raises ``KeyError("Unknown
+    advisor type 'nope'. Registered types: ...")``."""
 
-    def __init__(self) -> None:
-        self._types: dict[str, AdvisorType] = {}
-        self._lock = threading.Lock()
-
-    def register(self, advisor_type: AdvisorType, *, replace: bool = False) -> AdvisorType:
-        """Add ``advisor_type``; ``ValueError`` if its key is taken (unless ``replace``)."""
-        with self._lock:
-            if advisor_type.key in self._types and not replace:
-                raise ValueError(
-                    f"advisor type {advisor_type.key!r} is already registered; "
-                    "pass replace=True to swap it"
-                )
-            self._types[advisor_type.key] = advisor_type
-        return advisor_type
-
-    def unregister(self, key: str) -> None:
-        with self._lock:
-            self._types.pop(key, None)
-
-    def get(self, key: str) -> AdvisorType | None:
-        return self._types.get(key)
-
-    def __getitem__(self, key: str) -> AdvisorType:
-        found = self._types.get(key)
-        if found is None:
-            raise KeyError(unknown_type_message(key, self))
-        return found
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._types
-
-    def __iter__(self) -> Iterator[AdvisorType]:
-        return iter(tuple(self._types.values()))
-
-    def __len__(self) -> int:
-        return len(self._types)
-
-    def choices(self) -> list[tuple[str, str]]:
-        """``(key, label)`` pairs for a form's select."""
-        return [(t.key, f"{t.label} ({t.key})") for t in self]
-
-
-def unknown_type_message(key: Any, registry: AdvisorTypeRegistry) -> str:
-    known = ", ".join(t.key for t in registry) or "none"
-    return f"Unknown advisor type {key!r}. Registered types: {known}."
+    kind = "advisor type"
+    kinds = "types"
 
 
 #: The process-wide registry the models, admin, API and runtime use.
@@ -357,7 +319,7 @@ def params_errors(key: str, params: Any) -> FieldErrors:
     """
     advisor_type = advisor_types.get(key)
     if advisor_type is None:
-        return {"advisor_type": [unknown_type_message(key, advisor_types)]}
+        return {"advisor_type": [advisor_types.unknown_message(key)]}
     if not isinstance(params, Mapping):
         return {"params": ["Enter a JSON object."]}
     return schema_errors(advisor_type.params_schema, params, "params")
@@ -411,21 +373,18 @@ class ReferenceKind:
     missing: Callable[[str], dict[str, Any] | None] = lambda slug: None
 
 
-class ReferenceKindRegistry:
-    """Reference kinds by key (``word_list``, ``prompt_template``, ``chat_model``, ...)."""
+class ReferenceKindRegistry(Registry[ReferenceKind]):
+    """Reference kinds by key (``word_list``, ``prompt_template``, ``chat_model``, ...).
 
-    def __init__(self) -> None:
-        self._kinds: dict[str, ReferenceKind] = {}
+    Unlike the other registries, registering a taken key replaces it by default: the app and
+    its MCP support register their kinds from ``ready()``, which may run more than once.
+    """
 
-    def register(self, kind: ReferenceKind) -> ReferenceKind:
-        self._kinds[kind.key] = kind
-        return kind
+    kind = "reference kind"
+    kinds = "kinds"
 
-    def get(self, key: str) -> ReferenceKind | None:
-        return self._kinds.get(key)
-
-    def __iter__(self) -> Iterator[ReferenceKind]:
-        return iter(tuple(self._kinds.values()))
+    def register(self, item: ReferenceKind, *, replace: bool = True) -> ReferenceKind:
+        return super().register(item, replace=replace)
 
 
 reference_kinds = ReferenceKindRegistry()

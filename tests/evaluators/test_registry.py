@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from advisors_app.core.registry import Registry
 from advisors_app.evaluation.evaluators import (
     BUILTIN_EVALUATORS,
     BaseEvaluator,
@@ -16,6 +17,7 @@ from advisors_app.evaluation.evaluators import (
     EvaluatorParamsError,
     EvaluatorRegistry,
     EvaluatorSpec,
+    EvaluatorType,
     evaluator_registry,
     register_builtins,
 )
@@ -273,6 +275,24 @@ def test_a_value_error_from_a_factory_is_reported_on_params() -> None:
 
     registry.register("picky", params_schema=SHORTER_SCHEMA, factory=factory)
     assert registry.params_errors("picky", {}) == {"params": ["limit and text disagree"]}
+
+
+def test_a_ready_evaluator_type_registers_like_an_advisor_type() -> None:
+    registry = EvaluatorRegistry()
+    ready = EvaluatorType("brief", SHORTER_SCHEMA, lambda spec: Shorter(spec.key, 5))
+    assert registry.register(ready) is ready and registry["brief"] is ready
+    assert isinstance(registry, Registry)
+    with pytest.raises(TypeError, match=r"register\('brief2', \.\.\.\) needs params_schema="):
+        registry.register("brief2", factory=lambda spec: Shorter(spec.key, 5))
+    with pytest.raises(KeyError, match=r"'nope'\. Registered evaluators: brief\."):
+        registry["nope"]
+
+
+def test_an_evaluator_registered_for_a_block_is_gone_after_it() -> None:
+    temporary = EvaluatorType("shorter_than", SHORTER_SCHEMA, lambda spec: Shorter(spec.key, 5))
+    with evaluator_registry.registered(temporary):
+        assert evaluator_registry.params_errors("shorter_than", {}) == {}
+    assert "shorter_than" not in evaluator_registry
 
 
 def test_a_private_registry_takes_the_builtins() -> None:

@@ -21,7 +21,7 @@ from advisors_app.definition.runtime import load_chain
 from advisors_app.mcp import McpServerError, McpToolCallback, mcp_pool, stdio_config
 from advisors_app.mcp.discovery import server_config
 from advisors_app.models import McpServer
-from advisors_app.turn.service import call_turn, stream_turn
+from advisors_app.turn import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
 from tests.mcp.conftest import TOKEN
 
@@ -264,7 +264,7 @@ def test_a_bad_stdio_entry_fails_manage_py_check(settings: Any) -> None:
         "MCP_SERVERS": {"files": {"command": "npx", "args": "-y server"}},
     }
     [error] = check_settings(None)
-    assert error.id == "advisors_app.E003" and "['files']['args']" in error.msg
+    assert error.id == "advisors_app.E009" and "['files']['args']" in error.msg
     settings.ADVISORS = {**settings.ADVISORS, "MCP_SERVERS": {"bad slug": {"command": "x"}}}
     [error] = check_settings(None)
     assert "must be a slug" in error.msg

@@ -7,56 +7,40 @@ startup and stores only names in the database.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from ..exceptions import AdvisorStateError
+from ..registry import Registry
 from .callback import ToolCallback
 
 __all__ = ["ToolRegistry"]
 
 
-class ToolRegistry:
-    """Named :class:`ToolCallback` objects; thread-safe, iteration in registration order.
+class ToolRegistry(Registry[ToolCallback]):
+    """Named :class:`ToolCallback` objects (a :class:`~advisors_app.core.registry.Registry`
+    keyed by ``callback.name``); thread-safe, iteration in registration order.
 
-    ``register`` raises ``ValueError`` when another tool already has the name (pass
-    ``replace=True`` to swap it); ``resolve(names)`` raises
+    ``register`` raises ``ValueError`` for anything but a ``ToolCallback`` and when another tool
+    already has the name (pass ``replace=True`` to swap it); ``resolve(names)`` raises
     ``AdvisorStateError("No ToolCallback found for tool name: <name>")`` for an unknown name
     (Spring AI's message).
     """
 
-    def __init__(self, tools: Iterable[ToolCallback] = ()) -> None:
-        self._tools: dict[str, ToolCallback] = {}
-        self._lock = threading.Lock()
-        for callback in tools:
-            self.register(callback)
+    kind = "tool"
+    kinds = "tools"
 
-    def register(self, callback: ToolCallback, *, replace: bool = False) -> ToolCallback:
-        """Add ``callback`` under its name and return it (usable as a decorator on ``@tool``)."""
-        if not isinstance(callback, ToolCallback):
-            raise ValueError(f"expected a ToolCallback (use @tool), got {callback!r}")
-        name = callback.name
-        with self._lock:
-            existing = self._tools.get(name)
-            if existing is not None and existing is not callback and not replace:
-                raise ValueError(
-                    f"a tool named {name!r} is already registered; pass replace=True to swap it"
-                )
-            self._tools[name] = callback
-        return callback
+    def key_of(self, item: ToolCallback) -> str:
+        return item.name
 
-    def unregister(self, name: str) -> None:
-        with self._lock:
-            self._tools.pop(name, None)
-
-    def get(self, name: str) -> ToolCallback | None:
-        return self._tools.get(name)
+    def validate(self, item: ToolCallback) -> None:
+        if not isinstance(item, ToolCallback):
+            raise ValueError(f"expected a ToolCallback (use @tool), got {item!r}")
 
     def resolve(self, names: Iterable[str]) -> tuple[ToolCallback, ...]:
         """The callbacks for ``names``, in the order given."""
         resolved = []
         for name in names:
-            callback = self._tools.get(name)
+            callback = self.get(name)
             if callback is None:
                 raise AdvisorStateError(f"No ToolCallback found for tool name: {name}")
             resolved.append(callback)
@@ -64,13 +48,5 @@ class ToolRegistry:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(self._tools)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
-
-    def __iter__(self) -> Iterator[ToolCallback]:
-        return iter(tuple(self._tools.values()))
-
-    def __len__(self) -> int:
-        return len(self._tools)
+        """The registered tool names, in registration order (:attr:`keys`)."""
+        return self.keys

@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import inspect
 import re
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from advisors_app.core.model import ChatModel
+from advisors_app.core.registry import Registry
 from advisors_app.validation import FieldErrors, check_schema, object_schema, schema_errors
 
 from .base import Evaluator, EvaluatorParamsError
@@ -181,71 +181,45 @@ class EvaluatorType:
         return evaluator
 
 
-class EvaluatorRegistry:
-    """Evaluator types by key; thread-safe; iteration in registration order."""
+class EvaluatorRegistry(Registry[EvaluatorType]):
+    """Evaluator types by key (a :class:`~advisors_app.core.registry.Registry`): thread-safe,
+    iteration in registration order; ``evaluator_registry["nope"]`` raises ``KeyError("Unknown
+    evaluator 'nope'. Registered evaluators: ...")``."""
 
-    def __init__(self) -> None:
-        self._types: dict[str, EvaluatorType] = {}
-        self._lock = threading.Lock()
+    kind = "evaluator"
+    kinds = "evaluators"
 
     def register(
         self,
-        key: str,
+        item: EvaluatorType | str,
         *,
-        params_schema: Mapping[str, Any],
-        factory: Callable[[EvaluatorSpec], Evaluator],
+        params_schema: Mapping[str, Any] | None = None,
+        factory: Callable[[EvaluatorSpec], Evaluator] | None = None,
         description: str = "",
         label: str = "",
         replace: bool = False,
     ) -> EvaluatorType:
-        """Add an evaluator type; ``ValueError`` if the key is taken (unless ``replace``), is
-        no lower_snake_case key, or the schema is no valid JSON Schema object."""
-        evaluator_type = EvaluatorType(key, params_schema, factory, description, label)
-        return self.register_type(evaluator_type, replace=replace)
+        """Add an evaluator type: a ready :class:`EvaluatorType`, or its key with
+        ``params_schema``, ``factory``, ``description`` and ``label`` to build one.
+
+        ``ValueError`` if the key is taken (unless ``replace``), is no lower_snake_case key,
+        or the schema is no valid JSON Schema object; ``TypeError`` when a key comes without
+        ``params_schema`` and ``factory``.
+        """
+        if isinstance(item, str):
+            if params_schema is None or factory is None:
+                raise TypeError(
+                    f"evaluator_registry.register({item!r}, ...) needs params_schema= and "
+                    "factory= (or pass a ready EvaluatorType)"
+                )
+            item = EvaluatorType(item, params_schema, factory, description, label)
+        return super().register(item, replace=replace)
 
     def register_type(
         self, evaluator_type: EvaluatorType, *, replace: bool = False
     ) -> EvaluatorType:
-        """Add a ready :class:`EvaluatorType` (what :meth:`register` builds)."""
-        with self._lock:
-            if evaluator_type.key in self._types and not replace:
-                raise ValueError(
-                    f"evaluator {evaluator_type.key!r} is already registered; pass "
-                    "replace=True to swap it"
-                )
-            self._types[evaluator_type.key] = evaluator_type
-        return evaluator_type
-
-    def unregister(self, key: str) -> None:
-        with self._lock:
-            self._types.pop(key, None)
-
-    def get(self, key: str) -> EvaluatorType | None:
-        return self._types.get(key)
-
-    def __getitem__(self, key: str) -> EvaluatorType:
-        found = self._types.get(key)
-        if found is None:
-            raise KeyError(self._unknown(key))
-        return found
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._types
-
-    def __iter__(self) -> Iterator[EvaluatorType]:
-        return iter(tuple(self._types.values()))
-
-    def __len__(self) -> int:
-        return len(self._types)
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """The registered keys, in registration order."""
-        return tuple(self._types)
-
-    def choices(self) -> list[tuple[str, str]]:
-        """``(key, label)`` pairs for a form's select."""
-        return [(t.key, f"{t.label} ({t.key})") for t in self]
+        """Add a ready :class:`EvaluatorType` (what :meth:`register` builds from a key)."""
+        return self.register(evaluator_type, replace=replace)
 
     def build(
         self,
@@ -260,9 +234,9 @@ class EvaluatorRegistry:
         looked up at the first evaluation). An unknown key raises
         :class:`EvaluatorParamsError` on the field ``evaluator``.
         """
-        evaluator_type = self._types.get(key)
+        evaluator_type = self.get(key)
         if evaluator_type is None:
-            raise EvaluatorParamsError({"evaluator": [self._unknown(key)]})
+            raise EvaluatorParamsError({"evaluator": [self.unknown_message(key)]})
         return evaluator_type.build(params, services)
 
     def params_errors(self, key: str, params: Any) -> FieldErrors:
@@ -276,10 +250,6 @@ class EvaluatorRegistry:
         except EvaluatorParamsError as exc:
             return exc.errors
         return {}
-
-    def _unknown(self, key: Any) -> str:
-        known = ", ".join(self._types) or "none"
-        return f"Unknown evaluator {key!r}. Registered evaluators: {known}."
 
 
 #: The process-wide registry runs, the admin and the API use.

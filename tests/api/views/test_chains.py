@@ -164,7 +164,7 @@ def test_a_template_with_an_unpaired_brace_is_refused(staff: Any) -> None:
     response = client_for(staff).post("/api/chains/", chain, format="json")
     [error] = response.json()["error"]["fields"]["advisors"]
     assert error.startswith(
-        "advisors_app.E106: advisor #1 (prompt_chat_memory): params.system_prompt_template: "
+        "advisors_app.E123: advisor #1 (prompt_chat_memory): params.system_prompt_template: "
         "template 'typo': Unbalanced \"{\" at line 2, column 10 ('{oops')"
     )
     chain.update(system_prompt="", system_template="typo", advisors=[])

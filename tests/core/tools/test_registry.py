@@ -40,7 +40,7 @@ def test_duplicates_and_unknown_names():
         """Other."""
         return ""
 
-    with pytest.raises(ValueError, match="a tool named 'alpha' is already registered"):
+    with pytest.raises(ValueError, match="tool 'alpha' is already registered"):
         registry.register(other)
     registry.register(other, replace=True)
     assert registry.get("alpha") is other
