@@ -18,11 +18,12 @@ from advisors_app.core.messages import SystemMessage, UserMessage
 from advisors_app.core.prompt import Prompt
 from advisors_app.core.tokens import TiktokenTokenCountEstimator
 from advisors_app.costs.budgets import budget_warning, clear_budget_cache
+from advisors_app.costs.metering import PROMPT_TOKEN_FACTOR
 from advisors_app.costs.pricing import ModelRef, clear_price_cache, cost_of, price_book
 from advisors_app.definition.runtime import clear_cache
 from advisors_app.models import Budget, BudgetCounter, CallLog, ChatModelConfig, ModelPrice
+from advisors_app.turn import call_turn, stream_turn
 from advisors_app.turn.events import BudgetWarningEvent, DeltaEvent, DoneEvent, TurnError
-from advisors_app.turn.service import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -132,25 +133,27 @@ async def test_an_unknown_price_is_stored_as_unknown(user: Any) -> None:
 def test_twenty_concurrent_calls_with_budget_for_seven_admit_seven(user: Any) -> None:
     """Real threads, each with its own event loop and database connection."""
     model = ChatModelConfig.objects.create(
-        slug="input-only", provider="scripted", settings={"responses": ["ok"], "chunk_delay": 0}
+        slug="output-only", provider="scripted", settings={"responses": ["ok"], "chunk_delay": 0}
     )
     model.pricing = "manual"
     model.save()
-    # Output is free, so a call's worst case is exactly its actual cost: the limit admits
-    # exactly seven whatever the interleaving.
+    # Input is free and the answer ("ok", one token) is all max_tokens allows, so a call's
+    # worst case is exactly its actual cost: the limit admits exactly seven whatever the
+    # interleaving.
     ModelPrice.objects.create(
-        chat_model=model, input_per_million=Decimal(1000), output_per_million=Decimal(0)
+        chat_model=model, input_per_million=Decimal(0), output_per_million=Decimal(1000)
     )
     chain = make_chain(model=model, system_prompt="Be brief.")
-    one = Decimal(prompt_tokens("same question")) * 1000 / MILLION
+    one = Decimal(1000) / MILLION
     budget = Budget.objects.create(name="daily", scope="user", period="day", limit=one * 7)
+    one_token = {"options": {"max_tokens": 1}}
     results: list[str] = []
     start = threading.Barrier(20)
 
     def run() -> None:
         start.wait()
         try:
-            async_to_sync(call_turn)(chain.slug, user, "same question")
+            async_to_sync(call_turn)(chain.slug, user, "same question", params=one_token)
             results.append("ok")
         except TurnError as refused:
             results.append(refused.code)
@@ -186,8 +189,9 @@ async def test_a_cancelled_stream_settles_its_partial_cost_and_releases_the_rest
     async for event in stream:
         if isinstance(event, DeltaEvent):
             reserved = (await BudgetCounter.objects.aget(budget=budget)).reserved
-            # The worst case: the prompt and 500 answer tokens, reserved before the call.
-            assert reserved == (Decimal(prompt_tokens("count")) + 500 * 2) / MILLION
+            # The worst case: the prompt's bound and 500 answer tokens, reserved before the call.
+            bound = PROMPT_TOKEN_FACTOR * prompt_tokens("count")
+            assert reserved == (Decimal(bound) + 500 * 2) / MILLION
             break
     await stream.aclose()
     state = await BudgetCounter.objects.aget(budget=budget)
@@ -206,14 +210,14 @@ async def test_a_used_up_budget_refuses_every_transport_shape_with_its_reset_tim
     # A long system text: the message alone fits what is left, the whole prompt does not.
     long_system = "Answer briefly and precisely. " * 20
     chain = await sync_to_async(make_chain)(model=model, system_prompt=long_system)
-    budget = await Budget.objects.acreate(name="tiny", period="day", limit=Decimal("0.0003"))
+    budget = await Budget.objects.acreate(name="tiny", period="day", limit=Decimal("0.0004"))
     few = {"options": {"max_tokens": 5}}
     await call_turn(chain.slug, user, "first", params=few)  # fits
     state = await BudgetCounter.objects.aget(budget=budget)
     assert state.spent > 0
     # The message alone cannot fit what is left: refused before the turn runs.
     with pytest.raises(TurnError) as early:
-        await call_turn(chain.slug, user, "second", params={"options": {"max_tokens": 100}})
+        await call_turn(chain.slug, user, "second", params={"options": {"max_tokens": 150}})
     assert early.value.code == "budget_exceeded"
     assert "left, less than this call may cost (up to" in early.value.message
     # The message fits, the prompt with the system text does not: refused inside the chain,
@@ -221,20 +225,21 @@ async def test_a_used_up_budget_refuses_every_transport_shape_with_its_reset_tim
     with pytest.raises(BudgetExceededError):
         await call_turn(chain.slug, user, "second", params={"options": {"max_tokens": 50}})
     # Used up entirely: refused before the turn runs (a stream before it opens).
-    await BudgetCounter.objects.filter(budget=budget).aupdate(spent=Decimal("0.0003"))
+    await BudgetCounter.objects.filter(budget=budget).aupdate(spent=Decimal("0.0004"))
     with pytest.raises(TurnError) as refused:
         await stream_turn(chain.slug, user, "third")
     error = refused.value
     assert (error.code, error.http_status) == ("budget_exceeded", 429)
     assert error.reset_at is not None and error.retry_after >= 1
-    assert "'tiny' (0.0003 USD per day) is used up; it resets at" in error.message
+    assert "'tiny' (0.0004 USD per day) is used up; it resets at" in error.message
 
 
 async def test_downgrade_switches_the_model_for_the_rest_of_the_period(user: Any) -> None:
     model = await sync_to_async(priced_model)("big", answer="From the big model.")
     cheap = await sync_to_async(scripted_model)("cheap", responses=("From the cheap model.",))
     chain = await sync_to_async(make_chain)(model=model, system_prompt="Be brief.")
-    limit = (Decimal(prompt_tokens("hello")) + 2 * 300) / MILLION
+    # Room for the big model's worst case once: the prompt's bound and 300 answer tokens.
+    limit = (Decimal(PROMPT_TOKEN_FACTOR * prompt_tokens("hello")) + 2 * 300) / MILLION
     await Budget.objects.acreate(
         name="switch",
         period="day",
@@ -330,7 +335,8 @@ async def test_a_block_budget_lets_the_cheaper_model_through_once_a_downgrade_is
     )
     chain = await sync_to_async(make_chain)(model=model, system_prompt="Be brief.")
     options = {"options": {"max_tokens": 300}}
-    one = (Decimal(prompt_tokens("hello")) + 2 * 300) / MILLION  # the dear model's worst case
+    # The dear model's worst case: the prompt's bound and 300 answer tokens.
+    one = (Decimal(PROMPT_TOKEN_FACTOR * prompt_tokens("hello")) + 2 * 300) / MILLION
     # Created first (a lower id): block budgets used to be checked before downgrade ones.
     block = await Budget.objects.acreate(name="block", period="day", limit=one * 2)
     await Budget.objects.acreate(

@@ -1,13 +1,9 @@
-"""Budgets: which apply to a turn, and reserving, settling and releasing spend atomically.
+"""Budgets: which apply to a turn, the check before it runs, and the warnings.
 
-Before each model call a turn **reserves** the call's worst case on every budget that applies
-to it (:func:`reserve`): one conditional upsert of the budget's counter per budget —
-``spent + reserved + estimate <= limit``, evaluated by PostgreSQL on the locked row — so
-parallel calls can never pass a limit together (the check-then-record race of peers). The same
-statement settles the previous round of the turn (its actual cost moves from ``reserved`` to
-``spent``) and rolls the counter into a new period when the old one ended. When the turn ends,
-:func:`settle` books what is still outstanding: the last round's cost, and the release of
-every reservation not used (errors, cancelled streams).
+A turn is held to every enabled budget that counts it (:func:`applicable_budgets`). Before it
+runs, :func:`precheck` refuses it when a ``block`` budget cannot take even its cheapest first
+call; before each model call it then reserves the call's worst case on all of them, and books
+what each call cost when it ends (:mod:`advisors_app.costs.reservations`).
 
 - ``block`` budgets refuse the call (:class:`~advisors_app.core.exceptions.BudgetExceededError`
   with the period's reset time);
@@ -17,6 +13,16 @@ every reservation not used (errors, cancelled streams).
 Any budget past its soft limit (or a ``warn`` budget past its limit) adds a warning to the turn;
 the first time in a period it is also sent as the :data:`budget_warning` signal.
 
+Each process keeps the list of enabled budgets (:func:`applicable_budgets`), but what holds a
+turn to a budget is read from the budget's row by the statements that check and reserve: its
+limit, whether it is still enabled, whether it still exists. A budget deleted, disabled or
+given another limit in any process (admin, shell, another server) is therefore seen by the
+next check or model call of every turn it covers; a deleted or disabled one is skipped (and
+logged), never a failure. Seeing such a change drops this process's list, and a caller that
+reads the budgets' :func:`budgets_stamp` in a query it runs anyway (as the chain label is read
+with the version) has the list read again as soon as any budget row changed anywhere — the
+way a new budget is seen at once.
+
 Spend in another currency than the budget's is not counted against it (logged); a call whose
 price is unknown reserves nothing (its cost is flagged unknown in the call log).
 A reservation left by a process that died is dropped when the counter's period rolls over.
@@ -25,16 +31,16 @@ A reservation left by a process that died is dropped when the counter's period r
 from __future__ import annotations
 
 import calendar
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
+from django.db.models.expressions import RawSQL
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import Signal
 from django.utils import timezone
@@ -43,21 +49,22 @@ from advisors_app.core.exceptions import BudgetExceededError
 from advisors_app.models import Budget, BudgetCounter
 
 __all__ = [
+    "MAX_AMOUNT",
     "ApplicableBudget",
     "BudgetWarning",
-    "Reservation",
     "applicable_budgets",
     "budget_warning",
+    "budgets_stamp",
+    "clamp",
     "clear_budget_cache",
     "counter_state",
     "money",
     "period_bounds",
     "precheck",
-    "reserve",
-    "settle",
+    "refusal",
+    "warnings_for",
 ]
 
-logger = logging.getLogger(__name__)
 _ZERO = Decimal(0)
 
 #: Sent once per budget, subject and period when spend passes the soft limit (or a ``warn``
@@ -65,7 +72,8 @@ _ZERO = Decimal(0)
 #: ``limit``, ``currency``, ``reset_at``, ``user`` (whose call crossed it).
 budget_warning = Signal()
 
-#: How long a process keeps the list of enabled budgets (dropped at once on a local change).
+#: How long a process keeps the list of enabled budgets at most (dropped at once on a change
+#: here, or one a turn finds; see the module docstring).
 CACHE_SECONDS = 5.0
 
 
@@ -106,6 +114,9 @@ class ApplicableBudget:
     action: str
     #: The configuration a downgrade switches to: ``(slug, to_config())``.
     downgrade_to: tuple[str, dict[str, Any]] | None = None
+    #: The version of the budget's row this was read from (PostgreSQL's ``xmin``: it changes
+    #: with every update of the row, whoever makes it).
+    version: str = ""
 
     @property
     def soft_limit(self) -> Decimal | None:
@@ -147,24 +158,28 @@ class BudgetWarning:
         }
 
 
-@dataclass
-class Reservation:
-    """What one turn has booked per budget and not yet settled."""
-
-    #: Budget id → reserved amount not yet released.
-    reserved: dict[int, Decimal] = field(default_factory=dict)
-    #: Budget id → actual cost not yet added to ``spent``.
-    unsettled: dict[int, Decimal] = field(default_factory=dict)
-
-
 # -- which budgets apply ------------------------------------------------------------------
 
 
+_TABLE = BudgetCounter._meta.db_table
+_BUDGETS = Budget._meta.db_table
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    read_at: float
+    #: The :func:`budgets_stamp` the list was read for (``None``: read without one).
+    stamp: str | None
+    rows: tuple[Budget, ...]
+
+
 _lock = threading.Lock()
-_cache: tuple[float, tuple[Budget, ...]] | None = None
+_cache: _Cached | None = None
 
 
 def clear_budget_cache(**_: Any) -> None:
+    """Drop this process's list of enabled budgets (on every save or delete of one here, and
+    when a turn finds one changed elsewhere)."""
     global _cache
     _cache = None
 
@@ -173,24 +188,53 @@ post_save.connect(clear_budget_cache, sender=Budget, dispatch_uid="budgets-save"
 post_delete.connect(clear_budget_cache, sender=Budget, dispatch_uid="budgets-delete")
 
 
-def _enabled_budgets() -> tuple[Budget, ...]:
+def budgets_stamp() -> RawSQL:
+    """An expression of the budgets' state, to read in a query that runs anyway (a turn reads
+    it with its chain version, as the label is read): a text that changes with every insert,
+    update or delete of a budget row, in any process and by any means (admin, shell, raw SQL).
+    Pass what it read to :func:`applicable_budgets`. (The row count and the sum of the rows'
+    ``xmin``, the transaction that last wrote each: PostgreSQL only, as the counters' upserts.)"""
+    return RawSQL(
+        f"SELECT count(*)::text || ':' || coalesce(sum(xmin::text::bigint), 0)::text "
+        f'FROM "{_BUDGETS}"',
+        (),
+    )
+
+
+def _enabled_budgets(stamp: str | None) -> tuple[Budget, ...]:
     global _cache
     cached = _cache
-    if cached is not None and time.monotonic() - cached[0] < CACHE_SECONDS:
-        return cached[1]
+    if (
+        cached is not None
+        and time.monotonic() - cached.read_at < CACHE_SECONDS
+        and (stamp is None or stamp == cached.stamp)
+    ):
+        return cached.rows
     with _lock:
-        rows = tuple(Budget.objects.filter(enabled=True).select_related("downgrade_to"))
-        _cache = (time.monotonic(), rows)
+        rows = tuple(
+            Budget.objects.filter(enabled=True)
+            .select_related("downgrade_to")
+            .annotate(row_version=RawSQL(f'"{_BUDGETS}".xmin::text', ()))
+        )
+        # The stamp was read before these rows: should a budget have changed in between, the
+        # next stamp differs and the list is read again (never kept stale).
+        _cache = _Cached(time.monotonic(), stamp, rows)
     return rows
 
 
 def applicable_budgets(
-    user: Any, chain_id: int | None, tenant_of: Callable[[], str | None]
+    user: Any,
+    chain_id: int | None,
+    tenant_of: Callable[[], str | None],
+    stamp: str | None = None,
 ) -> list[ApplicableBudget]:
     """Blocking: the enabled budgets that count ``user``'s turn on chain ``chain_id``;
     ``tenant_of`` gives the user's tenant (asked only when a tenant budget exists). No query
-    while the cached list is fresh and no group budget exists."""
-    budgets = _enabled_budgets()
+    while the cached list is fresh and no group budget exists. Fresh: younger than
+    :data:`CACHE_SECONDS` and, when ``stamp`` (what :func:`budgets_stamp` read) is given, read
+    for that stamp — so a budget created, changed or deleted in another process is seen at
+    once."""
+    budgets = _enabled_budgets(stamp)
     if not budgets:
         return []
     groups: set[int] | None = None
@@ -232,45 +276,21 @@ def applicable_budgets(
                 budget.soft_limit_percent,
                 budget.action,
                 downgrade,
+                budget.row_version,
             )
         )
     return found
 
 
-# -- reserving and settling ---------------------------------------------------------------
+# -- the check before a turn runs -------------------------------------------------------
 
-_TABLE = BudgetCounter._meta.db_table
-
-# One statement per budget: roll the counter into the current period, settle the turn's
-# previous round, and reserve this round — only where the result stays within the limit
-# (``%(conditional)s`` false: always). ``c`` is the stored row, EXCLUDED the new values.
-_RESERVE = f"""
-INSERT INTO {_TABLE} AS c
-    (budget_id, subject, period_start, spent, reserved, updated_at)
-VALUES (%(budget)s, %(subject)s, %(start)s, %(settle)s, %(estimate)s, now())
-ON CONFLICT (budget_id, subject) DO UPDATE SET
-    spent = (CASE WHEN c.period_start < EXCLUDED.period_start THEN 0 ELSE c.spent END)
-        + %(settle)s,
-    reserved = GREATEST(
-        (CASE WHEN c.period_start < EXCLUDED.period_start THEN 0 ELSE c.reserved END)
-        - %(release)s, 0) + %(estimate)s,
-    period_start = GREATEST(c.period_start, EXCLUDED.period_start),
-    updated_at = now()
-WHERE NOT %(conditional)s OR (
-    (c.tripped_period IS NULL OR c.tripped_period < EXCLUDED.period_start)
-    AND (CASE WHEN c.period_start < EXCLUDED.period_start THEN 0 ELSE c.spent END)
-        + %(settle)s
-        + GREATEST((CASE WHEN c.period_start < EXCLUDED.period_start THEN 0
-                    ELSE c.reserved END) - %(release)s, 0)
-        + %(estimate)s <= %(limit)s)
-RETURNING spent, reserved
-"""
-
-_TRIP = f"""
-INSERT INTO {_TABLE} AS c
-    (budget_id, subject, period_start, spent, reserved, tripped_period, updated_at)
-VALUES (%(budget)s, %(subject)s, %(start)s, 0, 0, %(start)s, now())
-ON CONFLICT (budget_id, subject) DO UPDATE SET tripped_period = EXCLUDED.tripped_period
+# Before a turn runs: each budget's row as it is now (none when deleted or disabled) with the
+# subject's counter, in one query.
+_STATES = f"""
+SELECT b.id, b."limit", b.xmin::text, c.period_start, c.spent, c.reserved, c.tripped_period
+FROM unnest(%(budgets)s::bigint[], %(subjects)s::text[]) AS k(budget_id, subject)
+JOIN {_BUDGETS} b ON b.id = k.budget_id AND b.enabled
+LEFT JOIN {_TABLE} c ON c.budget_id = k.budget_id AND c.subject = k.subject
 """
 
 _WARNED = f"""
@@ -278,19 +298,6 @@ UPDATE {_TABLE} SET warned_period = %(start)s
 WHERE budget_id = %(budget)s AND subject = %(subject)s
     AND (warned_period IS NULL OR warned_period < %(start)s)
 """
-
-_SETTLE = f"""
-UPDATE {_TABLE} SET spent = spent + %(settle)s,
-    reserved = GREATEST(reserved - %(release)s, 0), updated_at = now()
-WHERE budget_id = %(budget)s AND subject = %(subject)s
-"""
-
-
-class _Refused(Exception):
-    def __init__(self, budget: ApplicableBudget, estimate: Decimal) -> None:
-        self.budget = budget
-        self.estimate = estimate
-
 
 #: The most one amount may be (the counters hold 10 digits before the point): an absurd
 #: price × token count is capped here rather than overflowing the column.
@@ -306,7 +313,7 @@ def _per(budget: ApplicableBudget) -> str:
     return "in total" if budget.period == Budget.Period.TOTAL else f"per {budget.period}"
 
 
-def _refusal(
+def refusal(
     budget: ApplicableBudget, used: Decimal | None = None, estimate: Decimal | None = None
 ) -> BudgetExceededError:
     """The refusal by ``budget``: used up (``used`` — spent and reserved — at its limit), or
@@ -339,106 +346,7 @@ def _refusal(
     )
 
 
-def _used(budget: ApplicableBudget) -> Decimal | None:
-    """Blocking: what the budget's subject has spent and reserved in this period."""
-    state = counter_state([(budget.id, budget.subject)]).get((budget.id, budget.subject))
-    if state is None or state.period_start < period_bounds(budget.period)[0]:
-        return _ZERO
-    return state.spent + state.reserved
-
-
-def reserve(
-    budgets: Sequence[ApplicableBudget],
-    estimates: dict[str, Decimal],
-    booked: Reservation,
-    *,
-    user: Any = None,
-    downgrade_estimates: dict[str, Decimal] | None = None,
-    tripped: set[int] | None = None,
-) -> tuple[ApplicableBudget | None, list[BudgetWarning]]:
-    """Blocking: reserve a call on every budget, all or none (one transaction).
-
-    ``estimates`` maps a currency to the call's worst-case cost in it (``{}``: an unknown
-    price); ``booked`` is the turn's reservation so far, updated in place; ``tripped`` the
-    ``downgrade`` budgets already reached this period (updated in place): they take the call
-    without condition. Returns the downgrade budget whose cheaper model the call must go to
-    (``None``: keep the model) and the warnings. A ``block`` budget that cannot take the call
-    raises :class:`BudgetExceededError`; a ``downgrade`` budget that cannot makes the call go
-    to its cheaper model (``downgrade_estimates``: that model's worst cases), and so does a
-    block budget while a downgrade budget has been reached (the cheaper call may still fit).
-    """
-    tripped = tripped if tripped is not None else set()
-    try:
-        return None, _reserve_all(budgets, estimates, booked, user, tripped)
-    except _Refused as refused:
-        first = refused
-    downgrades = [b for b in budgets if b.downgrade_to is not None]
-    reached = first.budget if first.budget.downgrade_to is not None else None
-    if reached is None:
-        reached = next((b for b in downgrades if b.id in tripped), None)
-    if reached is None or downgrade_estimates is None:
-        raise _refusal(first.budget, _used(first.budget), first.estimate) from None
-    if reached.id not in tripped:
-        _trip(reached)
-        tripped.add(reached.id)
-    try:
-        warnings = _reserve_all(budgets, downgrade_estimates, booked, user, tripped)
-    except _Refused as refused:
-        raise _refusal(refused.budget, _used(refused.budget), refused.estimate) from None
-    return reached, warnings
-
-
-def _reserve_all(
-    budgets: Sequence[ApplicableBudget],
-    estimates: dict[str, Decimal],
-    booked: Reservation,
-    user: Any,
-    tripped: set[int],
-) -> list[BudgetWarning]:
-    results: list[tuple[ApplicableBudget, Decimal, Decimal]] = []
-    # One lock order for every transaction (no deadlocks): downgrade budgets first, so that
-    # reaching one switches the model before a block budget refuses the dearer call.
-    ordered = sorted(budgets, key=lambda b: (b.action != Budget.Action.DOWNGRADE, b.id))
-    with transaction.atomic(), connection.cursor() as cursor:
-        for budget in ordered:
-            estimate = clamp(estimates.get(budget.currency, _ZERO))
-            settle_amount = clamp(booked.unsettled.get(budget.id, _ZERO))
-            release = booked.reserved.get(budget.id, _ZERO)
-            conditional = budget.action != Budget.Action.WARN and budget.id not in tripped
-            start, _ = period_bounds(budget.period)
-            if conditional and settle_amount + estimate > budget.limit:
-                raise _Refused(budget, estimate)  # not even an empty counter could take it
-            cursor.execute(
-                _RESERVE,
-                {
-                    "budget": budget.id,
-                    "subject": budget.subject,
-                    "start": start,
-                    "settle": settle_amount,
-                    "release": release,
-                    "estimate": estimate,
-                    "conditional": conditional,
-                    "limit": budget.limit,
-                },
-            )
-            row = cursor.fetchone()
-            if row is None:
-                raise _Refused(budget, estimate)  # rolls back this call's other reservations
-            results.append((budget, row[0], row[1]))
-    # Committed: the turn's books move on.
-    for budget, _spent, _reserved in results:
-        booked.unsettled.pop(budget.id, None)
-        booked.reserved[budget.id] = clamp(estimates.get(budget.currency, _ZERO))
-    return _warnings(results, user)
-
-
-def _trip(budget: ApplicableBudget) -> None:
-    start, _ = period_bounds(budget.period)
-    with connection.cursor() as cursor:
-        cursor.execute(_TRIP, {"budget": budget.id, "subject": budget.subject, "start": start})
-
-
-def _warnings(
+def warnings_for(
     results: Iterable[tuple[ApplicableBudget, Decimal, Decimal]], user: Any, signal: bool = True
 ) -> list[BudgetWarning]:
     """The warnings of budgets past their soft limit; with ``signal``, the first of a
@@ -474,27 +382,6 @@ def _warnings(
     return warnings
 
 
-def settle(budgets: Sequence[ApplicableBudget], booked: Reservation) -> None:
-    """Blocking: book what the turn still owes — its last costs into ``spent`` and every
-    reservation it holds released (errors and cancellations included). ``booked`` is left as
-    it is: the caller clears it once the transaction commits."""
-    by_id = {budget.id: budget for budget in budgets}
-    with connection.cursor() as cursor:
-        for budget_id in sorted(set(booked.reserved) | set(booked.unsettled)):
-            settle_amount = clamp(booked.unsettled.get(budget_id, _ZERO))
-            release = booked.reserved.get(budget_id, _ZERO)
-            if settle_amount or release:
-                cursor.execute(
-                    _SETTLE,
-                    {
-                        "budget": budget_id,
-                        "subject": by_id[budget_id].subject,
-                        "settle": settle_amount,
-                        "release": release,
-                    },
-                )
-
-
 def precheck(
     budgets: Sequence[ApplicableBudget], floors: dict[str, Decimal], user: Any = None
 ) -> tuple[BudgetExceededError | None, list[BudgetWarning], set[int]]:
@@ -502,32 +389,47 @@ def precheck(
     at once — a ``block`` budget that cannot take even ``floors`` (per currency: the least
     the turn's first model call may cost, the message alone as its prompt), so a stream is
     refused before it opens —, the warnings of budgets already past their soft limit, and
-    the ``downgrade`` budgets reached this period (the turn starts on the cheaper model)."""
+    the ``downgrade`` budgets reached this period (the turn starts on the cheaper model).
+
+    Each budget's limit is its row's as it is now; a budget deleted or disabled since this
+    process read the list counts nothing. Either drops the list, so the next turn reads it
+    again."""
     if not budgets:
         return None, [], set()
-    states = counter_state((b.id, b.subject) for b in budgets)
+    with connection.cursor() as cursor:
+        ids, subjects = [b.id for b in budgets], [b.subject for b in budgets]
+        cursor.execute(_STATES, {"budgets": ids, "subjects": subjects})
+        rows = {row[0]: row[1:] for row in cursor.fetchall()}
+    if len(rows) < len(budgets) or any(
+        b.id in rows and rows[b.id][1] != b.version for b in budgets
+    ):
+        clear_budget_cache()
     results = []
     tripped: set[int] = set()
     for budget in budgets:
-        state = states.get((budget.id, budget.subject))
+        row = rows.get(budget.id)
+        if row is None:
+            continue
+        limit, _version, period_start, spent, reserved, tripped_period = row
+        if limit != budget.limit:
+            budget = replace(budget, limit=limit)
         start = period_bounds(budget.period)[0]
-        current = state is not None and state.period_start >= start
-        used = state.spent + state.reserved if state is not None and current else _ZERO
+        current = period_start is not None and period_start >= start
+        used = spent + reserved if current else _ZERO
         floor = clamp(floors.get(budget.currency, _ZERO))
         if budget.action == Budget.Action.BLOCK and (
             used >= budget.limit or used + floor > budget.limit
         ):
-            return _refusal(budget, used, floor or None), [], set()
+            return refusal(budget, used, floor or None), [], set()
         if (
             budget.action == Budget.Action.DOWNGRADE
-            and state is not None
-            and state.tripped_period is not None
-            and state.tripped_period >= start
+            and tripped_period is not None
+            and tripped_period >= start
         ):
             tripped.add(budget.id)
-        if state is not None and current:
-            results.append((budget, state.spent, state.reserved))
-    return None, _warnings(results, user=user, signal=False), tripped
+        if current:
+            results.append((budget, spent, reserved))
+    return None, warnings_for(results, user=user, signal=False), tripped
 
 
 def counter_state(keys: Iterable[tuple[int, str]]) -> dict[tuple[int, str], BudgetCounter]:

@@ -6,13 +6,22 @@ included) it:
 
 1. prices the call (:mod:`advisors_app.costs.pricing`, from the prices read when the turn opened: no
    query);
-2. when budgets apply to the turn, reserves the worst case — prompt tokens × input price +
-   the most the answer may take × output price — on all of them in one thread hop
-   (:func:`advisors_app.costs.budgets.reserve`), which may refuse the call
-   (``BudgetExceededError``) or switch it to a downgrade budget's cheaper model;
+2. when budgets apply to the turn, reserves the worst case — the most prompt tokens the
+   provider may count × input price + the most the answer may take × output price — on all of
+   them in one thread hop (:func:`advisors_app.costs.reservations.reserve`), which may refuse
+   the call (``BudgetExceededError``) or switch it to a downgrade budget's cheaper model;
 3. records what the call used when it ends (:meth:`_MeteredCall.finished`): the provider's
    usage, or — when it reports none, or a stream was cut — an estimate from the prompt and the
    text received (the round says ``"estimated": true``).
+
+The worst case is a bound the provider's count must stay within, since the provider's count is
+what is booked: a block budget must never end above its limit. The prompt's bound is the
+model's own count where it can give one (``count_prompt_tokens``, as the embedded model's
+llama.cpp tokenizer does), else the ``cl100k_base`` estimate × :data:`PROMPT_TOKEN_FACTOR`; the
+answer's is ``max_tokens`` (what the provider is asked not to pass), else the context window's
+rest, else :data:`UNBOUNDED_ANSWER_TOKENS`. A round the provider nonetheless counts above its
+reservation (a provider adding text we never see) is logged; its excess is booked before the
+turn's next round may reserve, and that round is refused when the books then leave no room.
 
 When the turn ends, :meth:`TurnMeter.settle` (in the turn's final transaction) books the
 outstanding costs and releases every unused reservation, and :meth:`TurnMeter.summary` gives the
@@ -22,6 +31,7 @@ call log its cost fields.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -39,26 +49,23 @@ from advisors_app.core.prompt import ChatOptions, Prompt, merge_options
 from advisors_app.core.providers.registry import create_chat_model
 from advisors_app.core.response import Usage
 from advisors_app.core.tokens import TiktokenTokenCountEstimator
-from advisors_app.costs.budgets import (
-    ApplicableBudget,
-    BudgetWarning,
-    Reservation,
-    clamp,
-    money,
-    period_bounds,
-    reserve,
-    settle,
-)
+from advisors_app.costs.budgets import ApplicableBudget, BudgetWarning, clamp, money, period_bounds
 from advisors_app.costs.pricing import Cost, ModelRef, Price, PriceBook, cost_of
+from advisors_app.costs.reservations import Reservation, reserve, settle
 from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models.costs import PriceSource
 
-__all__ = ["UNBOUNDED_ANSWER_TOKENS", "TurnMeter", "cost_summary"]
+__all__ = ["PROMPT_TOKEN_FACTOR", "UNBOUNDED_ANSWER_TOKENS", "TurnMeter", "cost_summary"]
 
 logger = logging.getLogger(__name__)
 _ZERO = Decimal(0)
 #: The answer's worst case when neither ``max_tokens`` nor the model's context window bound it.
 UNBOUNDED_ANSWER_TOKENS = 4096
+#: The most prompt tokens a provider may count per ``cl100k_base`` token we estimate, for a
+#: model that cannot count its prompt itself. ``cl100k_base`` packs up to three digits into a
+#: token where the embedded model's and Llama's tokenizers read digits one by one (3×); prose
+#: runs 5-30 % over it.
+PROMPT_TOKEN_FACTOR = 3
 _estimator = TiktokenTokenCountEstimator()
 #: Cheaper models of downgrade budgets, built once per configuration.
 _downgrade_models: dict[tuple[str, str], ChatModel] = {}
@@ -69,8 +76,10 @@ class _Round:
     ref: ModelRef
     price: Price | None
     prompt: Prompt
-    #: Worst-case prompt tokens (counted only when budgets apply).
+    #: The ``cl100k_base`` estimate of the prompt's tokens (counted only when budgets apply).
     prompt_tokens: int | None = None
+    #: The worst case reserved for the round, in its price's currency (``None``: nothing).
+    reserved: Decimal | None = None
     cost: Cost | None = None
     usage: Usage | None = None
     estimated: bool = False
@@ -96,6 +105,63 @@ class _Round:
 def _text(value: Decimal | None) -> str | None:
     """A money amount as a plain decimal string (never ``5E-8``), or ``None``."""
     return None if value is None else money(value)
+
+
+def _estimate(model: ChatModel, prompt: Prompt) -> int:
+    """The ``cl100k_base`` estimate of ``prompt``'s tokens as ``model`` sends it (with the
+    tools and schema of its default options too)."""
+    options = merge_options(getattr(model, "default_options", None), prompt.options)
+    return estimate_prompt_tokens(prompt, options=options)
+
+
+def _factored(tokens: int) -> int:
+    return math.ceil(tokens * PROMPT_TOKEN_FACTOR)
+
+
+async def _prompt_bound(model: ChatModel, prompt: Prompt, estimate: int) -> int:
+    """The most prompt tokens the provider may count: ``model``'s own count when it has one
+    (``count_prompt_tokens``), else ``estimate`` × :data:`PROMPT_TOKEN_FACTOR`."""
+    counter = getattr(model, "count_prompt_tokens", None)
+    if counter is not None:
+        try:
+            return int(await counter(prompt))
+        except Exception:
+            logger.warning("%r could not count its prompt; bounding the estimate", model)
+    return _factored(estimate)
+
+
+async def _bounded_worst_cases(
+    price: Price | None, model: ChatModel, prompt: Prompt, estimate: int
+) -> dict[str, Decimal]:
+    """:func:`_worst_cases` of a model call, the prompt bounded by :func:`_prompt_bound`
+    (asked only when the prompt has a price)."""
+    if price is None or not price.currency:
+        return {}
+    bound = await _prompt_bound(model, prompt, estimate) if price.input else estimate
+    return _worst_cases(price, model, prompt, estimate, bound)
+
+
+def _worst_cases(
+    price: Price | None, model: ChatModel, prompt: Prompt, estimate: int, bound: int
+) -> dict[str, Decimal]:
+    """The call's worst case per currency — ``bound`` prompt tokens and the most the answer
+    may take — (``{}``: an unknown or free price)."""
+    if price is None or not price.currency:
+        return {}
+    cost = cost_of(price, bound, _answer_tokens(model, prompt, estimate))
+    return {price.currency: cost.total or _ZERO}
+
+
+def _answer_tokens(model: ChatModel, prompt: Prompt, prompt_tokens: int) -> int:
+    """The most the answer may take: ``max_tokens`` (the provider is asked not to pass it),
+    else the rest of the context window, else :data:`UNBOUNDED_ANSWER_TOKENS`."""
+    options = merge_options(getattr(model, "default_options", None), prompt.options)
+    if options is not None and options.max_tokens is not None:
+        return answer_reserve(model, options)
+    window = context_window_of(model)
+    if window is not None:
+        return max(window - prompt_tokens, 0)
+    return UNBOUNDED_ANSWER_TOKENS
 
 
 class _MeteredCall:
@@ -162,7 +228,9 @@ class TurnMeter:
     ) -> dict[str, Decimal]:
         """Per currency, the least the turn's first call may cost: ``message`` alone as the
         prompt and the most the answer may take, on ``model`` or a downgrade budget's cheaper
-        model, whichever is cheaper (a lower bound: advisors only add to the prompt)."""
+        model, whichever is cheaper (a lower bound of the first call's reservation: advisors
+        only add to the prompt; a model that counts its prompt itself is floored at the
+        estimate, without asking it)."""
         if not self.budgets:
             return {}
         prompt = Prompt(message, options)
@@ -175,9 +243,10 @@ class TurnMeter:
         floors: dict[str, Decimal] = {}
         tokens = estimate_prompt_tokens(prompt)
         for candidate in candidates:
-            ref = self._ref(candidate)
-            round_ = _Round(ref, self.prices.price_for(ref), prompt, tokens)
-            estimates = self._estimates(round_, candidate)
+            price = self.prices.price_for(self._ref(candidate))
+            counts = getattr(candidate, "count_prompt_tokens", None) is not None
+            bound = tokens if counts else _factored(tokens)
+            estimates = _worst_cases(price, candidate, prompt, tokens, bound)
             if not estimates:
                 return {}  # an unknown price: no floor
             for currency, amount in estimates.items():
@@ -197,9 +266,9 @@ class TurnMeter:
         ref = self._ref(model)
         round_ = _Round(ref, self.prices.price_for(ref), prompt)
         if self.budgets:
-            round_.prompt_tokens = estimate_prompt_tokens(prompt)
-            estimates = self._estimates(round_, model)
-            downgrade_estimates = self._downgrade_estimates(prompt, round_.prompt_tokens)
+            round_.prompt_tokens = estimate = _estimate(model, prompt)
+            estimates = await _bounded_worst_cases(round_.price, model, prompt, estimate)
+            downgrade_estimates = await self._downgrade_estimates(prompt)
             reached, warnings = await db_sync_to_async(reserve)(
                 self.budgets,
                 estimates,
@@ -209,6 +278,7 @@ class TurnMeter:
                 tripped=self.tripped,
             )
             if reached is not None and reached.downgrade_to is not None:
+                estimates = downgrade_estimates  # what the call reserved
                 slug, config = reached.downgrade_to
                 if slug != ref.config:
                     model = self._downgrade_model(slug, config) or model
@@ -217,6 +287,8 @@ class TurnMeter:
                 if self.downgraded_to is None:
                     warnings = [*warnings, self._downgraded(reached)]
                 self.downgraded_to = slug
+            if round_.price is not None:
+                round_.reserved = estimates.get(round_.price.currency)
             self.warn(warnings)
         self.rounds.append(round_)
         return _MeteredCall(self, model, round_)
@@ -230,17 +302,9 @@ class TurnMeter:
             budget.name, budget.limit, budget.limit, budget.currency, end, True, shared, slug
         )
 
-    def _estimates(self, round_: _Round, model: ChatModel) -> dict[str, Decimal]:
-        """The call's worst case per currency (``{}``: the price is unknown)."""
-        price = round_.price
-        if price is None:
-            return {}
-        prompt_tokens = round_.prompt_tokens or 0
-        answer_tokens = self._answer_tokens(model, round_.prompt, prompt_tokens)
-        cost = cost_of(price, prompt_tokens, answer_tokens)
-        return {price.currency: cost.total or _ZERO} if price.currency else {}
-
-    def _downgrade_estimates(self, prompt: Prompt, prompt_tokens: int) -> dict[str, Decimal]:
+    async def _downgrade_estimates(self, prompt: Prompt) -> dict[str, Decimal]:
+        """Per currency, the dearest worst case of ``prompt`` on the downgrade budgets'
+        cheaper models."""
         estimates: dict[str, Decimal] = {}
         for budget in self.budgets:
             if budget.downgrade_to is None:
@@ -248,21 +312,11 @@ class TurnMeter:
             model = self._downgrade_model(*budget.downgrade_to)
             if model is None:
                 continue
-            round_ = _Round(self._ref(model), None, prompt, prompt_tokens)
-            round_.price = self.prices.price_for(round_.ref)
-            for currency, amount in self._estimates(round_, model).items():
+            price = self.prices.price_for(self._ref(model))
+            worst = await _bounded_worst_cases(price, model, prompt, _estimate(model, prompt))
+            for currency, amount in worst.items():
                 estimates[currency] = max(estimates.get(currency, _ZERO), amount)
         return estimates
-
-    @staticmethod
-    def _answer_tokens(model: ChatModel, prompt: Prompt, prompt_tokens: int) -> int:
-        options = merge_options(getattr(model, "default_options", None), prompt.options)
-        if options is not None and options.max_tokens is not None:
-            return answer_reserve(model, options)
-        window = context_window_of(model)
-        if window is not None:
-            return max(window - prompt_tokens, 0)
-        return UNBOUNDED_ANSWER_TOKENS
 
     def _downgrade_model(
         self, slug: str, config: Mapping[str, Any] | None = None
@@ -309,8 +363,25 @@ class TurnMeter:
         cost = round_.cost
         if not self.budgets or cost is None or cost.total is None:
             return
+        if round_.reserved is not None and cost.total > round_.reserved:
+            usage = round_.usage or Usage()
+            logger.warning(
+                "A call of %r cost %s %s, more than the %s reserved for it: the provider "
+                "counted %d prompt tokens (estimated %s) and %d completion tokens. Budgets "
+                "book the excess before the turn's next call; should this recur, raise "
+                "advisors_app.costs.metering.PROMPT_TOKEN_FACTOR or set max_tokens.",
+                round_.ref.config or round_.ref.model,
+                money(cost.total),
+                cost.currency,
+                money(round_.reserved),
+                usage.prompt_tokens,
+                round_.prompt_tokens,
+                usage.completion_tokens,
+            )
         unsettled = self.booked.unsettled
         for budget in self.budgets:
+            if budget.id in self.booked.vanished:
+                continue
             if cost.currency == budget.currency:
                 unsettled[budget.id] = unsettled.get(budget.id, _ZERO) + cost.total
             elif cost.total:

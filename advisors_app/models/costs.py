@@ -8,8 +8,8 @@
   when it is reached (block, downgrade to a cheaper model, or only warn).
 - :class:`BudgetCounter`: one budget's spend for one subject (``user:7``, ``chain:3``, ...) in
   its current period: what was spent and what running calls have reserved. Reservations are
-  one conditional upsert each (:mod:`advisors_app.costs.budgets`), so parallel calls cannot pass a
-  limit together.
+  one conditional upsert each (:mod:`advisors_app.costs.reservations`), so parallel calls
+  cannot pass a limit together.
 
 Money is ``Decimal`` throughout: prices per million tokens, costs to 10 decimal places.
 """

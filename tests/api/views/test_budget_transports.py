@@ -33,8 +33,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 ANSWER = "Fine."
 #: A call whose message alone fits what :func:`nearly_used_up` leaves (40 answer tokens at 2
-#: per million and the message), while the whole prompt with :data:`SYSTEM` does not: it
-#: passes the check before the turn runs and is refused inside the chain.
+#: per million and the message's bound: 0.000104), while the whole prompt with :data:`SYSTEM`
+#: does not (0.000209): it passes the check before the turn runs and is refused inside the
+#: chain.
 LARGE = {"params": {"options": {"max_tokens": 40}}}
 #: The chains' system text: about 30 tokens.
 SYSTEM = "Be brief. " * 10
@@ -116,7 +117,7 @@ def nearly_used_up(alice: Any) -> Budget:
     budget = Budget.objects.create(
         name="daily", period="day", limit=Decimal("0.001"), soft_limit_percent=None
     )
-    spent(budget, alice, Decimal("0.0009"))
+    spent(budget, alice, Decimal("0.0008"))
     return budget
 
 
@@ -208,7 +209,7 @@ def test_call_refused_inside_the_chain_is_a_429_too(
     assert (log.status, log.error_type) == ("error", "BudgetExceededError")
     assert error["trace_id"] == log.trace_id
     counter = BudgetCounter.objects.get(budget=nearly_used_up)
-    assert (counter.spent, counter.reserved) == (Decimal("0.0009"), 0)
+    assert (counter.spent, counter.reserved) == (Decimal("0.0008"), 0)
     # A short answer still fits.
     fits = {"message": "hi", "params": {"options": {"max_tokens": 5}}}
     assert api.post(f"/api/chains/{chain.slug}/call/", fits, format="json").status_code == 200
