@@ -1,7 +1,7 @@
 """Django app configuration: registers the system checks and the ``conversation_search`` tool
 (:mod:`advisors_app.memory.recall`) when the app registry is ready, and redacts secrets from every
-log
-record of the process (:mod:`advisors_app.security.redaction`)."""
+log record of the process (:mod:`advisors_app.security.redaction`); in a task worker, it recovers
+the ingestion jobs of dead workers as the worker starts (:mod:`advisors_app.ingestion.recovery`)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class AdvisorsAppConfig(AppConfig):
         )
         from advisors_app.definition import advisor_types
         from advisors_app.definition.snapshot import register_reference_kinds
+        from advisors_app.ingestion import recovery
         from advisors_app.memory import recall
         from advisors_app.security import protection, redaction
 
@@ -40,3 +41,4 @@ class AdvisorsAppConfig(AppConfig):
         protection.connect()
         redaction.connect()
         redaction.install_log_redaction()
+        recovery.connect()

@@ -1,20 +1,28 @@
-"""Bounded reading of uploads (issue 18): pages, decompressed bytes, characters, CPU time; a
-hostile or malformed PDF is a clear error naming the file and the setting, never anything else."""
+"""Bounded reading of uploads (issues 18 and 36): pages, decompressed bytes, characters, memory,
+CPU time; a hostile or malformed file of any format is a clear error naming the file and the
+setting, never anything else, and is read in a child process the kernel holds to the limits."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 
 import pytest
 
+from advisors_app.conf import DEFAULTS
 from advisors_app.ingestion.parsing import (
+    CHILD_MEMORY_BYTES,
     CpuBudget,
     LimitExceeded,
     Limits,
     check_supported,
     read_upload,
 )
+from tests.helpers import subprocess_env
 from tests.hostile_pdfs import bomb_pdf, shared_stream_pdf, text_pdf
+from tests.live_server import ROOT
 
 MB = 1024 * 1024
 
@@ -101,7 +109,7 @@ def test_text_is_held_to_the_character_limit_and_the_budget() -> None:
     assert [d.text for d in read_upload(b"# Hi", "a.md", as_text=True)] == ["# Hi"]
     spent = CpuBudget(1e-9)
     sum(range(100_000))
-    with pytest.raises(LimitExceeded, match=r"CPU time reading a.txt"):
+    with pytest.raises(LimitExceeded, match=r"CPU time before reading a.txt"):
         read_upload(b"hello", "a.txt", budget=spent)
 
 
@@ -110,3 +118,78 @@ def test_supported_types_are_checked_before_reading() -> None:
     check_supported("upload", "text/markdown; charset=utf-8")
     with pytest.raises(ValueError, match=r"^cannot read 'a.exe': supported types are \.txt"):
         check_supported("a.exe", "application/octet-stream")
+
+
+# -- every format in the bounded child (issue 36) -------------------------------------------------
+
+CHILD_MEMORY = 256 * MB
+
+
+def test_an_html_bomb_is_a_memory_limit_and_its_reader_stays_within_it() -> None:
+    """10 MB of nested tags took the worker to 2.3 GB for 54 s: now a child reads it, and the
+    kernel holds the child to the limit. Measured in a fresh process whose only child is the
+    reader (``RUSAGE_CHILDREN``: the peak resident memory of its children); its own peak is
+    its ``VmHWM`` (Linux carries ``ru_maxrss`` across ``exec``, so pytest's would count)."""
+    script = f"""
+import json, re
+from pathlib import Path
+from resource import RUSAGE_CHILDREN, getrusage
+from advisors_app.ingestion.parsing import LimitExceeded, Limits, read_upload
+try:
+    read_upload(b"<div>" * {10 * MB // 5}, "bomb.html", limits=Limits(memory_bytes={CHILD_MEMORY}))
+except LimitExceeded as error:
+    outcome = [str(error), error.setting]
+status = Path("/proc/self/status").read_text()
+print(json.dumps({{
+    "outcome": outcome,
+    "reader": getrusage(RUSAGE_CHILDREN).ru_maxrss * 1024,
+    "parent": int(re.search(r"VmHWM:\\s+(\\d+) kB", status)[1]) * 1024,
+}}))
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        env=subprocess_env(PYTHONPATH=str(ROOT)),
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr.decode()
+    report = json.loads(run.stdout)
+    assert report["outcome"] == [
+        f"bomb.html needs more than {CHILD_MEMORY} bytes of memory to read "
+        "(ADVISORS['INGESTION_MEMORY_BYTES'])",
+        "INGESTION_MEMORY_BYTES",
+    ]
+    assert 0 < report["reader"] <= CHILD_MEMORY
+    assert report["parent"] < 200 * MB  # the 10 MB file and the interpreter, nothing parsed
+
+
+def test_markdown_html_and_text_are_read_in_the_child_as_before() -> None:
+    limits = Limits(memory_bytes=CHILD_MEMORY)
+    read = read_upload(b"intro\n# A\n\nb\n# C\nd", "a.md", limits=limits)
+    assert [(d.text, dict(d.metadata)) for d in read] == [
+        ("intro", {"source": "a.md", "section": ""}),
+        ("# A\n\nb", {"source": "a.md", "section": "A"}),
+        ("# C\nd", {"source": "a.md", "section": "C"}),
+    ]
+    page = b"<title>T</title><p>caf\xc3\xa9</p><script>x()</script>"
+    [html] = read_upload(page, "upload", "text/html; charset=utf-8", limits=limits)
+    assert (html.text, dict(html.metadata)) == ("caf\u00e9", {"source": "upload", "title": "T"})
+    assert read_upload(b"  \n", "blank.txt") == []
+    with pytest.raises(ValueError, match=r"^c.txt is not UTF-8 text") as raised:
+        read_upload(b"\xff\xfe\xfa", "c.txt")
+    assert not isinstance(raised.value, LimitExceeded)
+
+
+def test_an_answer_larger_than_its_text_allows_is_a_limit() -> None:
+    """The child's answer (text and metadata) is bounded by the character limit too: 20,000
+    one-character sections pass ``max_chars`` but not the bytes their answer may take."""
+    sections = b"#\n" * 20_000
+    with pytest.raises(LimitExceeded) as raised:
+        read_upload(sections, "many.md", limits=Limits(max_chars=20_000))
+    assert raised.value.setting == "INGESTION_MAX_CHARS"
+    assert str(raised.value).startswith("many.md reads into more than 225536 bytes of text")
+
+
+def test_the_memory_default_bounds_jobs_stored_before_the_setting() -> None:
+    assert Limits.from_dict({"max_chars": 5}).memory_bytes == DEFAULTS["INGESTION_MEMORY_BYTES"]
+    assert Limits().memory_bytes == CHILD_MEMORY_BYTES == 1024**3

@@ -4,12 +4,15 @@
 in one transaction (the REST upload, the admin upload and ``manage.py ingest --async`` call it
 and answer at once); :func:`run_job` is what the task does in a worker (``manage.py db_worker``,
 any number of them on any machine, sharing the queue through PostgreSQL): read each file
-within the job's limits (:mod:`advisors_app.ingestion.parsing`), split, embed with progress written
-to
-the job row after every batch, then store every source at once
-(:func:`advisors_app.ingestion.pipeline.ingest_sources`). A file that cannot be read, a limit passed
-or a quota exceeded fails the job with a message naming the file and the setting, and stores
-nothing; the job's files are deleted when it ends either way.
+within the job's limits, in a bounded child process (:mod:`advisors_app.ingestion.parsing`),
+split, embed with progress written to the job row after every batch, then store every source at
+once (:func:`advisors_app.ingestion.pipeline.ingest_sources`). A file that cannot be read, a
+limit passed or a quota exceeded fails the job with a message naming the file and the setting
+(every file is read, so ``errors`` name each one that fails, unless the job's CPU time runs
+out), and stores nothing; the job's files are deleted when it ends either way. Its runner holds
+the job's lock while it runs it (:func:`advisors_app.ingestion.recovery.holding`), so a job
+whose worker died is found and queued again (``manage.py ingestion_recover``, and every
+``db_worker`` as it starts).
 
 The task is :data:`ingest_job` (``django.tasks`` from Django 6.0, the ``django-tasks``
 backport on 5.2), on the ``default`` queue of the ``default`` backend: a project configures
@@ -31,6 +34,7 @@ from django.utils import timezone
 from advisors_app.core.ingestion import TokenTextSplitter
 from advisors_app.ingestion.parsing import CpuBudget, LimitExceeded, Limits, read_upload
 from advisors_app.ingestion.pipeline import DEFAULT_BATCH_SIZE, IngestResult, ingest_sources
+from advisors_app.ingestion.recovery import holding
 from advisors_app.models import Collection, IngestionFile, IngestionJob
 
 try:
@@ -162,8 +166,14 @@ def run_job(job_id: str) -> dict[str, Any]:
 
     A job that is not queued (already run, deleted) is left alone. Anything unexpected (or the
     worker being stopped) fails the job with a generic message, is logged, and is raised
-    again so the task's result records it.
+    again so the task's result records it. The job's lock is held from before it is claimed
+    until it ends: while it is, no recovery takes the job for stranded.
     """
+    with holding(job_id):
+        return _run(job_id)
+
+
+def _run(job_id: str) -> dict[str, Any]:
     job = _claim(job_id)
     if job is None:
         return {"status": "skipped"}

@@ -1,22 +1,25 @@
-"""Reading uploaded files within limits: pages, decompressed bytes, characters and CPU time.
+"""Reading uploaded files within limits: pages, decompressed bytes, characters, memory and CPU.
 
 Why: a 109 KB PDF whose 200 pages draw one large content stream costs minutes of CPU to
-extract (every page parses the whole stream again), and a small PDF whose stream inflates to
-gigabytes makes pypdf raise ``LimitReachedError``. :func:`read_upload` is the one reader of
-ingestion; it bounds, per file, the pages of a PDF (``ADVISORS["INGESTION_MAX_PAGES"]``), the
-decompressed bytes (``INGESTION_MAX_DECOMPRESSED_BYTES``: every PDF stream as pypdf inflates it,
-and each page's content again for every page that draws it) and the characters of text
-(``INGESTION_MAX_CHARS``), and, per job, the CPU time (``INGESTION_CPU_SECONDS``, a
-:class:`CpuBudget`). Passing a limit raises :class:`LimitExceeded` naming the setting; a file
-that is not what it claims raises ``ValueError`` naming the file. Nothing here raises anything
-else for bad input.
+extract (every page parses the whole stream again), a small PDF whose stream inflates to
+gigabytes makes pypdf raise ``LimitReachedError``, and a 10 MB HTML file of nested tags takes
+BeautifulSoup to 2.3 GB and 54 s (issue 36). :func:`read_upload` is the one reader of ingestion;
+it bounds, per file, the pages of a PDF (``ADVISORS["INGESTION_MAX_PAGES"]``), the decompressed
+bytes (``INGESTION_MAX_DECOMPRESSED_BYTES``: every PDF stream as pypdf inflates it, and each
+page's content again for every page that draws it), the characters of text
+(``INGESTION_MAX_CHARS``) and the memory of the reading (``INGESTION_MEMORY_BYTES``), and, per
+job, the CPU time (``INGESTION_CPU_SECONDS``, a :class:`CpuBudget`). Passing a limit raises
+:class:`LimitExceeded` naming the file and the setting; a file that is not what it claims raises
+``ValueError`` naming the file. Nothing here raises anything else for bad input.
 
-PDFs are read in a child process (``python -m advisors_app.ingestion.parsing``) whose CPU time and
-memory
-are capped by the kernel (``RLIMIT_CPU`` at the job's remaining budget, ``RLIMIT_AS``), since
-one pypdf call cannot be interrupted from inside: whatever a file does, the child is killed when
-it spends the budget, and the process that ingests (a task worker) is unharmed. Text, Markdown
-and HTML are read in-process: their cost grows with their size, which the upload limit bounds.
+Every file, whatever its format, is read in a child process (``python -m
+advisors_app.ingestion.parsing``) that the kernel holds to the limits, since one parser call
+(pypdf's, BeautifulSoup's, markdown-it's) cannot be interrupted from inside: ``RLIMIT_CPU`` at the
+job's remaining budget, ``RLIMIT_AS`` at the memory limit, and ``RLIMIT_FSIZE`` on the answer it
+writes (its text, bounded by the character limit). Whatever a file does, the child fails or is
+killed, and the process that ingests (a task worker) is unharmed; on Linux the child also dies
+with that process. Starting the child costs about half a second of CPU per file, counted in the
+job's budget.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ import json
 import math
 import os
 import resource
+import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -43,8 +48,10 @@ __all__ = [
     "read_upload",
 ]
 
-#: Address space of the child process reading a PDF (the interpreter, pypdf and the data).
-CHILD_MEMORY_BYTES = 2 * 1024**3
+#: Address space of the child reading one file (the interpreter, the parser and the data), as
+#: ``ADVISORS["INGESTION_MEMORY_BYTES"]`` sets it by default; also the bound of jobs stored
+#: before that setting existed.
+CHILD_MEMORY_BYTES = 1024**3
 
 _SETTINGS = {
     "max_pages": "INGESTION_MAX_PAGES",
@@ -52,7 +59,13 @@ _SETTINGS = {
     "max_chars": "INGESTION_MAX_CHARS",
     "cpu_seconds": "INGESTION_CPU_SECONDS",
     "max_chunks": "MAX_CHUNKS_PER_COLLECTION",
+    "memory_bytes": "INGESTION_MEMORY_BYTES",
 }
+
+#: Bytes of answer the child may write per character of text (JSON escapes a control
+#: character in six; a Markdown heading is in its section's text and metadata), and beyond.
+_ANSWER_BYTES_PER_CHAR = 8
+_ANSWER_SLACK_BYTES = 64 * 1024
 
 
 class LimitExceeded(ValueError):
@@ -68,9 +81,11 @@ class LimitExceeded(ValueError):
 class Limits:
     """What one ingestion may use; 0 means no limit.
 
-    ``max_pages``, ``max_decompressed_bytes`` and ``max_chars`` are per file, ``cpu_seconds``
-    per job (reading, splitting and embedding every file), ``max_chunks`` the chunks the
-    job's owner may hold in the collection afterwards (a quota of REST uploads only).
+    ``max_pages``, ``max_decompressed_bytes``, ``max_chars`` and ``memory_bytes`` (the address
+    space of the process reading it) are per file, ``cpu_seconds`` per job (reading, splitting
+    and embedding every file), ``max_chunks`` the chunks the job's owner may hold in the
+    collection afterwards (a quota of REST uploads only). Unlike the others, ``memory_bytes``
+    defaults to :data:`CHILD_MEMORY_BYTES`, so a reading is bounded unless it is turned off.
     """
 
     max_pages: int = 0
@@ -78,6 +93,7 @@ class Limits:
     max_chars: int = 0
     cpu_seconds: float = 0.0
     max_chunks: int = 0
+    memory_bytes: int = CHILD_MEMORY_BYTES
 
     @classmethod
     def from_settings(cls, *, quotas: bool = False) -> Limits:
@@ -91,7 +107,7 @@ class Limits:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Limits:
-        """Limits stored with a job (unknown keys are ignored, missing ones unlimited)."""
+        """Limits stored with a job (unknown keys are ignored, missing ones the defaults)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -99,8 +115,15 @@ class Limits:
         return asdict(self)
 
 
+def _answer_bytes(limits: Limits) -> int:
+    """Most bytes a child may answer with (0: no limit, as ``max_chars``)."""
+    if not limits.max_chars:
+        return 0
+    return limits.max_chars * _ANSWER_BYTES_PER_CHAR + _ANSWER_SLACK_BYTES
+
+
 def _cpu_now() -> float:
-    """CPU seconds of this process and of its finished children (the PDF readers)."""
+    """CPU seconds of this process and of its finished children (the readers)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
 
@@ -109,7 +132,7 @@ class CpuBudget:
     """The CPU time one job may still use, from its creation on (0 seconds: no limit).
 
     Counts every thread of this process (the embedding model computes on several) and the
-    PDF-reading children. :meth:`check` raises :class:`LimitExceeded` once it is spent.
+    reading children. :meth:`check` raises :class:`LimitExceeded` once it is spent.
     """
 
     __slots__ = ("_start", "seconds")
@@ -173,7 +196,7 @@ def read_upload(
     limits: Limits | None = None,
     budget: CpuBudget | None = None,
 ) -> list[Any]:
-    """The core ``Document`` s of one uploaded file, read within ``limits``.
+    """The core ``Document`` s of one uploaded file, read in a child process within ``limits``.
 
     ``as_text``: plain text whatever the name (a JSON text upload); otherwise the reader is
     chosen as ``advisors_app.core.ingestion.read_document`` chooses it (``.txt``, ``.md``,
@@ -181,68 +204,100 @@ def read_upload(
     (default: a fresh one of ``limits.cpu_seconds``) is shared by the files of one job.
     Raises :class:`LimitExceeded` or ``ValueError`` (unsupported, unreadable, not UTF-8).
     """
-    from advisors_app.core.ingestion import read_document, read_text
+    from advisors_app.core.vectorstore import Document
 
     limits = limits or Limits.from_settings()
     budget = budget or CpuBudget(limits.cpu_seconds)
-    if as_text:
-        documents = read_text(data, name)
-    elif _is_pdf(name, content_type):
-        documents = _read_pdf(data, name, limits, budget)
-    else:
-        documents = read_document(data, name, content_type)
-    chars = sum(len(document.text) for document in documents)
-    if limits.max_chars and chars > limits.max_chars:
-        raise LimitExceeded(
-            f"{name} holds {chars} characters of text, more than {limits.max_chars}",
-            "INGESTION_MAX_CHARS",
-        )
+    kind = "text" if as_text else "pdf" if _is_pdf(name, content_type) else "document"
+    request = {"name": name, "kind": kind, "content_type": content_type or ""}
+    documents = [
+        Document(text, {"source": name, **extra})
+        for text, extra in _read_in_child(data, request, limits, budget)
+    ]
     budget.check(f"reading {name}")
     return documents
 
 
-def _read_pdf(data: bytes, name: str, limits: Limits, budget: CpuBudget) -> list[Any]:
-    from advisors_app.core.vectorstore import Document
-
+def _read_in_child(
+    data: bytes, request: dict[str, Any], limits: Limits, budget: CpuBudget
+) -> list[tuple[str, dict[str, Any]]]:
+    name = request["name"]
     cpu = budget.remaining()
     if cpu is not None and cpu <= 0:
         raise budget.exceeded(f"before reading {name}")
-    request = {**limits.as_dict(), "cpu_seconds": cpu or 0, "name": name}
-    try:
-        child = subprocess.run(
-            [sys.executable, "-m", "advisors_app.ingestion.parsing", json.dumps(request)],
-            input=data,
-            capture_output=True,
-            env=_child_environment(),
-            # A child that sleeps instead of computing: the wall clock stops it too.
-            timeout=None if cpu is None else 2 * cpu + 30,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise budget.exceeded(f"reading {name}") from None
-    if child.returncode != 0:
-        if child.returncode < 0 or (cpu is not None and budget.remaining() == 0):
-            # Killed by the kernel: SIGXCPU, then SIGKILL at the hard limit.
-            raise budget.exceeded(f"reading {name}")
-        detail = child.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise ValueError(f"{name} is not a readable PDF: {detail[0]}")
-    answer = json.loads(child.stdout)
-    if "limit" in answer:
-        raise LimitExceeded(answer["error"], answer["limit"])
-    if "error" in answer:
-        raise ValueError(answer["error"])
-    return [
-        Document(text.strip(), {"source": name, "page": number})
-        for number, text in answer["pages"]
-        if text.strip()
-    ]
+    request = {**request, **limits.as_dict(), "cpu_seconds": cpu or 0, "parent": os.getpid()}
+    # Files, not pipes: the answer's size is known before it is read, and nothing deadlocks.
+    with tempfile.TemporaryFile() as answer, tempfile.TemporaryFile() as stderr:
+        try:
+            child = subprocess.run(
+                [sys.executable, "-m", "advisors_app.ingestion.parsing", json.dumps(request)],
+                input=data,
+                stdout=answer,
+                stderr=stderr,
+                env=_child_environment(),
+                # A child that sleeps instead of computing: the wall clock stops it too.
+                timeout=None if cpu is None else 2 * cpu + 30,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise budget.exceeded(f"reading {name}") from None
+        if child.returncode != 0:
+            stderr.seek(-min(4096, os.fstat(stderr.fileno()).st_size), os.SEEK_END)
+            said = stderr.read().decode(errors="replace")
+            raise _child_failure(child.returncode, said, request, limits, budget, cpu)
+        if _answer_bytes(limits) and os.fstat(answer.fileno()).st_size > _answer_bytes(limits):
+            raise LimitExceeded(_answer_too_large(name, limits), "INGESTION_MAX_CHARS")
+        answer.seek(0)
+        reply = json.load(answer)
+    if "limit" in reply:
+        raise LimitExceeded(reply["error"], reply["limit"])
+    if "error" in reply:
+        raise ValueError(reply["error"])
+    return [(text, extra) for text, extra in reply["documents"]]
+
+
+def _child_failure(
+    returncode: int,
+    stderr: str,
+    request: dict[str, Any],
+    limits: Limits,
+    budget: CpuBudget,
+    cpu: float | None,
+) -> ValueError:
+    """What a child that ended without an answer means, from how it ended."""
+    name = request["name"]
+    spent = cpu is not None and budget.remaining() == 0
+    if returncode == -signal.SIGXCPU or spent:  # the kernel's CPU limit
+        return budget.exceeded(f"reading {name}")
+    # Python raises MemoryError at the address-space limit; C code that cannot allocate may
+    # abort or crash instead.
+    crashed = returncode in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGBUS)
+    if limits.memory_bytes and ("MemoryError" in stderr or crashed):
+        return LimitExceeded(_memory_exceeded(name, limits), "INGESTION_MEMORY_BYTES")
+    if _answer_bytes(limits) and "File too large" in stderr:  # RLIMIT_FSIZE
+        return LimitExceeded(_answer_too_large(name, limits), "INGESTION_MAX_CHARS")
+    lines = stderr.strip().splitlines()
+    detail = lines[-1] if lines else f"its reader ended with status {returncode}"
+    unreadable = "is not a readable PDF" if request["kind"] == "pdf" else "could not be read"
+    return ValueError(f"{name} {unreadable}: {detail}")
+
+
+def _memory_exceeded(name: str, limits: Limits) -> str:
+    return f"{name} needs more than {limits.memory_bytes} bytes of memory to read"
+
+
+def _answer_too_large(name: str, limits: Limits) -> str:
+    return f"{name} reads into more than {_answer_bytes(limits)} bytes of text and metadata"
 
 
 def _child_environment() -> dict[str, str]:
     # The child imports this package wherever the parent runs from (an uninstalled checkout).
     root = str(Path(__file__).resolve().parent.parent)
     path = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    # Reading needs no BLAS threads (numpy comes with the core's imports), whose buffers would
+    # take address space under the memory limit, more on a machine with more cores.
+    threads = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    return {**os.environ, **threads, "PYTHONPATH": os.pathsep.join(path)}
 
 
 # -- the child process ---------------------------------------------------------------------------
@@ -273,72 +328,147 @@ def _pypdf_limits(max_bytes: int) -> dict[str, int]:
     return {key: min(max_bytes, getattr(current, key)) for key in keys if hasattr(current, key)}
 
 
-def _extract_pages(data: bytes, name: str, limits: Limits) -> list[tuple[int, str]]:
+Read = list[tuple[str, dict[str, Any]]]
+
+
+def _read_pdf(data: bytes, name: str, _content_type: str, limits: Limits) -> Read:
     from pypdf import PdfReader, apply_configuration
+    from pypdf.errors import LimitReachedError
 
     most = limits.max_decompressed_bytes
     overrides = _pypdf_limits(most) if most else {}
-    with apply_configuration(**overrides):
-        reader = PdfReader(io.BytesIO(data))
-        count = len(reader.pages)
-        if limits.max_pages and count > limits.max_pages:
-            raise _ChildLimit(
-                f"{name} has {count} pages, more than {limits.max_pages}", "INGESTION_MAX_PAGES"
-            )
-        pages: list[tuple[int, str]] = []
-        inflated = chars = 0
-        for number, page in enumerate(reader.pages, start=1):
-            # Each page's content counts again for every page that draws it: extraction
-            # parses it once per page, so that is the work this file asks for.
-            contents = page.get_contents()
-            inflated += len(contents.get_data()) if contents is not None else 0
-            if limits.max_decompressed_bytes and inflated > limits.max_decompressed_bytes:
+    try:
+        with apply_configuration(**overrides):
+            reader = PdfReader(io.BytesIO(data))
+            count = len(reader.pages)
+            if limits.max_pages and count > limits.max_pages:
                 raise _ChildLimit(
-                    f"{name} inflates to more than {limits.max_decompressed_bytes} bytes of page "
-                    f"content by page {number} of {count}",
-                    "INGESTION_MAX_DECOMPRESSED_BYTES",
+                    f"{name} has {count} pages, more than {limits.max_pages}",
+                    "INGESTION_MAX_PAGES",
                 )
-            # Extraction leaves NULs where a font maps no character; they are not text.
-            text = (page.extract_text() or "").replace("\x00", "")
-            chars += len(text)
-            if limits.max_chars and chars > limits.max_chars:
-                raise _ChildLimit(
-                    f"{name} holds more than {limits.max_chars} characters of text by page "
-                    f"{number} of {count}",
-                    "INGESTION_MAX_CHARS",
-                )
-            pages.append((number, text))
+            pages: Read = []
+            inflated = chars = 0
+            for number, page in enumerate(reader.pages, start=1):
+                # Each page's content counts again for every page that draws it: extraction
+                # parses it once per page, so that is the work this file asks for.
+                contents = page.get_contents()
+                inflated += len(contents.get_data()) if contents is not None else 0
+                if most and inflated > most:
+                    raise _ChildLimit(
+                        f"{name} inflates to more than {most} bytes of page content by page "
+                        f"{number} of {count}",
+                        "INGESTION_MAX_DECOMPRESSED_BYTES",
+                    )
+                # Extraction leaves NULs where a font maps no character; they are not text.
+                text = (page.extract_text() or "").replace("\x00", "")
+                chars += len(text)
+                if limits.max_chars and chars > limits.max_chars:
+                    raise _ChildLimit(
+                        f"{name} holds more than {limits.max_chars} characters of text by page "
+                        f"{number} of {count}",
+                        "INGESTION_MAX_CHARS",
+                    )
+                if text.strip():
+                    pages.append((text.strip(), {"page": number}))
+    except LimitReachedError as error:
+        raise _ChildLimit(
+            f"{name} passes a PDF reading limit: {error}", "INGESTION_MAX_DECOMPRESSED_BYTES"
+        ) from error
+    except (_ChildLimit, MemoryError):
+        raise
+    except Exception as error:  # pypdf raises many types for malformed files
+        detail = error or type(error).__name__
+        raise ValueError(f"{name} is not a readable PDF: {detail}") from error
     return pages
 
 
-def _child(argument: str) -> dict[str, Any]:
-    request = json.loads(argument)
-    name = request.pop("name")
-    limits = Limits.from_dict(request)
+def _read_document(data: bytes, name: str, content_type: str, limits: Limits) -> Read:
+    from advisors_app.core.ingestion import read_document
+
+    return _checked(read_document(data, name, content_type or None), name, limits)
+
+
+def _read_text(data: bytes, name: str, _content_type: str, limits: Limits) -> Read:
+    from advisors_app.core.ingestion import read_text
+
+    return _checked(read_text(data, name), name, limits)
+
+
+def _checked(documents: list[Any], name: str, limits: Limits) -> Read:
+    chars = sum(len(document.text) for document in documents)
+    if limits.max_chars and chars > limits.max_chars:
+        raise _ChildLimit(
+            f"{name} holds {chars} characters of text, more than {limits.max_chars}",
+            "INGESTION_MAX_CHARS",
+        )
+    return [
+        (document.text, {k: v for k, v in document.metadata.items() if k != "source"})
+        for document in documents
+    ]
+
+
+_READERS: dict[str, Callable[[bytes, str, str, Limits], Read]] = {
+    "pdf": _read_pdf,
+    "document": _read_document,
+    "text": _read_text,
+}
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: have the kernel kill this child when the process that started it dies (a worker
+    killed outright), instead of leaving it to spend the rest of its budget."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
+
+
+def _hold_to(limits: Limits) -> None:
+    """Have the kernel hold this process to ``limits``: CPU time (``SIGXCPU`` at the soft
+    limit), address space (``MemoryError``) and the size of the answer it writes."""
     if limits.cpu_seconds:
         seconds = max(1, math.ceil(limits.cpu_seconds))
         resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
-    data = sys.stdin.buffer.read()
-    from pypdf.errors import LimitReachedError
+    if limits.memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    if _answer_bytes(limits):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (_answer_bytes(limits), _answer_bytes(limits)))
 
+
+def _child(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
+    name = request["name"]
     try:
-        return {"pages": _extract_pages(data, name, limits)}
+        data = sys.stdin.buffer.read()
+        read = _READERS[request["kind"]]
+        return {"documents": read(data, name, request["content_type"], limits)}
     except _ChildLimit as error:
         return {"error": str(error), "limit": error.setting}
-    except LimitReachedError as error:
-        return {
-            "error": f"{name} passes a PDF reading limit: {error}",
-            "limit": "INGESTION_MAX_DECOMPRESSED_BYTES",
-        }
     except MemoryError:
-        return {
-            "error": f"{name} needs more than {CHILD_MEMORY_BYTES} bytes of memory to read",
-            "limit": "INGESTION_MAX_DECOMPRESSED_BYTES",
-        }
-    except Exception as error:  # pypdf raises many types for malformed files
-        return {"error": f"{name} is not a readable PDF: {error or type(error).__name__}"}
+        return {"error": _memory_exceeded(name, limits), "limit": "INGESTION_MEMORY_BYTES"}
+    except ValueError as error:  # the readers' messages name the file
+        return {"error": str(error)}
+    except Exception as error:  # a parser's own failure on a malformed file
+        return {"error": f"{name} could not be read: {error or type(error).__name__}"}
+
+
+def _main(argument: str) -> None:
+    """The child: read one file (its bytes on stdin) as ``argument`` (JSON) says, write the
+    answer (JSON) to stdout, and exit at once (the interpreter's teardown is no use here)."""
+    request = json.loads(argument)
+    _die_with_parent(request["parent"])
+    limits = Limits.from_dict(request)
+    _hold_to(limits)
+    answer = json.dumps(_child(request, limits), ensure_ascii=False).encode()
+    most = _answer_bytes(limits)
+    if most and len(answer) > most:
+        too_large = _answer_too_large(request["name"], limits)
+        answer = json.dumps({"error": too_large, "limit": "INGESTION_MAX_CHARS"}).encode()
+    sys.stdout.buffer.write(answer)
+    sys.stdout.buffer.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    json.dump(_child(sys.argv[1]), sys.stdout)
+    _main(sys.argv[1])
