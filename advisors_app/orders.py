@@ -6,7 +6,14 @@ import re
 
 from advisors_app.core.advisor import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 
-__all__ = ["ORDER_FORMS", "ORDER_RANGE", "format_order", "order_range_problem", "parse_order"]
+__all__ = [
+    "ORDER_FORMS",
+    "ORDER_RANGE",
+    "clean_order",
+    "format_order",
+    "order_range_problem",
+    "parse_order",
+]
 
 #: The message for text that is no order.
 ORDER_FORMS = "Enter a whole number, HIGHEST+N or LOWEST-N."
@@ -49,3 +56,16 @@ def parse_order(value: int | str) -> int:
 def order_range_problem(order: int) -> str | None:
     """:data:`ORDER_RANGE` when ``order`` is past ``HIGHEST_PRECEDENCE..LOWEST_PRECEDENCE``."""
     return None if HIGHEST_PRECEDENCE <= order <= LOWEST_PRECEDENCE else ORDER_RANGE
+
+
+def clean_order(text: str) -> int | None:
+    """An order as a person types it (the admin's order column, the API's ``order``): blank is
+    ``None`` (the type's default), anything else :func:`parse_order` within range. Raises
+    ``ValueError`` (:data:`ORDER_FORMS` or :data:`ORDER_RANGE`)."""
+    if not text.strip():
+        return None
+    order = parse_order(text)
+    problem = order_range_problem(order)
+    if problem:
+        raise ValueError(problem)
+    return order

@@ -20,7 +20,7 @@ from advisors_app.definition.registry import advisor_types, params_errors, schem
 from advisors_app.definition.runtime import DRAFT
 from advisors_app.definition.tools import tool_registry
 from advisors_app.models import AdvisorChain, AdvisorConfig, PromptTemplate, SensitiveWordList
-from advisors_app.orders import format_order, order_range_problem, parse_order
+from advisors_app.orders import clean_order, format_order
 from advisors_app.validation import printable
 
 __all__ = [
@@ -67,18 +67,10 @@ class OrderField(forms.CharField):
         return value
 
     def to_python(self, value: Any) -> int | None:
-        text = str(value or "").strip()
-        if not text:
-            return None
         try:
-            return parse_order(text)
+            return clean_order(str(value or ""))
         except ValueError as exc:
             raise ValidationError(str(exc), code="invalid") from None
-
-    def validate(self, value: Any) -> None:
-        problem = None if value is None else order_range_problem(value)
-        if problem:
-            raise ValidationError(problem, code="out_of_range")
 
 
 def params_help(key: str) -> str:

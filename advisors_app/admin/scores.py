@@ -140,7 +140,7 @@ class ReviewForm(forms.Form):
                 try:
                     record_review(user, parse_vote(vote, message_id=reply.pk))
                 except FeedbackError as exc:
-                    exc.errors = {"correction": exc.errors.get("comment", [exc.message])}
+                    exc.fields = {"correction": exc.fields.get("comment", [exc.message])}
                     raise
                 done.append("correction saved")
             else:

@@ -11,16 +11,11 @@ Every error body is::
 - ``code``: a stable, machine-readable string: DRF's codes (``parse_error``,
   ``not_authenticated``, ``authentication_failed``, ``permission_denied``, ``not_found``,
   ``method_not_allowed``, ``not_acceptable``, ``unsupported_media_type``, ``throttled``), the
-  turn service's (``invalid``, ``chain_not_found``, ``chain_misconfigured``), ``conflict`` and
-  ``protected`` (409: the request does not fit the current state, or a delete is refused
-  because other rows — a labelled chain version, a conversation — refer to the row), the
-  provider codes
-  of :func:`advisors_app.turn.events.error_event` (``rate_limited``, ``provider_timeout``,
-  ``provider_unreachable``, ``provider_unavailable``, ``provider_malformed_response``,
-  ``provider_authentication``, ``provider_bad_request``, ``provider_error``), ``output_invalid``,
-  ``context_overflow`` (400: the prompt cannot fit the chat model's context window; the message
-  names the sizes), ``budget_exceeded`` (429: a budget counting the turn is used up;
-  ``retry_after`` and ``reset_at`` say when it resets) and ``internal_error``.
+  ``code`` of every :class:`~advisors_app.exceptions.Refusal` the app raises (``invalid``,
+  ``chain_not_found``, ``conflict``, ``protected``, ``too_large``, ``budget_exceeded``, …), the
+  provider codes of :func:`advisors_app.turn.events.error_event` (``rate_limited``,
+  ``provider_timeout``, …), ``output_invalid``, ``context_overflow`` and ``internal_error``;
+  docs/rest-api.md lists them all with their HTTP status.
 - ``message``: one sentence for people. Secret values and credential-shaped tokens in it (and
   in ``fields``) are replaced by ``[REDACTED]`` (:func:`advisors_app.security.redaction.redact`).
 - ``fields``: dotted field path → messages (``"advisors.1.params.top_k"``); ``{}`` when the error
@@ -33,7 +28,8 @@ Every error body is::
 - ``reset_at``: only for ``budget_exceeded``: the ISO time the budget's period ends.
 
 The ``error`` events of the SSE stream and the websocket carry the same information in the
-flat event shape of :mod:`advisors_app.turn.events` (``errors`` instead of ``fields``).
+flat event shape of :mod:`advisors_app.turn.events` (``errors`` instead of ``fields``): a
+refusal's body is built from its ``error`` frame, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -52,8 +48,9 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from advisors_app.exceptions import Conflict, Refusal
 from advisors_app.security.redaction import redact
-from advisors_app.turn.events import ErrorEvent, TurnError, error_event
+from advisors_app.turn.events import ErrorEvent, error_event
 from advisors_app.validation import printable
 
 __all__ = [
@@ -86,15 +83,6 @@ PROVIDER_HTTP_STATUS: dict[str, int] = {
     # A budget counting the turn is used up (the model was not called); retry after its reset.
     "budget_exceeded": status.HTTP_429_TOO_MANY_REQUESTS,
 }
-
-
-class Conflict(exceptions.APIException):
-    """Raised when a request does not fit the current state (409): nothing to roll back to, or
-    a delete that other rows refuse (code ``protected``)."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The request conflicts with the current state."
-    default_code = "conflict"
 
 
 def error_body(
@@ -201,11 +189,11 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
     Handles DRF's exceptions, Django's ``Http404``/``PermissionDenied``, a delete refused by
     ``ProtectedError``/``RestrictedError`` (409 ``protected``, with Django's message), a body over
     ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413 ``too_large``), JSON nested too deeply to parse (400
-    ``parse_error``),
-    :class:`~advisors_app.turn.events.TurnError` (its ``http_status``), provider errors of a
-    failed call (502/503/504/429 with the provider's status and message, through
-    :func:`~advisors_app.turn.events.error_event`), and anything else as a logged 500
-    ``internal_error`` that reveals no detail.
+    ``parse_error``), every :class:`~advisors_app.exceptions.Refusal` (its ``http_status``, the
+    body from its ``error`` frame: :func:`~advisors_app.turn.events.error_event`), provider
+    errors of a failed call (502/503/504/429 with the provider's status and message, through
+    the same function), and anything else as a logged 500 ``internal_error`` that reveals no
+    detail.
     """
     set_rollback()
     if isinstance(exc, Http404):
@@ -216,15 +204,15 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
         # Views that delete say which rows protect the target; this is the net under them.
         exc = Conflict(str(exc.args[0]), code="protected")
     elif isinstance(exc, RequestDataTooBig):  # over DATA_UPLOAD_MAX_MEMORY_SIZE
-        body = error_body("too_large", f"The request body is too large: {exc}")
-        return Response(body, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        message = f"The request body is too large: {exc}"
+        exc = Refusal(message, code="too_large", http_status=413)
     elif isinstance(exc, RecursionError):
         # Only parsing recurses with the request's shape: JSON nested deeper than it can read.
         exc = exceptions.ParseError("The JSON is nested too deeply to read.")
+    if isinstance(exc, Refusal):
+        return _from_event(error_event(exc), exc.http_status)
     if isinstance(exc, exceptions.APIException):
         return _from_api_exception(exc)
-    if isinstance(exc, TurnError):
-        return _from_event(exc.to_event(), exc.http_status)
     event = error_event(exc)
     if event.code == "internal_error":
         logger.error("API request failed", exc_info=exc)

@@ -37,6 +37,7 @@ from advisors_app.definition import (
     compile_snapshot,
     resolve_draft,
 )
+from advisors_app.exceptions import Refusal
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,
@@ -66,12 +67,24 @@ CACHE_SIZE = 64
 DRAFT = "draft"
 
 
-class ChainNotFound(LookupError):
-    """Raised when no chain has the slug, or the chain is disabled."""
+class ChainNotFound(Refusal, LookupError):
+    """Raised when no chain has the slug, or the chain is disabled (404 ``chain_not_found``)."""
+
+    code = "chain_not_found"
+    http_status = 404
+
+    def __init__(self, slug: str) -> None:
+        message = f"No enabled chain {slug!r}."
+        super().__init__(message, fields={"chain": [message]})
+        self.slug = slug
 
 
-class VersionNotFound(LookupError):
-    """Raised when the chain has no such label or version (or nothing published yet)."""
+class VersionNotFound(Refusal, LookupError):
+    """Raised when the chain has no such label or version, or nothing published yet (404
+    ``version_not_found``)."""
+
+    code = "version_not_found"
+    http_status = 404
 
 
 @dataclass(frozen=True)

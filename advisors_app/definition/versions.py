@@ -17,6 +17,7 @@ from django.db import transaction
 from advisors_app.conf import app_settings
 from advisors_app.core.templates import PromptTemplate as CorePromptTemplate
 from advisors_app.definition.registry import advisor_types
+from advisors_app.exceptions import Refusal
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,
@@ -102,17 +103,23 @@ def check_draft(chain: AdvisorChain, advisors: Iterable[Any] | None = None) -> C
     return check(resolve_draft(chain, advisors))
 
 
-class PublishError(ValueError):
-    """Raised when a draft cannot be published: its lint or compile found errors."""
+class PublishError(Refusal, ValueError):
+    """Raised when a draft cannot be published: its lint or compile found errors (400
+    ``invalid``, one ``fields["draft"]`` message per error)."""
 
     def __init__(self, chain: AdvisorChain, messages: list[LintMessage]) -> None:
         self.messages = messages
-        listing = "; ".join(f"{m.id}: {m}" for m in messages)
-        super().__init__(f"chain {chain.slug!r} cannot be published: {listing}")
+        listing = [f"{m.id}: {m}" for m in messages]
+        message = f"chain {chain.slug!r} cannot be published: {'; '.join(listing)}"
+        super().__init__(message, fields={"draft": listing})
 
 
-class VersionLookupError(LookupError):
-    """Raised when a version number, label or ``draft`` names nothing of the chain."""
+class VersionLookupError(Refusal, LookupError):
+    """Raised when a version number, label or ``draft`` names nothing of the chain, or a label
+    has nothing to roll back to (404 ``version_not_found``)."""
+
+    code = "version_not_found"
+    http_status = 404
 
 
 def can_publish(user: Any) -> bool:

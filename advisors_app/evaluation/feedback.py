@@ -48,6 +48,7 @@ from typing import Any
 from django.db import transaction
 
 from advisors_app.core.messages import MessageType
+from advisors_app.exceptions import Refusal
 from advisors_app.memory.conversations import TRACE_ID
 from advisors_app.models import CallLog, ChatMessage, Score
 from advisors_app.models.scores import (
@@ -56,7 +57,6 @@ from advisors_app.models.scores import (
     MAX_KEY_LENGTH,
     REASONS,
 )
-from advisors_app.turn.events import ErrorEvent
 from advisors_app.validation import FieldErrors, text_problem
 
 __all__ = [
@@ -88,22 +88,20 @@ _THUMBS_WORDS = {"up": True, "down": False}
 _KEY = re.compile(r"^[-a-zA-Z0-9_]+\Z")
 
 
-class FeedbackError(Exception):
-    """Raised when a vote is refused: ``invalid`` (400; ``errors`` by field) or ``not_found``
+class FeedbackError(Refusal):
+    """Raised when a vote is refused: ``invalid`` (400; ``fields`` by field) or ``not_found``
     (404: no reply of the caller's has this id). Nothing was stored."""
 
     def __init__(
         self, code: str, message: str, *, errors: FieldErrors | None = None, http_status: int = 400
     ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.errors = errors or {}
-        self.http_status = http_status
+        super().__init__(message, code=code, http_status=http_status, fields=errors)
 
-    def to_event(self) -> ErrorEvent:
-        """The websocket's ``error`` frame for this refusal (without its ``in_reply_to``)."""
-        return ErrorEvent(self.code, self.message, errors=self.errors)
+    @property
+    def errors(self) -> FieldErrors:
+        """``fields`` under its name before :class:`~advisors_app.exceptions.Refusal`: the
+        functions raising it are documented for every transport (docs/evaluation.md)."""
+        return self.fields
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from django.utils import timezone
 from rest_framework.throttling import UserRateThrottle
 
 from advisors_app.conf import app_settings
+from advisors_app.exceptions import Refusal
 from advisors_app.ingestion.jobs import Upload, submit_job
 from advisors_app.ingestion.parsing import Limits
 from advisors_app.models import Collection, Document, IngestionJob
@@ -47,25 +48,22 @@ _LOCK = "advisors_app.ingestion.uploads"
 _DAY = timedelta(days=1)
 
 
-class UploadRefused(Exception):
-    """Raised when an upload passes a size limit, a quota or the rate: ``status`` 413 or 429,
-    ``code`` (``too_large``, ``quota_exceeded``, ``throttled``), ``setting`` (the ``ADVISORS``
-    key), ``retry_after`` (seconds, or ``None``)."""
+class UploadRefused(Refusal):
+    """Raised when an upload passes a size limit, a quota or the rate: ``http_status`` 413 or
+    429, ``code`` (``too_large``, ``quota_exceeded``, ``throttled``), ``setting`` (the
+    ``ADVISORS`` key), ``retry_after`` (seconds, or ``None``)."""
 
     def __init__(
         self,
         message: str,
         *,
-        status: int,
+        http_status: int,
         code: str,
         setting: str,
         retry_after: float | None = None,
     ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
+        super().__init__(message, code=code, http_status=http_status, retry_after=retry_after)
         self.setting = setting
-        self.retry_after = retry_after
 
 
 class UploadRateThrottle(UserRateThrottle):
@@ -82,7 +80,7 @@ def _refuse(message: str, setting: str, status: int, **extra: Any) -> UploadRefu
     code = "too_large" if status == 413 else "quota_exceeded"
     return UploadRefused(
         f"{message} (ADVISORS[{setting!r}] = {value}).",
-        status=status,
+        http_status=status,
         code=code,
         setting=setting,
         **extra,
@@ -165,7 +163,7 @@ def submit_upload(
             raise UploadRefused(
                 "Too many uploads; try again later "
                 f"(ADVISORS['UPLOAD_THROTTLE_RATE'] = {app_settings.UPLOAD_THROTTLE_RATE}).",
-                status=429,
+                http_status=429,
                 code="throttled",
                 setting="UPLOAD_THROTTLE_RATE",
                 retry_after=wait,

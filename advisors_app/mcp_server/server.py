@@ -2,8 +2,8 @@
 low-level ``Server``; the protocol itself is the SDK's).
 
 ``tools/list`` answers the chains :func:`~advisors_app.mcp_server.chains.chain_tools` lets the
-caller ask; ``tools/call`` of ``ask_<slug>`` runs one turn through the turn service
-(:func:`~advisors_app.turn.service.call_turn`), exactly as ``POST /api/chains/<slug>/call/`` does:
+caller ask; ``tools/call`` of ``ask_<slug>`` runs one turn through the turn
+(:func:`~advisors_app.turn.call_turn`), exactly as ``POST /api/chains/<slug>/call/`` does:
 the same :class:`~advisors_app.turn.input.TurnInput` validation, throttling, budgets, guards,
 memory and conversation ownership. The answer is the reply's text, with ``conversation_id``,
 ``message_id``, ``finish_reason``, ``trace_id``, ``version`` (and ``sources`` when retrieval
@@ -30,6 +30,7 @@ from mcp.server.lowlevel import Server
 
 from advisors_app.core.advisors.safe_guard import CONTENT_FILTER
 from advisors_app.core.advisors.tool_calling import APPROVAL_REQUIRED
+from advisors_app.exceptions import Refusal
 from advisors_app.mcp_server.chains import (
     ARGUMENTS,
     OUTPUT_SCHEMA,
@@ -37,9 +38,8 @@ from advisors_app.mcp_server.chains import (
     chain_for_tool,
     chain_tools,
 )
-from advisors_app.turn.events import TurnOutcome, error_event
-from advisors_app.turn.input import TurnInput
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import TurnInput, TurnOutcome, call_turn
+from advisors_app.turn.events import error_event
 
 __all__ = ["SERVER_NAME", "build_server"]
 
@@ -92,22 +92,23 @@ async def _call_tool(
 ) -> types.CallToolResult:
     user = _user(ctx)
     slug = await sync_to_async(chain_for_tool)(user, params.name)
-    if slug is None:
-        return _error(
-            f"No tool {params.name!r}: list the tools to see the chains you may ask.",
-            {"code": "not_found"},
-        )
-    arguments = dict(params.arguments or {})
-    unknown = sorted(set(arguments) - set(ARGUMENTS))
-    if unknown:
-        return _error(
-            f"Unknown argument{'s' * (len(unknown) > 1)} {', '.join(unknown)}; "
-            f"the arguments are {', '.join(ARGUMENTS)}.",
-            {"code": "invalid", "errors": {name: ["Unknown field."] for name in unknown}},
-        )
     try:
+        if slug is None:
+            raise Refusal(
+                f"No tool {params.name!r}: list the tools to see the chains you may ask.",
+                code="not_found",
+                http_status=404,
+            )
+        arguments = dict(params.arguments or {})
+        unknown = sorted(set(arguments) - set(ARGUMENTS))
+        if unknown:
+            raise Refusal(
+                f"Unknown argument{'s' * (len(unknown) > 1)} {', '.join(unknown)}; "
+                f"the arguments are {', '.join(ARGUMENTS)}.",
+                fields={name: ["Unknown field."] for name in unknown},
+            )
         outcome = await call_turn(slug, user, TurnInput.from_data(arguments))
-    except Exception as exc:  # refused (TurnError) or failed: the caller is told, never a crash
+    except Exception as exc:  # refused (a Refusal) or failed: the caller is told, never a crash
         return _failure(exc)
     return _answer(outcome)
 
@@ -139,8 +140,11 @@ def _answer(outcome: TurnOutcome) -> types.CallToolResult:
 
 
 def _failure(exc: BaseException) -> types.CallToolResult:
-    """A refused or failed turn as a tool error: the REST error body's message (redacted),
-    field errors spelled out, so a model reading only the text can fix its call."""
+    """A refused or failed call as a tool error, from the ``error`` frame
+    (:func:`~advisors_app.turn.events.error_event`, the one mapping of every
+    :class:`~advisors_app.exceptions.Refusal`): its message (redacted) with the field errors
+    spelled out, so a model reading only the text can fix its call, and the frame's non-null
+    keys as structured content."""
     event = error_event(exc).to_dict()
     if event["code"] == "internal_error":
         logger.error("MCP tool call failed (trace %s)", event["trace_id"], exc_info=exc)

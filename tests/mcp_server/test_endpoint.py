@@ -160,7 +160,7 @@ def test_only_chains_the_caller_may_use_are_tools(mcp_site: str, alice: Any) -> 
     assert names == ["ask_help_desk"]
     for refused in (off, draft):
         assert refused.is_error
-        assert refused.structured_content == {"code": "not_found"}
+        assert refused.structured_content["code"] == "not_found"
         assert "list the tools" in refused.content[0].text
     assert not CallLog.objects.exists()
 

@@ -1,4 +1,5 @@
-"""Chains: every user lists and reads the enabled ones; staff create, change and delete them.
+"""Chains: every user lists and reads the enabled ones that ``production`` serves; staff create,
+change and delete them (and see drafts, disabled and unpublished chains).
 
 Writes change the chain's *draft*; callers keep getting what its ``production`` label serves
 until someone publishes (``POST /api/chains/<slug>/versions/``) and moves the label
@@ -18,12 +19,12 @@ from advisors_app.api.base import ApiView
 from advisors_app.api.errors import Conflict, ErrorSerializer
 from advisors_app.api.pagination import ApiPagination
 from advisors_app.api.permissions import IsStaffOrReadOnly, sees_chain_configuration
-from advisors_app.api.serializers import (
+from advisors_app.api.serializers.chains import (
     ChainConfigSerializer,
     ChainSerializer,
     with_version_state,
 )
-from advisors_app.models import AdvisorChain, ChainVersion
+from advisors_app.models import PRODUCTION, AdvisorChain, ChainVersion
 
 __all__ = ["ChainDetailView", "ChainListView"]
 
@@ -40,7 +41,7 @@ _WRITE = {
 _MISSING = {404: OpenApiResponse(ErrorSerializer, description="No such chain.")}
 _STAFF_NOTE = (
     " Staff receive the whole configuration (the ChainConfig fields: chat_model, advisors, "
-    "lint, ...) and see disabled chains too. The configuration is the chain's draft: what "
+    "lint, ...) and see disabled and unpublished chains too. The configuration is the chain's draft: what "
     "callers get is the version its production label points at (see versions and labels)."
 )
 
@@ -52,7 +53,9 @@ class _ChainView(ApiView):
     def get_queryset(self) -> QuerySet[AdvisorChain]:
         chains = AdvisorChain.objects.order_by("slug")
         if not sees_chain_configuration(self.request.user):
-            chains = chains.filter(enabled=True)
+            # Only what callers can run: a chain nothing serves yet (or any more) is a 404,
+            # its name and description the business of those who edit it.
+            chains = chains.filter(enabled=True, labels__name=PRODUCTION)
         if self.request.method == "GET":
             chains = with_version_state(
                 chains.select_related("chat_model", "system_template").prefetch_related("advisors")
@@ -69,7 +72,8 @@ class _ChainView(ApiView):
     get=extend_schema(
         tags=["chains"],
         summary="Chains you may call",
-        description="Enabled chains with the JSON Schema of the params a request may send."
+        description="Enabled chains that production serves, with the JSON Schema of the "
+        "params a request may send."
         + _STAFF_NOTE,
         responses={200: ChainSerializer(many=True), **_READ},
     ),

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from advisors_app.api.base import ApiView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.pagination import ApiPagination
-from advisors_app.api.serializers import (
+from advisors_app.api.serializers.conversations import (
     OWN_VOTES,
     ConversationDetailSerializer,
     ConversationSerializer,

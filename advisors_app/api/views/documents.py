@@ -25,7 +25,7 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import generics
-from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -33,7 +33,8 @@ from rest_framework.response import Response
 from advisors_app.api.base import ApiView
 from advisors_app.api.errors import Conflict, ErrorSerializer
 from advisors_app.api.pagination import ApiPagination
-from advisors_app.api.serializers import (
+from advisors_app.api.throttles import SearchRateThrottle, search_throttled
+from advisors_app.api.serializers.documents import (
     CollectionSerializer,
     DocumentSerializer,
     FileUploadSerializer,
@@ -45,7 +46,7 @@ from advisors_app.api.serializers import (
 from advisors_app.core.vectorstore import SearchRequest
 from advisors_app.ingestion.jobs import Upload
 from advisors_app.ingestion.parsing import check_supported
-from advisors_app.ingestion.uploads import UploadRefused, check_upload, submit_upload
+from advisors_app.ingestion.uploads import check_upload, submit_upload
 from advisors_app.models import Collection, Document, IngestionJob
 from advisors_app.security.protection import protecting_versions, protection_message
 from advisors_app.stores.scoped import user_tenant, visible_collections, visible_documents
@@ -216,39 +217,27 @@ class DocumentListView(ApiView, generics.ListAPIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         collection = _collection(request.user, data["collection"])
-        try:
-            if multipart:
-                for upload in data["file"]:
-                    try:
-                        check_supported(upload.name, upload.content_type)
-                    except ValueError as exc:
-                        raise ValidationError({"file": [str(exc)]}) from None
-                check_upload(request.user, collection, [(f.name, f.size) for f in data["file"]])
-                uploads = [Upload(f.name, f.read(), f.content_type or "") for f in data["file"]]
-            else:
-                text = data["text"].encode()
-                check_upload(request.user, collection, [(data["name"], len(text))])
-                uploads = [Upload(data["name"], text, "text/plain", as_text=True)]
-            job = submit_upload(
-                request.user,
-                collection,
-                uploads,
-                tenant=user_tenant(request.user),
-                metadata=data.get("metadata", {}),
-            )
-        except UploadRefused as refused:
-            raise _Refused(refused) from None
+        if multipart:
+            for upload in data["file"]:
+                try:
+                    check_supported(upload.name, upload.content_type)
+                except ValueError as exc:
+                    raise ValidationError({"file": [str(exc)]}) from None
+            check_upload(request.user, collection, [(f.name, f.size) for f in data["file"]])
+            uploads = [Upload(f.name, f.read(), f.content_type or "") for f in data["file"]]
+        else:
+            text = data["text"].encode()
+            check_upload(request.user, collection, [(data["name"], len(text))])
+            uploads = [Upload(data["name"], text, "text/plain", as_text=True)]
+        job = submit_upload(
+            request.user,
+            collection,
+            uploads,
+            tenant=user_tenant(request.user),
+            metadata=data.get("metadata", {}),
+        )
         body = IngestionJobSerializer(job).data
         return Response(body, status=202, headers={"Location": body["url"]})
-
-
-class _Refused(APIException):
-    """An :class:`~advisors_app.ingestion.uploads.UploadRefused` as an API error (413 or 429)."""
-
-    def __init__(self, refused: UploadRefused) -> None:
-        super().__init__(str(refused), code=refused.code)
-        self.status_code = refused.status
-        self.wait = refused.retry_after
 
 
 @extend_schema_view(
@@ -277,9 +266,14 @@ class DocumentDetailView(ApiView):
 
 
 class DocumentSearchView(ApiView):
-    """``POST /api/documents/search/``: similarity search in one collection."""
+    """``POST /api/documents/search/``: similarity search in one collection, at most
+    ``ADVISORS["SEARCH_THROTTLE_RATE"]`` per user."""
 
     parser_classes = [JSONParser]
+    throttle_classes = [SearchRateThrottle]
+
+    def throttled(self, request: Request, wait: float | None) -> None:
+        raise search_throttled(wait)
 
     @extend_schema(
         tags=["documents"],
@@ -287,9 +281,15 @@ class DocumentSearchView(ApiView):
         description="Nearest chunks to the query among the shared ones and your own, best "
         "first. `filter` uses Spring AI's filter language over metadata (`==`, `!=`, `>`, "
         "`>=`, `<`, `<=`, `in`, `nin`, `&&`, `||`, `NOT`, parentheses); an invalid filter "
-        "answers 400 naming the position.",
+        "answers 400 naming the position. Every search, answered or refused, counts against "
+        "ADVISORS['SEARCH_THROTTLE_RATE'] per user (429 `throttled` past it).",
         request=SearchRequestSerializer,
-        responses={200: SearchResultSerializer(many=True), **_INVALID, **_AUTH},
+        responses={
+            200: SearchResultSerializer(many=True),
+            **_INVALID,
+            **_AUTH,
+            429: OpenApiResponse(ErrorSerializer, description="Too many searches."),
+        },
     )
     def post(self, request: Request) -> Response:
         serializer = SearchRequestSerializer(data=request.data)

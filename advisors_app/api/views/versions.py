@@ -30,7 +30,7 @@ from advisors_app.api.base import ApiView
 from advisors_app.api.errors import Conflict, ErrorSerializer
 from advisors_app.api.pagination import ApiPagination
 from advisors_app.api.permissions import StaffOnlyElseNotFound
-from advisors_app.api.serializers import (
+from advisors_app.api.serializers.versions import (
     ChainDiffSerializer,
     ChainLabelEventSerializer,
     ChainLabelSerializer,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
+from advisors_app.exceptions import Refusal
 from advisors_app.validation import FieldErrors, printable
 
 __all__ = [
@@ -84,18 +85,24 @@ class EvalScore:
     comment: str = ""
 
 
-class EvaluatorParamsError(ValueError):
-    """Raised when an evaluator cannot be built from its key and params.
+class EvaluatorParamsError(Refusal, ValueError):
+    """Raised when an evaluator cannot be built from its key and params (400 ``invalid``).
 
-    ``errors`` maps each field (``"evaluator"`` for an unknown key, ``"params.<name>"`` for a
-    param) to its messages, as the admin forms and the API report them.
+    ``fields`` (also ``errors``) maps each field (``"evaluator"`` for an unknown key,
+    ``"params.<name>"`` for a param) to its messages, as the admin forms and the API report
+    them.
     """
 
     def __init__(self, errors: FieldErrors, key: str = "") -> None:
-        self.errors: FieldErrors = {field: list(messages) for field, messages in errors.items()}
-        details = "; ".join(f"{f}: {' '.join(m)}" for f, m in self.errors.items())
+        details = "; ".join(f"{f}: {' '.join(m)}" for f, m in errors.items())
         prefix = f"invalid params for evaluator {key!r}" if key else "invalid evaluator"
-        super().__init__(f"{prefix}: {details}")
+        super().__init__(f"{prefix}: {details}", fields=errors)
+
+    @property
+    def errors(self) -> FieldErrors:
+        """``fields`` under its name before :class:`~advisors_app.exceptions.Refusal`
+        (docs/evaluation.md names it)."""
+        return self.fields
 
 
 @runtime_checkable

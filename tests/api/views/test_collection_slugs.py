@@ -9,7 +9,7 @@ import pytest
 from django.test import override_settings
 from rest_framework.exceptions import ValidationError
 
-from advisors_app.api.serializers import CollectionSerializer
+from advisors_app.api.serializers.documents import CollectionSerializer
 from advisors_app.models import Collection
 
 pytestmark = pytest.mark.django_db
