@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
     "MAX_REQUEST_BODY_BYTES": 1024 * 1024,
     "UPLOAD_THROTTLE_RATE": "10/minute",
+    "SEARCH_THROTTLE_RATE": "60/minute",
     "UPLOAD_MAX_FILES": 10,
     "UPLOAD_BYTES_PER_DAY": 100 * 1024 * 1024,
     "MAX_CHUNKS_PER_COLLECTION": 10_000,
@@ -161,6 +162,13 @@ class AdvisorsSettings:
         (``"10/minute"``); ``""``: no limit. Counted like chat turns
         (``advisors_app.ingestion.uploads``)."""
         return str(self._get("UPLOAD_THROTTLE_RATE"))
+
+    @property
+    def SEARCH_THROTTLE_RATE(self) -> str:
+        """Searches (``POST /api/documents/search/``) allowed per user, as DRF writes rates
+        (``"60/minute"``); ``""``: no limit. Every search counts, answered or refused, in
+        Django's default cache (per process unless the cache is shared)."""
+        return str(self._get("SEARCH_THROTTLE_RATE"))
 
     @property
     def UPLOAD_MAX_FILES(self) -> int:

@@ -1,4 +1,5 @@
-"""Django's middleware without a thread hop per method on every request of an ASGI site.
+"""Django's middleware (and django-csp's) without a thread hop per method on every request of an
+ASGI site.
 
 Under ASGI, Django runs each sync-only middleware method (``MiddlewareMixin.process_request`` /
 ``process_response``) through ``sync_to_async``: a switch to asgiref's one thread for database
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
+from csp import middleware as csp
 from django.conf import settings
 from django.contrib.auth import middleware as auth
 from django.contrib.messages import middleware as messages
@@ -33,6 +35,7 @@ from django.utils.module_loading import import_string
 
 __all__ = [
     "AuthenticationMiddleware",
+    "CSPMiddleware",
     "CommonMiddleware",
     "CsrfViewMiddleware",
     "MessageMiddleware",
@@ -73,6 +76,10 @@ class _OnTheEventLoop:
 
 class SecurityMiddleware(_OnTheEventLoop, security.SecurityMiddleware):
     pass
+
+
+class CSPMiddleware(_OnTheEventLoop, csp.CSPMiddleware):
+    """django-csp's: the policy header is built from settings, with no I/O."""
 
 
 class SessionMiddleware(_OnTheEventLoop, sessions.SessionMiddleware):

@@ -28,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
@@ -111,6 +112,7 @@ INSTALLED_APPS = [
 # instead of hopping to a thread twice each per request (advisorsite/middleware.py).
 MIDDLEWARE = [
     "advisorsite.middleware.SecurityMiddleware",
+    "advisorsite.middleware.CSPMiddleware",  # Content-Security-Policy (CONTENT_SECURITY_POLICY)
     "advisorsite.middleware.SessionMiddleware",
     "advisorsite.middleware.CommonMiddleware",
     "advisorsite.middleware.CsrfViewMiddleware",
@@ -122,6 +124,28 @@ MIDDLEWARE = [
 if not DEBUG:
     # Static files from collectstatic's output, served by the ASGI processes themselves.
     MIDDLEWARE.insert(1, "advisorsite.static_files.AsyncWhiteNoiseMiddleware")
+
+# Content-Security-Policy on every page (django-csp; Django 6 has it built in). Scripts run only
+# from this origin's files — no inline script, no event-handler attribute, no eval — so markup
+# that slipped past escaping cannot run code. Styles may be inline: Django 5.2's admin, its
+# change list, django-jsonform and Swagger UI write <style> blocks and style attributes, and a
+# style can fetch nothing from elsewhere (images and fonts are this origin's, data: images at
+# most). connect-src 'self' covers the chat page's fetches and its websocket (ws:/wss: of this
+# host: CSP 3's 'self' matches them). Nothing may frame a page (X-Frame-Options says the same).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 ROOT_URLCONF = "advisorsite.urls"
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render, resolve_url
 from django.urls import NoReverseMatch, reverse
@@ -23,6 +24,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from advisors_app.admin.traces import trace_rows
+from advisors_app.api.permissions import sees_chain_configuration
 from advisors_app.conf import app_settings
 from advisors_app.core.memory import APPROVAL_PENDING
 from advisors_app.core.messages import MessageType
@@ -32,7 +34,14 @@ from advisors_app.memory.conversations import (
     public_conversation_id,
     user_conversations,
 )
-from advisors_app.models import AdvisorChain, CallLog, ChatMessage, Score, ToolApproval
+from advisors_app.models import (
+    PRODUCTION,
+    AdvisorChain,
+    CallLog,
+    ChatMessage,
+    Score,
+    ToolApproval,
+)
 from advisors_app.models.scores import REASONS
 
 __all__ = ["chat", "trace"]
@@ -165,11 +174,21 @@ def _transcript(conversation: Any) -> list[dict[str, Any]]:
     return transcript
 
 
+def _offered_chains(user: Any) -> QuerySet[AdvisorChain]:
+    """The picker's chains, by slug: the enabled ones ``production`` serves, since the page runs
+    nothing else; staff who may view chains (as the admin asks) also see the unpublished ones
+    they are building, as the REST chain list shows them."""
+    chains = AdvisorChain.objects.filter(enabled=True).order_by("slug")
+    if not sees_chain_configuration(user):
+        chains = chains.filter(labels__name=PRODUCTION)
+    return chains
+
+
 @require_GET
 @login_required
 def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpResponse:
     """The chat page; with ``conversation_id``, that conversation of the user's is open."""
-    chains = list(AdvisorChain.objects.filter(enabled=True).values("slug", "name", "description"))
+    chains = list(_offered_chains(request.user).values("slug", "name", "description"))
     slugs = [c["slug"] for c in chains]
     current = None
     messages: list[dict[str, Any]] = []

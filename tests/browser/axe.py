@@ -1,7 +1,9 @@
 """axe-core accessibility checks for the browser tests (vendored, offline).
 
 ``axe_violations(page)`` loads ``advisors_app/static/advisors_app/vendor/axe-core/axe.min.js``
-into the page (from the file, so no server or network is needed), runs it on the document as
+into the page (from the file, so no server or network is needed; evaluated through the DevTools
+protocol, which the site's Content-Security-Policy does not stop, where a script element
+holding it would be refused as an inline script), runs it on the document as
 the page stands and returns the violations of the given impacts, each as a short dict that reads
 well in an assertion failure::
 
@@ -53,7 +55,7 @@ def axe_violations(
     ``impacts``: any of ``"minor"``, ``"moderate"``, ``"serious"``, ``"critical"``.
     """
     if not page.evaluate("() => Boolean(window.axe)"):
-        page.add_script_tag(path=str(AXE_SCRIPT))
+        page.evaluate(AXE_SCRIPT.read_text(encoding="utf-8") + "\n;void 0")
     wanted = set(impacts)
     found = page.evaluate(_RUN, {"context": context, "tags": list(tags)})
     return [violation for violation in found if violation["impact"] in wanted]

@@ -41,8 +41,9 @@ _WRITE = {
 _MISSING = {404: OpenApiResponse(ErrorSerializer, description="No such chain.")}
 _STAFF_NOTE = (
     " Staff receive the whole configuration (the ChainConfig fields: chat_model, advisors, "
-    "lint, ...) and see disabled and unpublished chains too. The configuration is the chain's draft: what "
-    "callers get is the version its production label points at (see versions and labels)."
+    "lint, ...) and see disabled and unpublished chains too. The configuration is the chain's "
+    "draft: what callers get is the version its production label points at (see versions and "
+    "labels)."
 )
 
 
@@ -73,8 +74,7 @@ class _ChainView(ApiView):
         tags=["chains"],
         summary="Chains you may call",
         description="Enabled chains that production serves, with the JSON Schema of the "
-        "params a request may send."
-        + _STAFF_NOTE,
+        "params a request may send." + _STAFF_NOTE,
         responses={200: ChainSerializer(many=True), **_READ},
     ),
     post=extend_schema(

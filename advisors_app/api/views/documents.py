@@ -33,7 +33,6 @@ from rest_framework.response import Response
 from advisors_app.api.base import ApiView
 from advisors_app.api.errors import Conflict, ErrorSerializer
 from advisors_app.api.pagination import ApiPagination
-from advisors_app.api.throttles import SearchRateThrottle, search_throttled
 from advisors_app.api.serializers.documents import (
     CollectionSerializer,
     DocumentSerializer,
@@ -43,6 +42,7 @@ from advisors_app.api.serializers.documents import (
     SearchResultSerializer,
     TextUploadSerializer,
 )
+from advisors_app.api.throttles import SearchRateThrottle, search_throttled
 from advisors_app.core.vectorstore import SearchRequest
 from advisors_app.ingestion.jobs import Upload
 from advisors_app.ingestion.parsing import check_supported
