@@ -154,3 +154,42 @@ def test_every_problem_of_a_file_is_reported_and_nothing_is_stored(tmp_path: Pat
     with pytest.raises(CommandError, match="--slug 'Bad Slug!'"):
         call_command("dataset_import", str(good), "--slug", "Bad Slug!")
     assert not Dataset.objects.exists()
+
+
+def test_import_takes_the_files_name_and_description(tmp_path: Path) -> None:
+    """Issue 40: ``dataset_import`` used to ignore the file's ``"name"``."""
+    data = {"name": "Refund questions", "description": "What support is asked.", "items": ITEMS}
+    out = StringIO()
+    call_command("dataset_import", str(write(tmp_path, "refunds.json", data)), stdout=out)
+    assert "Dataset 'refunds' (new dataset): 2 added" in out.getvalue()
+    dataset = Dataset.objects.get(slug="refunds")
+    assert (dataset.name, dataset.description) == ("Refund questions", "What support is asked.")
+    # A new name in the file renames it; the same file again changes nothing; --name wins.
+    data["name"] = "Refunds"
+    out = StringIO()
+    call_command("dataset_import", str(write(tmp_path, "refunds.json", data)), stdout=out)
+    assert "Dataset 'refunds' (name updated): 0 added, 0 changed, 2 unchanged" in out.getvalue()
+    out = StringIO()
+    call_command("dataset_import", str(tmp_path / "refunds.json"), stdout=out)
+    assert out.getvalue() == "Dataset 'refunds': 0 added, 0 changed, 2 unchanged, 0 removed.\n"
+    call_command(
+        "dataset_import", str(tmp_path / "refunds.json"), "--name", "Mine", stdout=StringIO()
+    )
+    assert Dataset.objects.get(slug="refunds").name == "Mine"
+    # A list has no name: a new dataset is named by its slug.
+    call_command("dataset_import", str(write(tmp_path, "faq.json", ITEMS)), stdout=StringIO())
+    assert Dataset.objects.get(slug="faq").name == "faq"
+
+
+def test_a_name_or_description_that_is_no_text_is_reported(tmp_path: Path) -> None:
+    data = {"name": ["x"], "description": 3, "items": [{"key": "a", "input": {"message": ""}}]}
+    with pytest.raises(CommandError) as caught:
+        call_command("dataset_import", str(write(tmp_path, "odd.json", data)))
+    text = str(caught.value)
+    for line in (
+        "name: expected a string of at most 200 characters",
+        "description: expected a string",
+        "item 0 (key 'a'): input.message: expected a non-blank string",
+    ):
+        assert line in text
+    assert not Dataset.objects.exists()

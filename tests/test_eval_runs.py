@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from advisors_app.definition.runtime import clear_cache, load_chain
+from advisors_app.evaluation.datasets import import_items, parse_items
 from advisors_app.evaluation.runs import (
     EVAL_USERNAME,
     EvalRunError,
@@ -199,3 +200,96 @@ def test_the_queued_task_runs_in_process_too() -> None:
     run.refresh_from_db()
     assert run.status == "done"
     assert run.summary["evaluators"]["contains"]["passed"] == 2  # bank, followup
+
+
+# -- pinned options and repeats (issue 40, "A gate that does not flip") -------------------------
+
+
+def _sent_options(chain: str = "support") -> list[tuple[Any, Any]]:
+    """``(temperature, seed)`` of every prompt the chain's model was sent, in order."""
+    model = load_chain(chain).client.chat_model
+    return [(prompt.options.temperature, prompt.options.seed) for prompt in model.prompts]
+
+
+def test_a_run_pins_temperature_0_and_a_seed_per_repeat_under_the_items_own_options() -> None:
+    make_versions()
+    dataset = make_dataset()
+    run = create_run(dataset, "support", repeats=2)
+    assert (run.chat_options, run.repeats, run.total) == ({"temperature": 0, "seed": 0}, 2, 6)
+    run = execute_run(run.pk)
+    assert run is not None and (run.done, run.total) == (6, 6)
+    # Items by key (bank, days, followup), each twice: the seed is one higher on the repeat.
+    assert _sent_options() == [(0, 0), (0, 1)] * 3
+    results = list(run.results.values_list("item_key", "repeat"))
+    assert results == [(key, r) for key in ("bank", "days", "followup") for r in (0, 1)]
+    assert (run.summary["items"], run.summary["results"]) == (3, 6)
+    assert run.summary["evaluators"]["contains"]["judged"] == 6
+    # An item's own options win; {} pins nothing.
+    import_items(
+        dataset,
+        parse_items(
+            [{"key": "hot", "input": {"message": "Hi", "params": {"options": {"temperature": 1}}}}]
+        ),
+        prune=True,
+    )
+    clear_cache()
+    execute_run(create_run(dataset, "support", chat_options={"seed": 7}).pk)
+    assert _sent_options() == [(1, 7)]
+    clear_cache()
+    execute_run(create_run(dataset, "support", chat_options={}).pk)
+    assert _sent_options() == [(1, None)]
+
+
+def test_run_options_that_cannot_be_used_are_refused() -> None:
+    make_versions()
+    make_dataset()
+    for kwargs, message in (
+        ({"repeats": 0}, "repeats: give a whole number from 1 to 20"),
+        ({"repeats": 21}, "repeats: give a whole number from 1 to 20"),
+        ({"chat_options": {"temperature": 9}}, "chat options.temperature"),
+        ({"chat_options": {"max_token": 9}}, "chat options"),
+        ({"chat_options": {"seed": 2**63 - 1}, "repeats": 2}, "overflows"),
+    ):
+        with pytest.raises(EvalRunError, match=message):
+            create_run("refunds", "support", **kwargs)
+    assert not EvalRun.objects.exists()
+
+
+def test_the_command_takes_repeats_and_chat_options() -> None:
+    make_versions()
+    make_dataset()
+    text = eval_run("refunds", "--chain", "support", "--repeats", "2")
+    assert "support v1 (production) on refunds: 3 items, 0 errors." in text
+    assert "each item 2 times, chat options pinned: seed=0, temperature=0" in text
+    assert "contains: mean 0.667, pass rate 66.7% (4/6)" in text
+    body = json.loads(
+        eval_run("refunds", "--chain", "support", "--chat-options", '{"seed": 3}', "--json")
+    )
+    assert (body["repeats"], body["chat_options"]) == (1, {"seed": 3})
+    assert "chat options pinned: none" in eval_run(
+        "refunds", "--chain", "support", "--chat-options", "{}"
+    )
+    with pytest.raises(CommandError, match="give a JSON object"):
+        eval_run("refunds", "--chain", "support", "--chat-options", "[1]")
+    with pytest.raises(CommandError, match="repeats"):
+        eval_run("refunds", "--chain", "support", "--repeats", "0")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_version_names_the_chain_version_not_djangos(capsys: Any) -> None:
+    """``manage.py eval_run ... --version 2`` runs version 2: the command's ``--version``
+    replaces Django's (which prints Django's version and exits), through the real argv path."""
+    import django
+    from django.core.management import ManagementUtility
+
+    make_versions()
+    make_dataset()
+    argv = ["manage.py", "eval_run", "refunds", "--chain", "support", "--version", "2", "--json"]
+    ManagementUtility(argv).execute()
+    body = json.loads(capsys.readouterr().out)
+    assert (body["version"], body["status"]) == (2, "done")
+    with pytest.raises(SystemExit):
+        ManagementUtility(["manage.py", "eval_run", "--help"]).execute()
+    help_text = capsys.readouterr().out
+    assert "--version VERSION" in help_text and "A chain version" in help_text
+    assert django.get_version() not in help_text

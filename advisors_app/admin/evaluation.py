@@ -55,6 +55,7 @@ from advisors_app.evaluation.curation import (
     correction_of,
     user_message_of,
 )
+from advisors_app.evaluation.gate import DEFAULT_GATE_MARGIN
 from advisors_app.evaluation.runs import EvalRunError, submit_run
 from advisors_app.models import (
     AdvisorChain,
@@ -231,7 +232,15 @@ class DatasetAdmin(admin.ModelAdmin):
 
 class ResultInline(admin.TabularInline):
     model = EvalResult
-    fields = ("item_key", "output_excerpt", "shown_scores", "latency_ms", "error", "call_log_link")
+    fields = (
+        "item_key",
+        "repeat",
+        "output_excerpt",
+        "shown_scores",
+        "latency_ms",
+        "error",
+        "call_log_link",
+    )
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -314,6 +323,8 @@ class EvalRunAdmin(admin.ModelAdmin):
         "target",
         "chain_version",
         "evaluators",
+        "chat_options",
+        "repeats",
         "status",
         "progress",
         "summary_text",
@@ -386,7 +397,13 @@ class EvalRunAdmin(admin.ModelAdmin):
                 {"version": run.version_asked} if run.version_asked else {"label": run.label}
             )
             _enqueue(
-                request, run.dataset, chain=run.chain_slug, evaluators=run.evaluators, **target
+                request,
+                run.dataset,
+                chain=run.chain_slug,
+                evaluators=run.evaluators,
+                repeats=run.repeats,
+                chat_options=run.chat_options,
+                **target,
             )
 
     def compare_view(self, request: HttpRequest, a: int, b: int) -> HttpResponse:
@@ -441,10 +458,19 @@ class PromotionGateForm(forms.ModelForm):
             "label",
             "dataset",
             "evaluators",
+            "margin",
             "max_regressions",
             "min_delta",
             "enabled",
         )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["margin"].required = False  # blank: the default margin
+
+    def clean_margin(self) -> float:
+        margin = self.cleaned_data["margin"]
+        return DEFAULT_GATE_MARGIN if margin is None else margin
 
     def clean_evaluators(self) -> Any:
         from advisors_app.evaluation.evaluators import evaluator_registry
@@ -466,7 +492,15 @@ class PromotionGateForm(forms.ModelForm):
 class PromotionGateAdmin(admin.ModelAdmin):
     form = PromotionGateForm
     formfield_overrides = TEXTAREA_OVERRIDES
-    list_display = ("chain", "label", "dataset", "max_regressions", "min_delta", "enabled")
+    list_display = (
+        "chain",
+        "label",
+        "dataset",
+        "margin",
+        "max_regressions",
+        "min_delta",
+        "enabled",
+    )
     list_filter = ("enabled", "label")
     list_select_related = ("chain", "dataset")
 

@@ -11,15 +11,23 @@ one run only are listed apart (``only_baseline``, ``only_candidate``), as are it
 turn failed in either run (they count as regressions when the candidate failed and the
 baseline did not).
 
+A run that repeats its items (``EvalRun.repeats``) has several results per item: an item's
+score is then the mean of its repeats' numbers, its pass rate that of its judged repeats, and
+it regressed when either went down (or its turn failed in more of the candidate's repeats).
+
 Per score key, the aggregate delta is the mean of the paired deltas over the items both runs
-scored, with a bootstrap 95 % interval: :data:`RESAMPLES` resamples of the items with
+scored, with a paired bootstrap 95 % interval: :data:`RESAMPLES` resamples of the items with
 replacement (numpy, a fixed ``seed``, so the same runs always give the same interval), the 2.5th
-and 97.5th percentiles of the resampled means. ``None`` where no item has both values.
+and 97.5th percentiles of the resampled means. The item is the unit resampled — its repeats
+are averaged first, as they are no independent cases. ``None`` where no item has both values.
+The gate (:mod:`advisors_app.evaluation.gate`) decides on that interval.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -161,69 +169,118 @@ def bootstrap_interval(
     return float(low), float(high)
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _rate(values: list[bool]) -> float | None:
+def _rate(values: Sequence[bool]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _compare_item(key: str, base: EvalResult, cand: EvalResult) -> ItemComparison:
+def _numbers(results: Iterable[EvalResult], score_key: str) -> list[float]:
+    return [v for r in results if (v := _number(r.scores.get(score_key))) is not None]
+
+
+def _judged(results: Iterable[EvalResult], score_key: str) -> list[bool]:
+    return [bool(p) for r in results if (p := _passed(r.scores.get(score_key))) is not None]
+
+
+def _shown_scores(results: Sequence[EvalResult]) -> dict[str, Any]:
+    """An item's scores as shown: its one result's, or per key over its repeats the mean
+    value (else the first label), ``passed`` when every judged repeat passed, and a comment
+    counting them."""
+    if len(results) == 1:
+        return results[0].scores
+    shown: dict[str, Any] = {}
+    for score_key in sorted({k for r in results for k in r.scores}):
+        number = _mean(_numbers(results, score_key))
+        labels = [
+            score.get("value")
+            for r in results
+            if isinstance(score := r.scores.get(score_key), dict) and _number(score) is None
+        ]
+        judged = _judged(results, score_key)
+        shown[score_key] = {
+            "value": round(number, 6) if number is not None else next(iter(labels), None),
+            "passed": all(judged) if judged else None,
+            "comment": f"{len(results)} repeats, {sum(judged)} of {len(judged)} judged passed",
+        }
+    return shown
+
+
+def _first_error(results: Sequence[EvalResult]) -> str:
+    return next((r.error for r in results if r.error), "")
+
+
+def _compare_item(
+    key: str, base: Sequence[EvalResult], cand: Sequence[EvalResult]
+) -> ItemComparison:
     deltas: dict[str, float | None] = {}
     regressed: list[str] = []
     improved: list[str] = []
-    for score_key in sorted(set(base.scores) | set(cand.scores)):
-        before, after = base.scores.get(score_key), cand.scores.get(score_key)
-        b, a = _number(before), _number(after)
+    for score_key in sorted({k for r in (*base, *cand) for k in r.scores}):
+        b, a = _mean(_numbers(base, score_key)), _mean(_numbers(cand, score_key))
         delta = a - b if a is not None and b is not None else None
         deltas[score_key] = delta
-        was, now = _passed(before), _passed(after)
-        if (delta is not None and delta < -TOLERANCE) or (was is True and now is False):
+        was, now = _rate(_judged(base, score_key)), _rate(_judged(cand, score_key))
+        fell = was is not None and now is not None and now < was - TOLERANCE
+        rose = was is not None and now is not None and now > was + TOLERANCE
+        if (delta is not None and delta < -TOLERANCE) or fell:
             regressed.append(score_key)
-        elif (delta is not None and delta > TOLERANCE) or (was is False and now is True):
+        elif (delta is not None and delta > TOLERANCE) or rose:
             improved.append(score_key)
-    if cand.error and not base.error:
+    base_errors = sum(bool(r.error) for r in base) / len(base)
+    cand_errors = sum(bool(r.error) for r in cand) / len(cand)
+    if cand_errors > base_errors:
         regressed.append("error")
-    elif base.error and not cand.error:
+    elif base_errors > cand_errors:
         improved.append("error")
     status = REGRESSED if regressed else IMPROVED if improved else UNCHANGED
     return ItemComparison(
         key=key,
         status=status,
         deltas=deltas,
-        baseline=base.scores,
-        candidate=cand.scores,
-        baseline_error=base.error,
-        candidate_error=cand.error,
+        baseline=_shown_scores(base),
+        candidate=_shown_scores(cand),
+        baseline_error=_first_error(base),
+        candidate_error=_first_error(cand),
         regressed=regressed,
         improved=improved,
     )
+
+
+def _by_item(run: EvalRun) -> dict[str, list[EvalResult]]:
+    """A run's results per item key, in repeat order."""
+    grouped: dict[str, list[EvalResult]] = defaultdict(list)
+    for result in run.results.order_by("item_key", "repeat"):
+        grouped[result.item_key].append(result)
+    return dict(grouped)
 
 
 def compare_runs(
     baseline: EvalRun, candidate: EvalRun, *, seed: int = 0, resamples: int = RESAMPLES
 ) -> Comparison:
     """Compare ``candidate`` with ``baseline`` item by item (see the module docstring)."""
-    base = {r.item_key: r for r in baseline.results.all()}
-    cand = {r.item_key: r for r in candidate.results.all()}
+    base, cand = _by_item(baseline), _by_item(candidate)
     shared = sorted(set(base) & set(cand))
     items = [_compare_item(key, base[key], cand[key]) for key in shared]
-    score_keys = sorted({k for r in (*base.values(), *cand.values()) for k in r.scores})
+    every_base = [r for results in base.values() for r in results]
+    every_cand = [r for results in cand.values() for r in results]
+    score_keys = sorted({k for r in (*every_base, *every_cand) for k in r.scores})
     scores: dict[str, ScoreComparison] = {}
     for score_key in score_keys:
         paired = [
             (b, a)
             for key in shared
-            if (b := _number(base[key].scores.get(score_key))) is not None
-            and (a := _number(cand[key].scores.get(score_key))) is not None
+            if (b := _mean(_numbers(base[key], score_key))) is not None
+            and (a := _mean(_numbers(cand[key], score_key))) is not None
         ]
         deltas = [a - b for b, a in paired]
         interval = bootstrap_interval(deltas, resamples=resamples, seed=seed)
         scores[score_key] = ScoreComparison(
             key=score_key,
-            baseline_mean=_side_mean(base.values(), score_key),
-            candidate_mean=_side_mean(cand.values(), score_key),
+            baseline_mean=_mean(_numbers(every_base, score_key)),
+            candidate_mean=_mean(_numbers(every_cand, score_key)),
             delta=_mean(deltas),
             ci_low=interval[0] if interval else None,
             ci_high=interval[1] if interval else None,
@@ -235,8 +292,8 @@ def compare_runs(
                 for item in items
                 if score_key in item.deltas
             ),
-            baseline_pass_rate=_side_rate(base.values(), score_key),
-            candidate_pass_rate=_side_rate(cand.values(), score_key),
+            baseline_pass_rate=_rate(_judged(every_base, score_key)),
+            candidate_pass_rate=_rate(_judged(every_cand, score_key)),
         )
     return Comparison(
         baseline=baseline.pk,
@@ -248,13 +305,3 @@ def compare_runs(
         seed=seed,
         resamples=resamples,
     )
-
-
-def _side_mean(results: Any, score_key: str) -> float | None:
-    values = [v for r in results if (v := _number(r.scores.get(score_key))) is not None]
-    return _mean(values)
-
-
-def _side_rate(results: Any, score_key: str) -> float | None:
-    judged = [p for r in results if (p := _passed(r.scores.get(score_key))) is not None]
-    return _rate([bool(p) for p in judged])

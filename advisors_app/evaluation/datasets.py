@@ -1,7 +1,8 @@
 """Evaluation datasets in and out: the JSON shape of ``manage.py dataset_import`` and
 ``dataset_export`` (issue 22).
 
-A file is a JSON list of items (or ``{"items": [...], "name"?, "description"?}``)::
+A file is a JSON list of items (or ``{"items": [...], "name"?, "description"?}``, the dataset's
+own name and description: :func:`dataset_fields`)::
 
     [{"key"?: "refund-days",
       "input": {"message": "How long do refunds take?", "history"?: [...], "params"?: {...}},
@@ -35,6 +36,7 @@ __all__ = [
     "EXPECTED_KEYS",
     "INPUT_KEYS",
     "ImportReport",
+    "dataset_fields",
     "export_items",
     "import_items",
     "input_key",
@@ -46,6 +48,8 @@ EXPECTED_KEYS = frozenset({"output", "json", "documents", "tool_calls"})
 _ITEM_KEYS = frozenset({"key", "input", "expected", "tags"})
 _ROLES = frozenset({"user", "assistant"})
 MAX_KEY_LENGTH = 200
+#: ``Dataset.name``'s length.
+MAX_NAME_LENGTH = 200
 
 
 def _canonical(value: Any) -> str:
@@ -102,16 +106,41 @@ def _expected_errors(value: Any) -> list[str]:
     return errors
 
 
+def _dataset_errors(data: Any) -> list[str]:
+    if not isinstance(data, dict):
+        return []
+    errors = []
+    name = data.get("name")
+    if name is not None and (not isinstance(name, str) or len(name) > MAX_NAME_LENGTH):
+        errors.append(f"name: expected a string of at most {MAX_NAME_LENGTH} characters")
+    if not isinstance(data.get("description", ""), str):
+        errors.append("description: expected a string")
+    return errors
+
+
+def dataset_fields(data: Any) -> dict[str, str]:
+    """The dataset's ``name`` and ``description`` a decoded file gives (its object form), those
+    it gives; :func:`parse_items` checks them."""
+    if not isinstance(data, dict):
+        return {}
+    return {
+        field: value.strip()
+        for field in ("name", "description")
+        if isinstance(value := data.get(field), str) and value.strip()
+    }
+
+
 def parse_items(data: Any) -> list[dict[str, Any]]:
     """The items of a decoded file as ``{"key", "input", "expected", "tags"}``, keys filled in.
 
     Raises ``ValueError`` listing every problem (``item 3 (key 'x'): input.message: ...``),
-    including a key used twice.
+    including a key used twice and, in the object form, a ``name`` or ``description`` that is
+    no string.
     """
     entries = data.get("items") if isinstance(data, dict) else data
     if not isinstance(entries, list):
         raise ValueError('Expected a JSON list of items (or {"items": [...]}).')
-    problems: list[str] = []
+    problems: list[str] = _dataset_errors(data)
     items: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(entries):

@@ -1,14 +1,24 @@
 """The evaluation gate: is a candidate label's version no worse than the baseline's on a
-dataset? (issue 22, "Gate").
+dataset? (issue 22, "Gate"; issue 40, "A gate that does not flip").
 
 :func:`run_gate` resolves both labels to the versions they point at now, gets a finished run of
-each on the dataset — **reusing** the newest done run of that version with the same evaluators
-whose dataset is unchanged since (no item version started or ended after the run's ``as_of``),
-else running one synchronously (:mod:`advisors_app.evaluation.runs`) — and compares them
-(:func:`advisors_app.evaluation.compare.compare_runs`, baseline first). The candidate **fails** when
-more items regressed than ``max_regressions`` (default 0: none may), or, with ``min_delta``,
-when some score key's mean paired delta is below it (``-0.02``: at most two points worse on
-average). ``manage.py eval_gate`` exits 1 then, so CI can block a promotion.
+each on the dataset — **reusing** the newest done run of that version with the same evaluators,
+pinned chat options and repeats whose dataset is unchanged since (no item version started or
+ended after the run's ``as_of``), else running one synchronously
+(:mod:`advisors_app.evaluation.runs`: temperature 0 and a seed pinned, each item ``repeats``
+times) — and compares them (:func:`advisors_app.evaluation.compare.compare_runs`, baseline
+first).
+
+The verdict rests on an **interval, not a point estimate**: per score key, the paired
+bootstrap 95 % interval of the mean per-item difference (candidate − baseline, each item's
+repeats averaged first). The candidate is **non-inferior** on a key when the interval's lower
+bound is not below ``-margin`` (:data:`~advisors_app.models.evaluation.DEFAULT_GATE_MARGIN`,
+0.05); it **fails** when some key is not — a real regression, or too few or too noisy results
+to rule one out (more items or repeats narrow the interval). A key no item has a number for in
+both runs is not judged; when no key is, nothing is decided and the gate fails. Two point
+checks can be added: ``max_regressions`` (at most that many items went down) and
+``min_delta`` (no key's mean delta below it). ``manage.py eval_gate`` exits 1 on a failure, so
+CI can block a promotion.
 """
 
 from __future__ import annotations
@@ -20,7 +30,8 @@ from typing import Any
 from django.db.models import Q
 
 from advisors_app.definition.runtime import ChainNotFound, VersionNotFound, resolve_target
-from advisors_app.evaluation.compare import Comparison, compare_runs
+from advisors_app.evaluation.compare import TOLERANCE, Comparison, compare_runs
+from advisors_app.evaluation.run_options import PINNED_OPTIONS, run_option_problems
 from advisors_app.evaluation.runs import EvalRunError, create_run, default_evaluators, execute_run
 from advisors_app.models import (
     AdvisorChain,
@@ -31,21 +42,72 @@ from advisors_app.models import (
     PromotionGate,
     items_as_of,
 )
+from advisors_app.models.evaluation import DEFAULT_GATE_MARGIN
 
 __all__ = [
+    "DEFAULT_GATE_MARGIN",
     "GateResult",
+    "KeyVerdict",
     "find_reusable_run",
     "gate_refusal",
     "judge",
+    "key_verdicts",
     "promotion_evidence",
     "run_gate",
 ]
 
 
+@dataclass(frozen=True)
+class KeyVerdict:
+    """One score key's interval and whether it clears ``-margin``: ``delta`` is the mean
+    per-item difference over ``paired`` items, ``[low, high]`` its 95 % interval."""
+
+    key: str
+    delta: float
+    low: float
+    high: float
+    paired: int
+    margin: float
+
+    @property
+    def passed(self) -> bool:
+        return self.low >= -self.margin - TOLERANCE
+
+    def describe(self) -> str:
+        """``contains: mean difference +0.0000, 95% interval [+0.0000, +0.0000] (5 items),
+        not below -0.0500``."""
+        side = "not below" if self.passed else "below"
+        return (
+            f"{self.key}: mean difference {self.delta:+.4f}, 95% interval "
+            f"[{self.low:+.4f}, {self.high:+.4f}] ({self.paired} items), "
+            f"{side} {-self.margin:+.4f}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "delta": self.delta,
+            "ci_low": self.low,
+            "ci_high": self.high,
+            "paired": self.paired,
+            "passed": self.passed,
+        }
+
+
+def key_verdicts(comparison: Comparison, margin: float = DEFAULT_GATE_MARGIN) -> list[KeyVerdict]:
+    """Each score key with an interval (some item has a number in both runs), judged against
+    ``-margin``."""
+    return [
+        KeyVerdict(score.key, score.delta, score.ci_low, score.ci_high, score.paired, margin)
+        for score in comparison.scores.values()
+        if score.delta is not None and score.ci_low is not None and score.ci_high is not None
+    ]
+
+
 @dataclass
 class GateResult:
-    """The gate's verdict: ``passed``, why not (``reasons``), the two runs and their comparison;
-    ``reused`` names the runs taken from before (``"baseline"``, ``"candidate"``)."""
+    """The gate's verdict: ``passed``, why not (``reasons``), each score key's interval
+    (``verdicts``, against ``-margin``), the two runs and their comparison; ``reused`` names the
+    runs taken from before (``"baseline"``, ``"candidate"``)."""
 
     passed: bool
     reasons: list[str]
@@ -53,25 +115,51 @@ class GateResult:
     candidate: EvalRun
     comparison: Comparison
     reused: list[str] = field(default_factory=list)
+    margin: float = DEFAULT_GATE_MARGIN
+    verdicts: list[KeyVerdict] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
             "reasons": self.reasons,
-            "baseline": {"run": self.baseline.pk, "version": self.baseline.version_number},
-            "candidate": {"run": self.candidate.pk, "version": self.candidate.version_number},
+            "margin": self.margin,
+            "intervals": {verdict.key: verdict.to_dict() for verdict in self.verdicts},
+            "baseline": _run_dict(self.baseline),
+            "candidate": _run_dict(self.candidate),
             "reused": self.reused,
             "comparison": self.comparison.to_dict(),
         }
 
 
+def _run_dict(run: EvalRun) -> dict[str, Any]:
+    return {
+        "run": run.pk,
+        "version": run.version_number,
+        "repeats": run.repeats,
+        "chat_options": run.chat_options,
+    }
+
+
 def judge(
-    comparison: Comparison, *, max_regressions: int = 0, min_delta: float | None = None
+    comparison: Comparison,
+    *,
+    margin: float = DEFAULT_GATE_MARGIN,
+    max_regressions: int | None = None,
+    min_delta: float | None = None,
 ) -> list[str]:
     """Why the candidate fails (empty: it passes); see the module docstring."""
-    reasons = []
+    verdicts = key_verdicts(comparison, margin)
+    reasons = [
+        f"{verdict.describe()}: it may be worse by more than the margin"
+        for verdict in verdicts
+        if not verdict.passed
+    ]
+    if not verdicts:
+        reasons.append(
+            "no score key has a number for the same item in both runs: nothing to decide on"
+        )
     regressed = comparison.regressed
-    if len(regressed) > max_regressions:
+    if max_regressions is not None and len(regressed) > max_regressions:
         keys = ", ".join(item.key for item in regressed[:10])
         more = "…" if len(regressed) > 10 else ""
         reasons.append(
@@ -96,10 +184,17 @@ def _unchanged_since(dataset: Dataset, at: Any) -> bool:
 
 
 def find_reusable_run(
-    dataset: Dataset, chain: str, version_id: int, evaluators: Sequence[Mapping[str, Any]]
+    dataset: Dataset,
+    chain: str,
+    version_id: int,
+    evaluators: Sequence[Mapping[str, Any]],
+    *,
+    repeats: int | None = None,
+    chat_options: Mapping[str, Any] | None = None,
 ) -> EvalRun | None:
     """The newest done run of version ``version_id`` of ``chain`` on ``dataset`` with these
-    ``evaluators``, if the dataset did not change since its ``as_of``."""
+    ``evaluators`` (and, when given, these ``repeats`` and pinned ``chat_options``), if the
+    dataset did not change since its ``as_of``."""
     candidates = EvalRun.objects.filter(
         dataset=dataset,
         chain_slug=chain,
@@ -107,6 +202,10 @@ def find_reusable_run(
         status=EvalRun.Status.DONE,
         evaluators=list(evaluators),
     ).order_by("-as_of", "-pk")
+    if repeats is not None:
+        candidates = candidates.filter(repeats=repeats)
+    if chat_options is not None:
+        candidates = candidates.filter(chat_options=dict(chat_options))
     run = candidates.first()
     return run if run is not None and _unchanged_since(dataset, run.as_of) else None
 
@@ -117,14 +216,25 @@ def run_gate(
     *,
     candidate: str,
     baseline: str,
-    max_regressions: int = 0,
+    margin: float = DEFAULT_GATE_MARGIN,
+    max_regressions: int | None = None,
     min_delta: float | None = None,
     evaluators: Sequence[Mapping[str, Any]] | None = None,
+    repeats: int = 1,
+    chat_options: Mapping[str, Any] | None = None,
     reuse: bool = True,
     created_by: Any = None,
 ) -> GateResult:
     """Compare ``candidate``'s version with ``baseline``'s on ``dataset`` (see the module
-    docstring). Blocking; :class:`~advisors_app.evaluation.runs.EvalRunError` when it cannot run."""
+    docstring); runs it makes repeat each item ``repeats`` times with ``chat_options`` pinned
+    (default: temperature 0 and a seed). Blocking;
+    :class:`~advisors_app.evaluation.runs.EvalRunError` when it cannot run."""
+    if not 0 <= margin <= 1:
+        raise EvalRunError(f"margin {margin!r}: give a number from 0 to 1.")
+    pinned = dict(PINNED_OPTIONS if chat_options is None else chat_options)
+    problems = run_option_problems(pinned, repeats)
+    if problems:
+        raise EvalRunError(" ".join(problems))
     if isinstance(dataset, str):
         try:
             dataset = Dataset.objects.get(slug=dataset)
@@ -152,7 +262,9 @@ def run_gate(
     for role, target in targets.items():
         found = None
         if reuse and target.version_id is not None:
-            found = find_reusable_run(dataset, chain, target.version_id, config)
+            found = find_reusable_run(
+                dataset, chain, target.version_id, config, repeats=repeats, chat_options=pinned
+            )
         if found is not None:
             runs[role] = found
             reused.append(role)
@@ -163,13 +275,15 @@ def run_gate(
             version=target.number,
             evaluators=config,
             created_by=created_by,
+            repeats=repeats,
+            chat_options=pinned,
         )
         # Run by number (a label moved meanwhile changes nothing); shown with the label.
         EvalRun.objects.filter(pk=run.pk).update(label=label)
         execute_run(run.pk)
         runs[role] = EvalRun.objects.get(pk=run.pk)
     comparison = compare_runs(runs["baseline"], runs["candidate"])
-    reasons = judge(comparison, max_regressions=max_regressions, min_delta=min_delta)
+    reasons = judge(comparison, margin=margin, max_regressions=max_regressions, min_delta=min_delta)
     return GateResult(
         passed=not reasons,
         reasons=reasons,
@@ -177,6 +291,8 @@ def run_gate(
         candidate=runs["candidate"],
         comparison=comparison,
         reused=reused,
+        margin=margin,
+        verdicts=key_verdicts(comparison, margin),
     )
 
 
@@ -184,8 +300,9 @@ def promotion_evidence(version_id: int, current_version_id: int | None) -> dict[
     """What the admin's Promote page shows of a move from ``current_version_id`` (what the
     label serves; ``None``: a new label) to ``version_id``: the newest done run of the new
     version, and — when the served version has a done run on the same dataset — its comparison
-    with the newest such run (``counts``, ``scores``, ``baseline``, ``passed``: no item
-    regressed). ``None`` when the new version has no done run."""
+    with the newest such run (``counts``, ``scores``, ``baseline``, ``verdicts``: each score
+    key's interval, ``passed``: the gate's default verdict, every lower bound not below
+    ``-DEFAULT_GATE_MARGIN``). ``None`` when the new version has no done run."""
     done = EvalRun.objects.filter(status=EvalRun.Status.DONE).select_related("dataset")
     candidate = done.filter(chain_version_id=version_id).order_by("-finished_at", "-pk").first()
     if candidate is None:
@@ -205,6 +322,7 @@ def promotion_evidence(version_id: int, current_version_id: int | None) -> dict[
         baseline=baseline,
         counts=comparison.counts(),
         scores=list(comparison.scores.values()),
+        verdicts=key_verdicts(comparison),
         passed=not judge(comparison),
     )
     return evidence
@@ -244,5 +362,10 @@ def gate_refusal(chain: AdvisorChain, label: str, version: ChainVersion) -> list
             ]
         runs[role] = run
     comparison = compare_runs(runs["baseline"], runs["candidate"])
-    reasons = judge(comparison, max_regressions=gate.max_regressions, min_delta=gate.min_delta)
+    reasons = judge(
+        comparison,
+        margin=gate.margin,
+        max_regressions=gate.max_regressions,
+        min_delta=gate.min_delta,
+    )
     return [f"{label} is gated by dataset {gate.dataset.slug!r}: {r}" for r in reasons]

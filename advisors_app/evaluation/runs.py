@@ -9,7 +9,11 @@ enqueues :data:`eval_run_task` (Django's tasks API, as ingestion jobs do) in the
 transaction; :func:`execute_run` runs a queued run to its end, in a worker or synchronously
 (``manage.py eval_run``): both give the same results.
 
-Each item goes through the **real turn pipeline** (:func:`advisors_app.turn.service.call_turn`,
+A run pins its ``chat_options`` on every item's turn — temperature 0 and a seed unless it is
+given others, under the item's own ``params.options`` — and runs each item ``repeats`` times
+(:mod:`advisors_app.evaluation.run_options`): one result per item and repeat.
+
+Each item goes through the **real turn pipeline** (:func:`advisors_app.turn.call_turn`,
 the version pinned by number, so a label moved meanwhile changes nothing) as the dedicated
 user :data:`EVAL_USERNAME` (staff, so it may run any version or the draft; inactive, so nobody
 signs in as it; its chat-rate history is cleared before each item, since a run is bounded by
@@ -52,6 +56,8 @@ from advisors_app.core.advisors.question_answer import RETRIEVED_DOCUMENTS
 from advisors_app.core.messages import AssistantMessage, Message, UserMessage
 from advisors_app.core.rag.advisor import DOCUMENT_CONTEXT
 from advisors_app.definition.runtime import DRAFT, ChainNotFound, VersionNotFound, resolve_target
+from advisors_app.evaluation.run_options import PINNED_OPTIONS, item_params, run_option_problems
+from advisors_app.exceptions import Refusal
 from advisors_app.memory.conversations import conversation_key, create_conversation
 from advisors_app.models import (
     CallLog,
@@ -65,8 +71,8 @@ from advisors_app.models import (
     items_as_of,
 )
 from advisors_app.stores.memory import DjangoChatMemoryRepository
-from advisors_app.turn.events import TurnError, TurnOutcome
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import TurnOutcome, call_turn
+from advisors_app.turn.events import TurnError
 from advisors_app.turn.throttling import ChatRateThrottle
 
 try:
@@ -114,9 +120,9 @@ WHOLE_ANSWER_EVALUATORS: tuple[dict[str, Any], ...] = (
 Status = EvalRun.Status
 
 
-class EvalRunError(ValueError):
+class EvalRunError(Refusal, ValueError):
     """Raised when a run cannot be created: an unknown dataset, chain, label or version, or
-    evaluators that cannot be built; the message names which and why."""
+    evaluators that cannot be built; the message names which and why (400 ``invalid``)."""
 
 
 class _Registry(Protocol):
@@ -196,10 +202,18 @@ def create_run(
     as_of: datetime | None = None,
     created_by: Any = None,
     registry: _Registry | None = None,
+    repeats: int = 1,
+    chat_options: Mapping[str, Any] | None = None,
 ) -> EvalRun:
     """Store a queued run (see the module docstring); :class:`EvalRunError` when it cannot
-    run. ``version``: a number or ``"draft"``; without it, ``label`` (default production)."""
+    run. ``version``: a number or ``"draft"``; without it, ``label`` (default production).
+    ``chat_options``: pinned on every item (default :data:`PINNED_OPTIONS`; ``{}``: none);
+    ``repeats``: times each item runs."""
     registry = registry or _registry()
+    pinned = dict(PINNED_OPTIONS if chat_options is None else chat_options)
+    problems = run_option_problems(pinned, repeats)
+    if problems:
+        raise EvalRunError(" ".join(problems))
     if isinstance(dataset, str):
         try:
             dataset = Dataset.objects.get(slug=dataset)
@@ -232,7 +246,9 @@ def create_run(
         chain_version_id=target.version_id,
         version_number=target.number,
         evaluators=config,
-        total=len(items),
+        chat_options=pinned,
+        repeats=repeats,
+        total=len(items) * repeats,
         created_by=user,
     )
 
@@ -267,12 +283,15 @@ def execute_run(run_id: int, registry: _Registry | None = None) -> EvalRun | Non
     try:
         evaluators = _build(run.evaluators, registry or _registry())
         items = list(items_as_of(run.dataset_id, run.as_of))
-        EvalRun.objects.filter(pk=run.pk).update(total=len(items), done=0)
+        EvalRun.objects.filter(pk=run.pk).update(total=len(items) * run.repeats, done=0)
         user = eval_user()
         run.results.all().delete()
-        for done, item in enumerate(items, start=1):
-            _evaluate_item(run, item, user, evaluators)
-            EvalRun.objects.filter(pk=run.pk).update(done=done)
+        done = 0
+        for item in items:
+            for repeat in range(run.repeats):
+                _evaluate_item(run, item, user, evaluators, repeat)
+                done += 1
+                EvalRun.objects.filter(pk=run.pk).update(done=done)
         summary = summarize(run.results.all())
     except BaseException as exc:
         logger.exception("Evaluation run %s failed", run.pk)
@@ -316,9 +335,9 @@ def _turn_params(run: EvalRun) -> dict[str, Any]:
 
 
 async def _run_turn(
-    run: EvalRun, item: DatasetItem, user: Any, conversation: str | None
+    run: EvalRun, item: DatasetItem, user: Any, conversation: str | None, repeat: int
 ) -> tuple[TurnOutcome | None, str]:
-    params = item.input.get("params") or {}
+    params = item_params(run.chat_options, item.input.get("params"), repeat)
     try:
         outcome = await call_turn(
             run.chain_slug, user, item.message, conversation, params, **_turn_params(run)
@@ -415,7 +434,9 @@ async def _judge(evaluators: Sequence[Any], case: Any) -> dict[str, dict[str, An
     return scores
 
 
-def _evaluate_item(run: EvalRun, item: DatasetItem, user: Any, evaluators: Sequence[Any]) -> None:
+def _evaluate_item(
+    run: EvalRun, item: DatasetItem, user: Any, evaluators: Sequence[Any], repeat: int
+) -> None:
     from advisors_app.evaluation.evaluators import EvalCase
 
     public = None
@@ -427,7 +448,7 @@ def _evaluate_item(run: EvalRun, item: DatasetItem, user: Any, evaluators: Seque
     _clear_rate(user)
 
     async def turn_and_judge() -> tuple[TurnOutcome | None, str, Any, dict[str, Any]]:
-        outcome, error = await _run_turn(run, item, user, public)
+        outcome, error = await _run_turn(run, item, user, public, repeat)
         documents = await _adocuments(outcome)
         case = EvalCase(
             input=item.input,
@@ -447,7 +468,7 @@ def _evaluate_item(run: EvalRun, item: DatasetItem, user: Any, evaluators: Seque
             _discard(user, public)
     if outcome is not None and outcome.conversation_id:
         _discard(user, outcome.conversation_id)  # the conversation the turn started
-    _store(run, item, outcome, error, case, scores)
+    _store(run, item, repeat, outcome, error, case, scores)
 
 
 def _discard(user: Any, public: str) -> None:
@@ -463,6 +484,7 @@ async def _adocuments(outcome: TurnOutcome | None) -> list[dict[str, Any]]:
 def _store(
     run: EvalRun,
     item: DatasetItem,
+    repeat: int,
     outcome: TurnOutcome | None,
     error: str,
     case: Any,
@@ -476,6 +498,7 @@ def _store(
             run=run,
             item=item,
             item_key=item.key,
+            repeat=repeat,
             output=case.output,
             documents=list(case.documents),
             tool_calls=list(case.tool_calls),
@@ -518,16 +541,19 @@ def _numeric(value: Any) -> float | None:
 
 
 def summarize(results: Iterable[EvalResult]) -> dict[str, Any]:
-    """A run's summary: ``items``, ``errors``, mean ``latency_ms``, and per score key
-    ``{"mean", "pass_rate", "scored", "judged", "passed"}`` — ``mean`` of the boolean (1/0)
-    and numeric values, ``pass_rate`` = passed / judged (cases with a pass/fail), ``None``
-    when there is nothing to average."""
-    items = errors = 0
+    """A run's summary: ``items``, ``results`` (items × repeats), ``errors`` (results whose
+    turn failed), mean ``latency_ms``, and per score key ``{"mean", "pass_rate", "scored",
+    "judged", "passed"}`` over every result — ``mean`` of the boolean (1/0) and numeric
+    values, ``pass_rate`` = passed / judged (cases with a pass/fail), ``None`` when there is
+    nothing to average."""
+    count = errors = 0
+    keys: set[str] = set()
     latencies: list[float] = []
     values: dict[str, list[float]] = {}
     judged: dict[str, list[bool]] = {}
     for result in results:
-        items += 1
+        count += 1
+        keys.add(result.item_key)
         errors += bool(result.error)
         if result.latency_ms is not None:
             latencies.append(result.latency_ms)
@@ -550,7 +576,8 @@ def summarize(results: Iterable[EvalResult]) -> dict[str, Any]:
         for key, v in sorted(values.items())
     }
     return {
-        "items": items,
+        "items": len(keys),
+        "results": count,
         "errors": errors,
         "latency_ms": round(sum(latencies) / len(latencies), 3) if latencies else None,
         "evaluators": evaluators,

@@ -12,9 +12,11 @@ the rows with ``valid_from <= T < valid_to`` (:func:`items_as_of`) — is what i
 a run can be repeated on it. At most one row per key is current (``valid_to`` null).
 
 An :class:`EvalRun` evaluates one chain version (asked by number, label or as the draft) on a
-dataset as of a time with a list of evaluators (``[{"key", "params"}]``); each item's outcome
-is an :class:`EvalResult` (output, retrieved documents, tool calls, scores, latency, usage,
-cost, call log). Each score is also a :class:`~advisors_app.models.Score` row
+dataset as of a time with a list of evaluators (``[{"key", "params"}]``), the chat options
+pinned on every item (``chat_options``: temperature 0 and a seed unless the run says
+otherwise) and each item ``repeats`` times; each item's outcome, per repeat, is an
+:class:`EvalResult` (output, retrieved documents, tool calls, scores, latency, usage, cost,
+call log). Each score is also a :class:`~advisors_app.models.Score` row
 (``source="evaluator"``, linked to the turn's call log), the one table of judgements; the
 result keeps a compact copy for comparisons. See :mod:`advisors_app.evaluation.runs`.
 """
@@ -26,13 +28,31 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from advisors_app.validation import validate_json_value
 
-__all__ = ["Dataset", "DatasetItem", "EvalResult", "EvalRun", "PromotionGate", "items_as_of"]
+__all__ = [
+    "DEFAULT_GATE_MARGIN",
+    "MAX_REPEATS",
+    "Dataset",
+    "DatasetItem",
+    "EvalResult",
+    "EvalRun",
+    "PromotionGate",
+    "items_as_of",
+]
+
+#: Most times a run may repeat each item (a run of a whole dataset ten times over is already
+#: long on a small machine).
+MAX_REPEATS = 20
+#: The gate's default non-inferiority margin: the candidate passes when the lower bound of the
+#: 95 % interval of its mean score difference is not below ``-margin`` (scores lie in [0, 1]:
+#: 0.05 is five points of a pass rate).
+DEFAULT_GATE_MARGIN = 0.05
 
 
 class Dataset(models.Model):
@@ -141,9 +161,18 @@ class EvalRun(models.Model):
     version_number = models.PositiveIntegerField(null=True, blank=True)
     #: ``[{"key": <evaluator key>, "params": {...}}]``.
     evaluators = models.JSONField(default=list, blank=True)
+    #: Chat options every item's turn gets where the item's own ``params.options`` do not set
+    #: them (``create_run`` pins ``{"temperature": 0, "seed": 0}`` unless told otherwise; the
+    #: seed grows by one per repeat). ``{}``: nothing pinned.
+    chat_options = models.JSONField(default=dict, blank=True)
+    #: Times each item is run; results are per (item, repeat).
+    repeats = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_REPEATS)]
+    )
     status = models.CharField(
         max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True
     )
+    #: Turns run so far and in all (items × repeats).
     done = models.PositiveIntegerField(default=0)
     total = models.PositiveIntegerField(default=0)
     #: ``{"items", "errors", "evaluators": {key: {"mean", "pass_rate", "scored", "passed"}}}``.
@@ -168,6 +197,12 @@ class EvalRun(models.Model):
                 fields=["dataset", "chain_slug", "-created_at"], name="advisors_evalrun_chain"
             )
         ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(repeats__gte=1) & Q(repeats__lte=MAX_REPEATS),
+                name="advisors_evalrun_repeats_range",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"Run {self.pk}: {self.chain_slug} {self.target_display()} on {self.dataset_id}"
@@ -185,14 +220,16 @@ class EvalRun(models.Model):
 
 
 class EvalResult(models.Model):
-    """One item's outcome in a run: what the chain answered, retrieved and called, the scores,
-    latency (ms), usage, cost and call log; ``error`` when the turn failed."""
+    """One item's outcome in a run, per repeat: what the chain answered, retrieved and called,
+    the scores, latency (ms), usage, cost and call log; ``error`` when the turn failed."""
 
     run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results")
     item = models.ForeignKey(
         DatasetItem, on_delete=models.SET_NULL, null=True, blank=True, related_name="results"
     )
     item_key = models.CharField(max_length=200)
+    #: Which of the run's ``repeats`` this is (from 0).
+    repeat = models.PositiveSmallIntegerField(default=0)
     output = models.TextField(blank=True)
     #: ``[{"id", "metadata", "score", "text"}]`` in rank order.
     documents = models.JSONField(default=list, blank=True)
@@ -215,21 +252,25 @@ class EvalResult(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["run", "item_key"]
+        ordering = ["run", "item_key", "repeat"]
         constraints = [
-            models.UniqueConstraint(fields=["run", "item_key"], name="advisors_evalresult_once")
+            models.UniqueConstraint(
+                fields=["run", "item_key", "repeat"], name="advisors_evalresult_once_per_repeat"
+            )
         ]
 
     def __str__(self) -> str:
-        return f"{self.item_key} in run {self.run_id}"
+        again = f" (repeat {self.repeat})" if self.repeat else ""
+        return f"{self.item_key}{again} in run {self.run_id}"
 
 
 class PromotionGate(models.Model):
     """A chain's requirement that a label (``production`` by default) moves only to a version
     no worse than the one it serves on ``dataset`` (:mod:`advisors_app.evaluation.gate`): both
     versions need a finished, up-to-date run with these evaluators (blank: the defaults for
-    the items), at most ``max_regressions`` items may regress and, when set, no score key's
-    mean delta may be below ``min_delta``."""
+    the items), and for every score key the lower bound of the 95 % interval of the mean
+    difference may not be below ``-margin``; when set, at most ``max_regressions`` items may
+    regress and no score key's mean delta may be below ``min_delta``."""
 
     chain = models.OneToOneField(
         "advisors_app.AdvisorChain", on_delete=models.CASCADE, related_name="promotion_gate"
@@ -241,7 +282,17 @@ class PromotionGate(models.Model):
         blank=True,
         help_text='[{"key", "params"}, ...]; blank: the defaults for the items.',
     )
-    max_regressions = models.PositiveIntegerField(default=0)
+    margin = models.FloatField(
+        default=DEFAULT_GATE_MARGIN,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Non-inferiority margin: fails when the 95% interval's lower bound of a score "
+        "key's mean difference (candidate − baseline) is below −margin.",
+    )
+    max_regressions = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Items that may regress (blank: not counted — single items flip by chance).",
+    )
     min_delta = models.FloatField(
         null=True, blank=True, help_text="Lowest mean delta allowed per score key (e.g. -0.02)."
     )

@@ -1,13 +1,14 @@
 """``manage.py dataset_import FILE [--slug SLUG] [--name NAME] [--prune]``: load evaluation items.
 
 ``FILE`` is a JSON list of ``{"key"?, "input": {"message", "history"?, "params"?}, "expected":
-{"output"?, "json"?, "documents"?, "tool_calls"?}, "tags"?}``
-(:mod:`advisors_app.evaluation.datasets`);
-the dataset's slug is the file name without its extension unless ``--slug`` is given, and the
-dataset is created when new. Items are upserted by key: a changed item gets a new version (the
-old one stays for runs *as of* before), an unchanged one stays; ``--prune`` removes (closes)
-current items the file does not name. Every problem of the file is reported at once and
-nothing is stored then.
+{"output"?, "json"?, "documents"?, "tool_calls"?}, "tags"?}``, or ``{"name"?, "description"?,
+"items": [...]}`` (:mod:`advisors_app.evaluation.datasets`); the dataset's slug is the file
+name without its extension unless ``--slug`` is given, and the dataset is created when new.
+Its name is ``--name``, else the file's ``"name"``, else the slug; its description the file's
+``"description"``: a name or description given replaces the dataset's when it differs. Items
+are upserted by key: a changed item gets a new version (the old one stays for runs *as of*
+before), an unchanged one stays; ``--prune`` removes (closes) current items the file does not
+name. Every problem of the file is reported at once and nothing is stored then.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import validate_slug
 from django.utils.text import slugify
 
-from advisors_app.evaluation.datasets import import_items, parse_items
+from advisors_app.evaluation.datasets import dataset_fields, import_items, parse_items
 from advisors_app.models import Dataset
 
 
@@ -31,7 +32,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", help="A JSON file: a list of items.")
         parser.add_argument("--slug", help="The dataset's slug (default: the file's name).")
-        parser.add_argument("--name", help="The dataset's name, when it is created.")
+        parser.add_argument(
+            "--name", help="The dataset's name (default: the file's \"name\", else the slug)."
+        )
         parser.add_argument(
             "--prune", action="store_true", help="Remove current items the file does not name."
         )
@@ -57,12 +60,19 @@ class Command(BaseCommand):
             items = parse_items(data)
         except ValueError as exc:
             raise CommandError(f"{path}:\n{exc}") from exc
-        defaults = {"name": options["name"] or slug}
-        if isinstance(data, dict) and isinstance(data.get("description"), str):
-            defaults["description"] = data["description"]
-        dataset, created = Dataset.objects.get_or_create(slug=slug, defaults=defaults)
+        given = dataset_fields(data)
+        if options["name"]:
+            given["name"] = options["name"]
+        dataset, created = Dataset.objects.get_or_create(
+            slug=slug, defaults={"name": slug, **given}
+        )
+        changed = [field for field, value in given.items() if getattr(dataset, field) != value]
+        if changed:
+            Dataset.objects.filter(pk=dataset.pk).update(**given)
         report = import_items(dataset, items, prune=options["prune"])
         made = " (new dataset)" if created else ""
+        if changed:
+            made = f" ({' and '.join(changed)} updated)"
         self.stdout.write(f"Dataset {slug!r}{made}: {report}.")
 
 

@@ -1,13 +1,17 @@
-"""``manage.py eval_gate DATASET --chain SLUG --candidate LABEL --baseline LABEL
-[--max-regressions N] [--min-delta X] [--evaluator KEY[:JSON]]... [--no-reuse] [--json]``.
+"""``manage.py eval_gate DATASET --chain SLUG --candidate LABEL --baseline LABEL [--margin X]
+[--repeats N] [--chat-options JSON] [--max-regressions N] [--min-delta X]
+[--evaluator KEY[:JSON]]... [--no-reuse] [--json]``.
 
 Evaluates the versions the two labels point at on the dataset (reusing finished runs of those
-versions when the dataset did not change since; ``--no-reuse`` runs both afresh), compares
-them (:mod:`advisors_app.evaluation.gate`) and prints the verdict. **Exit status**: 0 when the
-candidate is no worse (at most ``--max-regressions`` items regressed, default 0, and, with
-``--min-delta``, no score key's mean delta below it); 1 when it is worse; 2 when the gate could
-not run (unknown dataset, chain or label, evaluators that cannot be built). Usable in CI before
-moving ``production``.
+versions with the same evaluators, repeats and pinned chat options when the dataset did not
+change since; ``--no-reuse`` runs both afresh), compares them
+(:mod:`advisors_app.evaluation.gate`) and prints, per score key, the mean difference and its
+95 % interval against ``-margin``. **Exit status**: 0 when the candidate is no worse — every
+interval's lower bound is not below ``-margin`` (``--margin``, default 0.05), and, when given,
+at most ``--max-regressions`` items regressed and no score key's mean delta is below
+``--min-delta``; 1 when it is worse or the results cannot rule it out; 2 when the gate could
+not run (unknown dataset, chain or label, evaluators or options that cannot be used). Usable
+in CI before moving ``production``.
 """
 
 from __future__ import annotations
@@ -17,11 +21,32 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from advisors_app.evaluation.gate import run_gate
+from advisors_app.evaluation.gate import DEFAULT_GATE_MARGIN, GateResult, run_gate
 from advisors_app.evaluation.runs import EvalRunError
-from advisors_app.management.commands.eval_run import parse_evaluator
+from advisors_app.management.commands.eval_run import (
+    add_run_options,
+    parse_chat_options,
+    parse_evaluator,
+)
 
-__all__ = ["Command"]
+__all__ = ["Command", "verdict_lines"]
+
+
+def verdict_lines(result: GateResult, candidate: str, baseline: str) -> list[str]:
+    """The verdict as a person reads it: the runs and counts, then each score key's interval."""
+    counts = result.comparison.counts()
+    repeats = result.candidate.repeats
+    lines = [
+        f"{candidate} (run {result.candidate.pk}, v{result.candidate.version_number}) against "
+        f"{baseline} (run {result.baseline.pk}, v{result.baseline.version_number})"
+        + (f", each item {repeats} times" if repeats > 1 else "")
+        + f": {counts['regressed']} regressed, {counts['improved']} improved, "
+        f"{counts['unchanged']} unchanged"
+        + (f"; reused the {' and '.join(result.reused)} run" if result.reused else "")
+        + "."
+    ]
+    lines += [f"  {verdict.describe()}" for verdict in result.verdicts]
+    return lines
 
 
 class Command(BaseCommand):
@@ -35,30 +60,34 @@ class Command(BaseCommand):
             "--baseline", required=True, help="The label to compare with (production)."
         )
         parser.add_argument(
-            "--max-regressions", type=int, default=0, help="Items that may regress (default 0)."
+            "--margin",
+            type=float,
+            default=DEFAULT_GATE_MARGIN,
+            help="Non-inferiority margin: fails when a score key's 95%% interval reaches below "
+            f"-margin (0 to 1; default {DEFAULT_GATE_MARGIN}).",
+        )
+        parser.add_argument(
+            "--max-regressions",
+            type=int,
+            help="Also fail when more items than this regressed (default: not counted).",
         )
         parser.add_argument(
             "--min-delta",
             type=float,
-            help="Lowest mean delta allowed per score key (e.g. -0.02); default: not checked.",
+            help="Also fail when a score key's mean delta is below this (e.g. -0.02).",
         )
-        parser.add_argument(
-            "--evaluator",
-            action="append",
-            default=[],
-            metavar="KEY[:JSON]",
-            help="An evaluator with optional JSON params; repeatable (default: by the items).",
-        )
+        add_run_options(parser)
         parser.add_argument(
             "--no-reuse", action="store_true", help="Run both versions even if runs exist."
         )
         parser.add_argument("--json", action="store_true", help="Print the verdict as JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["max_regressions"] < 0:
+        if options["max_regressions"] is not None and options["max_regressions"] < 0:
             raise CommandError("--max-regressions must be 0 or more.", returncode=2)
         try:
             evaluators = [parse_evaluator(text) for text in options["evaluator"]] or None
+            chat_options = parse_chat_options(options["chat_options"])
         except CommandError as exc:
             raise CommandError(str(exc), returncode=2) from exc
         try:
@@ -67,9 +96,12 @@ class Command(BaseCommand):
                 options["chain"],
                 candidate=options["candidate"],
                 baseline=options["baseline"],
+                margin=options["margin"],
                 max_regressions=options["max_regressions"],
                 min_delta=options["min_delta"],
                 evaluators=evaluators,
+                repeats=options["repeats"],
+                chat_options=chat_options,
                 reuse=not options["no_reuse"],
             )
         except EvalRunError as exc:
@@ -77,23 +109,10 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(result.to_dict(), indent=2))
         else:
-            counts = result.comparison.counts()
             self.stdout.write(
-                f"{options['candidate']} (run {result.candidate.pk}, "
-                f"v{result.candidate.version_number}) against {options['baseline']} "
-                f"(run {result.baseline.pk}, v{result.baseline.version_number}): "
-                f"{counts['regressed']} regressed, {counts['improved']} improved, "
-                f"{counts['unchanged']} unchanged"
-                + (f"; reused the {' and '.join(result.reused)} run" if result.reused else "")
-                + "."
+                "\n".join(verdict_lines(result, options["candidate"], options["baseline"]))
             )
-            for key, score in result.comparison.scores.items():
-                if score.delta is not None:
-                    self.stdout.write(
-                        f"  {key}: delta {score.delta:+.4f} "
-                        f"[{score.ci_low:+.4f}, {score.ci_high:+.4f}]"
-                    )
         if not result.passed:
-            raise CommandError("The candidate is worse: " + "; ".join(result.reasons), returncode=1)
+            raise CommandError("Gate failed: " + "; ".join(result.reasons), returncode=1)
         if not options["json"]:
             self.stdout.write("Gate passed.")

@@ -1,14 +1,19 @@
 """``manage.py eval_run DATASET --chain SLUG [--version N|--label L] [--evaluator KEY[:JSON]]...
-[--as-of TIME] [--json]``: evaluate a chain version on a dataset, synchronously.
+[--repeats N] [--chat-options JSON] [--as-of TIME] [--json]``: evaluate a chain version on a
+dataset, synchronously.
 
 Runs what a queued run runs (:mod:`advisors_app.evaluation.runs`: every item through the real turn
 pipeline, the evaluators, the results and scores stored), in this process, and prints the
 summary — per score key the mean and pass rate — or, with ``--json``, ``{"run", "status",
-"dataset", "chain", "version", "label", "summary"}``. ``--version`` takes a number or
-``draft``; without it, ``--label`` (default ``production``). ``--evaluator`` (repeatable)
-names a registered evaluator with optional JSON params (``contains:{"values": ["5 days"]}``);
-without any, the defaults for what the items expect. Exit status 0 when the run completed,
-whatever it scored (``eval_gate`` judges); 1 with a message when it could not run.
+"dataset", "chain", "version", "label", "repeats", "chat_options", "as_of", "summary"}``.
+``--version`` takes a chain version's number or ``draft`` — it replaces Django's
+``--version`` (which would print Django's version) in this command; without it, ``--label``
+(default ``production``). ``--evaluator`` (repeatable) names a registered evaluator with
+optional JSON params (``contains:{"values": ["5 days"]}``); without any, the defaults for what
+the items expect. ``--repeats`` runs each item that many times; ``--chat-options`` replaces the
+options pinned on every item (default ``{"temperature": 0, "seed": 0}``; ``{}`` pins nothing).
+Exit status 0 when the run completed, whatever it scored (``eval_gate`` judges); 1 with a
+message when it could not run.
 """
 
 from __future__ import annotations
@@ -20,10 +25,63 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from advisors_app.evaluation.run_options import MAX_REPEATS
 from advisors_app.evaluation.runs import EvalRunError, create_run, execute_run
 from advisors_app.models import EvalRun
 
-__all__ = ["Command", "parse_evaluator", "run_payload", "summary_lines"]
+__all__ = [
+    "ChainVersionCommand",
+    "Command",
+    "add_run_options",
+    "parse_chat_options",
+    "parse_evaluator",
+    "run_payload",
+    "summary_lines",
+]
+
+
+class ChainVersionCommand(BaseCommand):
+    """A command whose ``--version`` names a chain version, not Django's: Django's own
+    ``--version`` option (print Django's version and exit) is replaced by the command's."""
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
+
+def add_run_options(parser: CommandParser) -> None:
+    """``--evaluator``, ``--repeats`` and ``--chat-options``: how a run judges and asks."""
+    parser.add_argument(
+        "--evaluator",
+        action="append",
+        default=[],
+        metavar="KEY[:JSON]",
+        help="An evaluator with optional JSON params; repeatable (default: by the items).",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help=f"Times each item runs (1 to {MAX_REPEATS}; default 1).",
+    )
+    parser.add_argument(
+        "--chat-options",
+        metavar="JSON",
+        help='Chat options pinned on every item (default {"temperature": 0, "seed": 0}; '
+        "{} pins nothing).",
+    )
+
+
+def parse_chat_options(text: str | None) -> dict[str, Any] | None:
+    """``--chat-options`` as a dict (``None``: not given, the default pinning)."""
+    if text is None:
+        return None
+    try:
+        options = json.loads(text)
+    except ValueError as exc:
+        raise CommandError(f"--chat-options {text!r}: not JSON: {exc}") from exc
+    if not isinstance(options, dict):
+        raise CommandError(f"--chat-options {text!r}: give a JSON object.")
+    return options
 
 
 def parse_evaluator(text: str) -> dict[str, Any]:
@@ -49,6 +107,8 @@ def run_payload(run: EvalRun) -> dict[str, Any]:
         "chain": run.chain_slug,
         "version": run.version_number,
         "label": run.label or None,
+        "repeats": run.repeats,
+        "chat_options": run.chat_options,
         "as_of": run.as_of.isoformat(),
         "summary": run.summary,
     }
@@ -59,7 +119,11 @@ def summary_lines(run: EvalRun) -> list[str]:
     summary = run.summary or {}
     lines = [
         f"Run {run.pk}: {run.chain_slug} {run.target_display()} on {run.dataset.slug}: "
-        f"{summary.get('items', 0)} items, {summary.get('errors', 0)} errors."
+        f"{summary.get('items', 0)} items, {summary.get('errors', 0)} errors.",
+        f"  each item {_times(run.repeats)}, chat options pinned: "
+        + (
+            ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(run.chat_options.items())) or "none"
+        ),
     ]
     for key, row in (summary.get("evaluators") or {}).items():
         mean = "-" if row["mean"] is None else f"{row['mean']:.3f}"
@@ -68,26 +132,20 @@ def summary_lines(run: EvalRun) -> list[str]:
     return lines
 
 
-class Command(BaseCommand):
-    help = "Evaluate a chain version on a dataset (synchronously) and print the summary."
+def _times(repeats: int) -> str:
+    return "once" if repeats == 1 else f"{repeats} times"
 
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
-        # --version names a chain version here, not Django's: let it replace that option.
-        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
+class Command(ChainVersionCommand):
+    help = "Evaluate a chain version on a dataset (synchronously) and print the summary."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("dataset", help="The dataset's slug.")
         parser.add_argument("--chain", required=True, help="The chain's slug.")
         which = parser.add_mutually_exclusive_group()
-        which.add_argument("--version", help='A version number, or "draft".')
+        which.add_argument("--version", help='A chain version: its number, or "draft".')
         which.add_argument("--label", help="A label (default: production).")
-        parser.add_argument(
-            "--evaluator",
-            action="append",
-            default=[],
-            metavar="KEY[:JSON]",
-            help="An evaluator with optional JSON params; repeatable (default: by the items).",
-        )
+        add_run_options(parser)
         parser.add_argument("--as-of", help="The dataset as it was then (ISO date/time).")
         parser.add_argument("--json", action="store_true", help="Print the result as JSON.")
 
@@ -111,6 +169,8 @@ class Command(BaseCommand):
                 version=options["version"],
                 evaluators=evaluators,
                 as_of=as_of,
+                repeats=options["repeats"],
+                chat_options=parse_chat_options(options["chat_options"]),
             )
         except EvalRunError as exc:
             raise CommandError(str(exc)) from exc
