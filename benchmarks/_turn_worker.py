@@ -141,7 +141,7 @@ async def counted(turn: Any) -> dict[str, Any]:
 
 
 async def sql_costs(user: Any) -> dict[str, Any]:
-    from advisors_app.turn.service import call_turn, stream_turn
+    from advisors_app.turn import call_turn, stream_turn
 
     chain = f"{PREFIX}memory"
     await call_turn(chain, user, "hello")  # loads and compiles the chain
@@ -177,7 +177,7 @@ async def stream_costs(user: Any, args: argparse.Namespace) -> dict[str, Any]:
         SimpleLoggerAdvisor,
     )
     from advisors_app.core.memory import InMemoryChatMemoryRepository, MessageWindowChatMemory
-    from advisors_app.turn.service import call_turn, stream_turn
+    from advisors_app.turn import call_turn, stream_turn
 
     sizes = (args.small, args.large)
     models = {n: ScriptedChatModel([chunks(n)], repeat=True) for n in sizes}

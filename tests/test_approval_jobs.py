@@ -21,7 +21,7 @@ from django.utils import timezone
 from advisors_app.approvals.jobs import decisions_of, run_resume
 from advisors_app.definition.tools import tool_registry
 from advisors_app.models import ChatMessage, ToolApproval
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import call_turn
 from tests.api.conftest import client_for
 from tests.task_worker import run_queued_tasks
 from tests.test_approvals import memo_call, save_memo, saved, script

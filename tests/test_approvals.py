@@ -30,9 +30,9 @@ from advisors_app.definition.runtime import load_chain
 from advisors_app.definition.tools import tool_registry
 from advisors_app.definition.versions import PublishError
 from advisors_app.models import CallLog, ChatMessage, ToolApproval, ToolApprovalGrant
+from advisors_app.turn import call_turn, stream_turn
 from advisors_app.turn.events import TurnError
 from advisors_app.turn.input import TurnInput
-from advisors_app.turn.service import call_turn, stream_turn
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import frames_until_end, open_socket
@@ -559,14 +559,16 @@ async def test_the_owner_cannot_override_an_approvers_recorded_decision(
     assert saved == []
     row = await ToolApproval.objects.select_related("decided_by").aget()
     assert (row.status, row.decision, row.decided_by) == ("pending", "reject", approver)
-    # The recorded decision itself resumes (as the task would), checked against carol.
+    # Nor send it as recorded: alice may not decide it, so only the worker's resume runs it
+    # (issue 36; tests/test_approvals_grants.py).
     as_recorded = [{"approval_id": "m1", "decision": "reject", "reason": "Denied by approver."}]
-    resumed = await call_turn(
-        "guarded", alice, TurnInput(None, paused.conversation_id, decisions=as_recorded)
-    )
-    assert resumed.content == "done" and saved == []
+    with pytest.raises(TurnError) as refused:
+        await call_turn(
+            "guarded", alice, TurnInput(None, paused.conversation_id, decisions=as_recorded)
+        )
+    assert refused.value.code == "permission_denied" and "carol decided" in refused.value.message
     row = await ToolApproval.objects.select_related("decided_by").aget()
-    assert (row.status, row.decided_by) == ("rejected", approver)
+    assert (row.status, row.decided_by) == ("pending", approver) and saved == []
 
 
 async def test_record_decision_refuses_what_a_resume_would_refuse(

@@ -36,7 +36,7 @@ from advisors_app.memory.recall import (
 )
 from advisors_app.models import Conversation, ConversationBoundary
 from advisors_app.stores.memory import DjangoChatMemoryRepository
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import call_turn
 from tests.factories import make_chain, scripted_model
 from tests.task_worker import run_queued_tasks
 

@@ -18,8 +18,8 @@ from advisors_app.definition.registry import AdvisorType, params_errors
 from advisors_app.definition.runtime import clear_cache, load_chain
 from advisors_app.ingestion.pipeline import ingest_text
 from advisors_app.models import ChatMessage, Collection, Conversation
+from advisors_app.turn import call_turn, stream_turn
 from advisors_app.turn.events import TurnError
-from advisors_app.turn.service import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db(transaction=True)

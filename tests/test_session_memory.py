@@ -33,7 +33,7 @@ from advisors_app.definition.snapshot import resolve_draft
 from advisors_app.memory.compaction import compact_now
 from advisors_app.models import ChatMessage, Conversation, ConversationBoundary
 from advisors_app.stores.sessions import DjangoSessionRepository
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import call_turn
 from tests.core.memory.messages import A, T, U, call
 from tests.factories import make_chain, scripted_model
 from tests.task_worker import DbWorker, run_queued_tasks

@@ -21,7 +21,7 @@ from django.test import override_settings
 from advisors_app.definition.runtime import clear_cache
 from advisors_app.demo.loader import SESSION_MEMORY
 from advisors_app.models import CallLog, ChatMessage, ChatModelConfig, ConversationBoundary
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import call_turn
 from tests.factories import make_chain
 from tests.task_worker import run_queued_tasks
 

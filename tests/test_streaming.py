@@ -6,8 +6,9 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from advisors_app.turn import TurnOutcome
 from advisors_app.turn.delivery import DeltaCoalescer
-from advisors_app.turn.events import DeltaEvent, DoneEvent, StartEvent, TurnEvent, TurnOutcome
+from advisors_app.turn.events import DeltaEvent, DoneEvent, StartEvent, TurnEvent
 
 START = StartEvent("c1", "support", "t1")
 DONE = DoneEvent("complete", TurnOutcome("ok", "c1", "", None, {}, "STOP", "t1", "chain"))

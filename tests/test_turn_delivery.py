@@ -24,6 +24,13 @@ from advisors_app.channels.redis_layer import RedisChannelLayer
 from advisors_app.definition.runtime import clear_cache
 from advisors_app.turn import buffer as tb
 from advisors_app.turn import shutdown as server_shutdown
+from advisors_app.turn.delivery import (
+    DeltaCoalescer,
+    cancelled_frames,
+    nothing_to_resume,
+    resume_errors,
+)
+from advisors_app.turn.events import DeltaEvent
 from advisorsite.asgi import application
 from advisorsite.settings import channel_layers
 from tests.factories import make_chain, scripted_model
@@ -373,3 +380,41 @@ async def test_a_resume_in_a_turn_the_buffer_does_not_hold_yet_never_replays_the
     assert ids_of(after) == list(range(5, len(own) + 1))  # the new turn's rest, each once
     await talking.disconnect()
     await resumed.disconnect()
+
+
+# What the SSE view and the websocket share (advisors_app.turn.delivery) ----------------------
+
+
+async def test_a_cancelled_turn_ends_with_its_held_text_then_its_done() -> None:
+    async def deltas() -> Any:
+        yield DeltaEvent("a")
+        yield DeltaEvent("b")
+        await asyncio.sleep(3600)
+
+    events = DeltaCoalescer(deltas(), interval=60)
+    assert (await anext(events)).text == "a"  # the first piece at once, then "b" is held
+    step = asyncio.ensure_future(anext(events))
+    await asyncio.sleep(0.01)
+    step.cancel()
+    await asyncio.wait((step,))
+    await events.aclose()
+    frames = cancelled_frames(None, events, "support")
+    assert frames[0] == {"type": "delta", "text": "b"}
+    assert (frames[1]["type"], frames[1]["reason"], frames[1]["stored"]) == (
+        "done",
+        "cancelled",
+        False,
+    )
+    # Cancelled before it was set up: nothing ran, nothing is stored, the chain is named.
+    assert [f["type"] for f in cancelled_frames(None, None, "support")] == ["done"]
+
+
+def test_a_resume_names_its_conversation_and_nothing_unknown() -> None:
+    assert resume_errors({"conversation_id": "c1", "type": "resume"}, ("type",)) == {}
+    assert resume_errors({"last_event_id": 5, "colour": "red"}, ("last_event_id",)) == {
+        "conversation_id": ["Name the conversation to resume."],
+        "last_event_id": ["Expected the id of an event (a string) or null."],
+        "colour": ["Unknown field."],
+    }
+    refusal = nothing_to_resume("c1")
+    assert (refusal.code, refusal.http_status, refusal.conversation_id) == ("not_found", 404, "c1")

@@ -21,9 +21,9 @@ from advisors_app.core.testing import tool_call_response
 from advisors_app.definition.runtime import ChainConfigurationError, load_chain
 from advisors_app.ingestion.pipeline import ingest_text
 from advisors_app.models import CallLog, ChatMessage, Collection
+from advisors_app.turn import call_turn, stream_turn
 from advisors_app.turn.events import TurnError
 from advisors_app.turn.input import TurnInput
-from advisors_app.turn.service import call_turn, stream_turn
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import frames_until_end, open_socket
@@ -356,7 +356,7 @@ def test_a_misconfigured_chain_tells_only_staff_why(
     def broken(target: Any) -> Any:
         raise ChainConfigurationError("advisor #2 (tool_calling): secret table missing")
 
-    monkeypatch.setattr("advisors_app.turn.service.compiled_chain", broken)
+    monkeypatch.setattr("advisors_app.turn.open.compiled_chain", broken)
     alice.is_staff = staff
     alice.save()
     api = APIClient()

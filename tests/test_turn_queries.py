@@ -2,8 +2,9 @@
 (issue 17).
 
 A chain of SafeGuard + MessageChatMemory + SimpleLogger on the scripted model; a later turn of
-its conversation is one read trip and one commit: at most 6 statements, 1 commit, 5 hops, its
-reads (version, conversation, window) sent together in one psycopg pipeline.
+its conversation is one read trip and one commit: at most 6 statements, 1 commit, 2 thread hops
+(the turn's opening and its finish), its reads (version, conversation, window) sent together in
+one psycopg pipeline.
 """
 
 from __future__ import annotations
@@ -23,15 +24,15 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from advisors_app.core.memory import MessageWindowChatMemory
+from advisors_app.core.memory import MessageWindowChatMemory, TurnMemory
 from advisors_app.core.messages import AssistantMessage, SystemMessage, UserMessage
 from advisors_app.costs import budgets, pricing
 from advisors_app.definition.runtime import load_chain
 from advisors_app.models import ChatMessage, Conversation
 from advisors_app.security import redaction
 from advisors_app.stores.memory import DjangoChatMemoryRepository
-from advisors_app.turn import service as services
-from advisors_app.turn.service import call_turn, stream_turn
+from advisors_app.turn import call_turn, stream_turn
+from advisors_app.turn.open import window_sizes
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import frames_until_end, open_socket
 
@@ -40,10 +41,10 @@ pytestmark = [
     pytest.mark.usefixtures("fresh_chain_cache", "caches_held_fresh"),
 ]
 
-#: Issue 17's targets for a later turn of the memory chain.
+#: Issue 17's targets for a later turn of the memory chain (issue 35: the same on every path).
 MAX_STATEMENTS = 6
 MAX_COMMITS = 1
-MAX_HOPS = 5
+MAX_HOPS = 2
 
 
 @pytest.fixture
@@ -269,35 +270,35 @@ async def test_a_later_websocket_turn_is_one_read_trip_and_one_commit(
     assert len(_turn_statements(later.statements)) <= MAX_STATEMENTS, later
     assert later.read_trips == 1, later
     assert later.commits <= MAX_COMMITS, later
+    assert later.hops <= MAX_HOPS, later
 
 
-def test_a_turn_scope_answers_reads_after_the_writes_it_holds(user: Any) -> None:
+def test_a_turn_memory_answers_reads_after_the_appends_it_holds(user: Any) -> None:
     """Memory inside the tool loop reads again after its own append within one turn: the
-    scope answers with the held messages; a read it cannot answer writes them first."""
+    turn's memory answers from the window read ahead and the appends it holds, without a
+    query; a read past the window reads the older messages and puts the held ones after them.
+    Nothing is written until the turn writes what is held."""
     repository = DjangoChatMemoryRepository()
     memory = MessageWindowChatMemory(repository, max_messages=4)
-    key = f"{user.pk}:scoped"
+    key = f"{user.pk}:held"
     memory.add(key, [SystemMessage("Be brief."), UserMessage("one"), AssistantMessage("1")])
     row = Conversation.objects.get(conversation_id=key)
-    scope = repository.open_turn(key, conversation_pk=row.pk, last_sequence=row.last_sequence)
-    with CaptureQueriesContext(connection) as captured, repository.scoped(scope):
-        memory.add(key, [UserMessage("two"), AssistantMessage("2")])
-        assert [m.text for m in memory.get(key)] == ["Be brief.", "one", "1", "two", "2"]
-    assert captured.captured_queries == []  # held, and read from the scope
+    turn = TurnMemory(key, repository.read_window(row.pk, row.last_sequence, 48))
+    held = memory.for_turn(turn)
+    with CaptureQueriesContext(connection) as captured:
+        held.add(key, [UserMessage("two"), AssistantMessage("2")])
+        assert [m.text for m in held.get(key)] == ["Be brief.", "one", "1", "two", "2"]
+    assert captured.captured_queries == []  # held, and read from the turn's memory
     assert [m.text for m in repository.find_by_conversation_id(key)] == ["Be brief.", "one", "1"]
     with transaction.atomic():
-        rows = repository.write_turn(scope)
+        rows = repository.write_held(key, turn.appends)
     assert [r.sequence for r in rows] == [4, 5]
-    memory.add(key, [UserMessage("three")])  # closed: written at once
-    assert [m.text for m in repository.find_by_conversation_id(key)][-3:] == ["two", "2", "three"]
-    # A read beyond the prefetched window writes what the scope holds, then reads.
+    # A read beyond the window read ahead: the stored messages, then the held ones.
     row.refresh_from_db()
-    small = repository.open_turn(key, conversation_pk=row.pk, last_sequence=row.last_sequence)
-    small.tail, small.complete = small.tail[-1:], False
-    with repository.scoped(small):
-        memory.add(key, [AssistantMessage("3")])
-        assert [m.text for m in repository.find_last(key, 3)] == ["2", "three", "3"]
-    assert not small.pending
+    small = TurnMemory(key, repository.read_window(row.pk, row.last_sequence, 1))
+    memory.for_turn(small).add(key, [UserMessage("three")])
+    assert [m.text for m in small.repository(repository).find_last(key, 3)] == ["two", "2", "three"]
+    assert [m.text for m in repository.find_by_conversation_id(key)][-2:] == ["two", "2"]
 
 
 async def test_a_window_larger_than_the_one_read_ahead_is_read_again(user: Any) -> None:
@@ -312,7 +313,7 @@ async def test_a_window_larger_than_the_one_read_ahead_is_read_again(user: Any) 
     first = await call_turn(chain.slug, user, "one")
     for text in ("two", "three"):
         await call_turn(chain.slug, user, text, conversation_id=first.conversation_id)
-    services._window_reads[chain.slug] = 2  # as if its last turn here had read 2
+    window_sizes.last[chain.slug] = 2  # as if its last turn here had read 2
     with counting() as later:
         await call_turn(chain.slug, user, "four", conversation_id=first.conversation_id)
     model = (await sync_to_async(load_chain)(chain.slug)).client.chat_model

@@ -14,8 +14,8 @@ from django.test import Client
 from advisors_app.definition import move_label, publish, rollback
 from advisors_app.definition.runtime import clear_cache
 from advisors_app.models import PRODUCTION, AdvisorChain, CallLog, Conversation, VersionPolicy
+from advisors_app.turn import call_turn, stream_turn
 from advisors_app.turn.events import DoneEvent, TurnError
-from advisors_app.turn.service import call_turn, stream_turn
 from tests.factories import make_chain, scripted_model
 from tests.test_consumers import open_socket
 

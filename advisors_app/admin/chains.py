@@ -36,8 +36,8 @@ from advisors_app.definition.registry import advisor_types
 from advisors_app.models import AdvisorChain, AdvisorConfig, CallLog
 from advisors_app.orders import format_order
 from advisors_app.security.redaction import redact
+from advisors_app.turn import call_turn
 from advisors_app.turn.events import TurnError, error_event
-from advisors_app.turn.service import call_turn
 
 __all__ = ["AdvisorChainAdmin", "AdvisorConfigInline"]
 

@@ -6,10 +6,13 @@ through :func:`advisors_app.approvals.pauses.record_decision` — leave the turn
 call
 of its reply is decided; then :func:`enqueue_resume` queues :data:`resume_approvals`, and a task
 worker (``manage.py db_worker``, any process on any machine) runs the resumed turn **for the
-conversation's owner** through the one turn service (:func:`advisors_app.turn.service.stream_turn`
+conversation's owner** through the turn (:func:`advisors_app.turn.stream_turn`
 with ``TurnInput(None, <public id>, decisions=...)``), so the checks are those of any resume
 (expiry, arguments hash, who decided, the chain's policy for the final arguments) and the rows
-are claimed atomically: a resume in a turn and this task never both run the calls.
+are claimed atomically: a resume in a turn and this task never both run the calls. Only this
+resume runs the recorded decisions for an owner who may not decide them
+(:func:`~advisors_app.approvals.pauses.replaying_recorded`): the owner re-sending them in a
+turn is refused, with or without a grant (issue 36).
 
 The events of the resumed turn are published as a live turn's are
 (:class:`~advisors_app.turn.buffer.TurnPublisher`): each gets its ``event_id``
@@ -17,7 +20,7 @@ The events of the resumed turn are published as a live turn's are
 batches, to the owner's channel-layer group (:func:`~advisors_app.turn.buffer.user_group`), so
 the owner's open chat sockets — any process — get it flagged ``resumed_elsewhere`` and a socket
 that was away sends ``resume`` and gets what it missed; then the ``conversation.updated``
-message a websocket turn sends. A resume the service refuses
+message a websocket turn sends. A resume the turn refuses
 (:class:`~advisors_app.turn.events.TurnError`: a call expired, an edit the policy refuses, decided
 meanwhile) runs no turn, so it has no ids: it is logged and published as one ``error`` event
 (``{"type": "turn.event", "conversation_id", "event"}``, handler ``turn_event``). Without a
@@ -32,14 +35,13 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 
-from advisors_app.approvals.pauses import forget_decisions
+from advisors_app.approvals.pauses import forget_decisions, replaying_recorded
 from advisors_app.memory.conversations import public_conversation_id
 from advisors_app.models import ToolApproval
+from advisors_app.turn import TurnInput, stream_turn
 from advisors_app.turn.buffer import TurnPublisher, user_group
 from advisors_app.turn.delivery import DeltaCoalescer
-from advisors_app.turn.events import TurnError
-from advisors_app.turn.input import TurnInput
-from advisors_app.turn.service import stream_turn
+from advisors_app.turn.events import TurnError, error_event
 
 try:
     from django.tasks import task  # type: ignore[import-not-found, unused-ignore]
@@ -113,7 +115,10 @@ async def run_resume(message_id: int) -> dict[str, Any]:
     public = public_conversation_id(first.conversation.conversation_id)
     turn = TurnInput(None, public, decisions=decisions_of(rows))
     try:
-        stream = await stream_turn(first.chain_slug, owner, turn)
+        # The owner may not be allowed to decide these calls (a chain naming ``approvers``):
+        # only this resume may run the decisions recorded on them for the owner.
+        with replaying_recorded(message_id):
+            stream = await stream_turn(first.chain_slug, owner, turn)
     except TurnError as refused:
         logger.warning(
             "Resume of message %s (conversation %s) refused: %s %s",
@@ -126,7 +131,7 @@ async def run_resume(message_id: int) -> dict[str, Any]:
         # decided again (in a turn, the API or the admin) instead of staying stuck.
         await sync_to_async(forget_decisions)(message_id)
         # The conversation is still there, so the frame names it.
-        event = {**refused.to_dict(), "conversation_id": public}
+        event = {**error_event(refused).to_dict(), "conversation_id": public}
         await _publish(owner, {"type": TURN_EVENT, "conversation_id": public, "event": event})
         return {"status": "refused", "message_id": message_id, "error": event}
     final: dict[str, Any] = {}

@@ -2,8 +2,8 @@
 
 The engine pauses (``ToolCallingAdvisor``: finish reason ``APPROVAL_REQUIRED``) and resumes
 (decisions in the request context); chat memory stores the paused tool-call message and, on a
-resume, the decided round. This module is the Django side, called by the turn service
-(:mod:`advisors_app.turn.service`) inside its two thread hops:
+resume, the decided round. This module is the Django side, called by the turn
+(:mod:`advisors_app.turn`: its ``open`` stage and a ``finish`` hook) in its two thread hops:
 
 * :func:`open_resume` (before the chain runs): the conversation's pending
   :class:`~advisors_app.models.ToolApproval` rows are read, every decision is checked — one per
@@ -12,7 +12,8 @@ resume, the decided round. This module is the Django side, called by the turn se
   the **final** arguments (an edit is checked again) — and the rows are claimed in one
   conditional ``UPDATE``, so two resumes of one pause never both run it. Refusals are
   :class:`~advisors_app.turn.events.TurnError` with field errors under ``decisions``; nothing
-  changes.
+  changes, but the refused attempt counts against the caller's chat rate
+  (:mod:`advisors_app.turn.throttling`), so a refused resume cannot be retried for free.
 * :func:`record_turn` (in the turn's one transaction): a paused turn's calls become pending rows;
   a resumed turn links its rows to its call log and rewrites the paused message as it ran
   (edited arguments, no longer flagged pending); a new message instead of a decision expires the
@@ -20,12 +21,24 @@ resume, the decided round. This module is the Django side, called by the turn se
 
 Decisions made outside a turn (the admin, ``POST /api/approvals/<id>/decision/``) are recorded on
 the row by :func:`record_decision` and, once every call of the paused reply has one, resumed by a
-task (:mod:`advisors_app.approvals.jobs`) that runs the turn for its owner.
+task (:mod:`advisors_app.approvals.jobs`) that runs the turn for its owner, inside
+:func:`replaying_recorded`.
+
+Who may resume (issue 36): a resume sends a decision for every waiting call, and the caller must
+be allowed to decide each (:meth:`~advisors_app.models.ToolApproval.may_decide`, the check the
+admin and the approvals API make) — a decision an approver recorded too: carrying it is deciding
+the turn's next step, so an owner who may not decide cannot send it (the worker runs it). The
+worker's resume is the one exception: it runs the recorded decisions, as recorded, for an owner
+who may not decide them, checked against who recorded them. A ``grant`` extends a decision to
+the rest of the conversation, so it needs the same right, always; the worker never asks one.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -46,6 +59,7 @@ from advisors_app.models.approvals import arguments_hash
 from advisors_app.stores.memory import _message as _stored_row_message
 from advisors_app.turn.events import TurnError
 from advisors_app.turn.input import Decision, parse_decision
+from advisors_app.turn.throttling import count_chat_turn
 
 __all__ = [
     "Resume",
@@ -53,6 +67,7 @@ __all__ = [
     "open_resume",
     "record_decision",
     "record_turn",
+    "replaying_recorded",
 ]
 
 _STATUS = {
@@ -62,6 +77,22 @@ _STATUS = {
 }
 #: The metadata key of the decisions recorded on a resumed tool-call message.
 DECISIONS_METADATA = "tool_call_decisions"
+#: The paused message whose recorded decisions this context resumes (the approvals worker's
+#: resume; ``None``: a caller's). A context variable, not a turn input: no request can set it.
+_replaying: ContextVar[int | None] = ContextVar("advisors_replaying_recorded", default=None)
+
+
+@contextmanager
+def replaying_recorded(message_id: int) -> Iterator[None]:
+    """Within the block, a resume of the paused message ``message_id`` runs the decisions
+    recorded on its calls for an owner who may not decide them (the approvals worker's resume:
+    :func:`advisors_app.approvals.jobs.run_resume`); the turn opened inside it inherits this
+    (thread hops copy the context)."""
+    token = _replaying.set(message_id)
+    try:
+        yield
+    finally:
+        _replaying.reset(token)
 
 
 @dataclass
@@ -116,7 +147,24 @@ def open_resume(
     granted: list[str],
 ) -> list[ToolApproval]:
     """Check ``decisions`` against the conversation's pending calls (blocking; see the module
-    docstring); the pending rows they decide. Claim them afterwards with :func:`claim`."""
+    docstring); the pending rows they decide. Claim them afterwards with :func:`claim`.
+
+    A refusal counts against ``user``'s chat rate, as a turn that ran would: past the rate it
+    is ``throttled`` (429) instead."""
+    try:
+        return _checked_resume(user, conversation_pk, decisions, compiled, granted)
+    except TurnError:
+        count_chat_turn(user)
+        raise
+
+
+def _checked_resume(
+    user: Any,
+    conversation_pk: int | None,
+    decisions: tuple[Decision, ...],
+    compiled: Any,
+    granted: list[str],
+) -> list[ToolApproval]:
     rows = _pending_rows(conversation_pk) if conversation_pk is not None else []
     if not rows:
         raise _invalid("This conversation has no tool calls waiting for a decision.")
@@ -148,7 +196,7 @@ def open_resume(
             )
         )
     # A decision recorded outside the turn (an approver's) stands: a resume must carry it as
-    # recorded, and it is checked against who made it, not against the caller.
+    # recorded, and who made it must still be allowed to (the caller too: _decider_refusal).
     for row in rows:
         if row.decided_at is not None and _recorded(row) != sent[row.approval_id].decision:
             who = row.decided_by.get_username() if row.decided_by else "someone"
@@ -158,12 +206,11 @@ def open_resume(
                 "The turn resumes from that decision.",
                 http_status=409,
             )
-    if not all(row.may_decide(row.decided_by if row.decided_at else user) for row in rows):
-        raise TurnError(
-            "permission_denied",
-            "You may not decide these tool calls.",
-            http_status=403,
-        )
+    replaying = _replaying.get()
+    for row in rows:
+        refusal = _decider_refusal(row, sent[row.approval_id], user, row.message_id == replaying)
+        if refusal is not None:
+            raise TurnError("permission_denied", refusal, http_status=403)
     message = rows[0].message
     for row in rows:
         stored = _stored_call(message, row.approval_id)
@@ -182,6 +229,29 @@ def open_resume(
     except ToolCallDecisionError as exc:
         raise _invalid(str(exc)) from None
     return rows
+
+
+def _decider_refusal(row: ToolApproval, sent: Decision, user: Any, replaying: bool) -> str | None:
+    """Why ``user`` may not resume ``row`` with ``sent`` (``None``: they may; see the module
+    docstring). ``replaying``: this is the worker's resume of the decision recorded on it."""
+    recorded = row.decided_at is not None
+    who = row.decided_by.get_username() if row.decided_by else "Someone"
+    call = f"{row.approval_id!r} ({row.tool})"
+    if recorded and not row.may_decide(row.decided_by):
+        return f"{who} decided {call} but may not decide it any more: it cannot run."
+    if row.may_decide(user) or (recorded and replaying and not sent.grant):
+        return None
+    if sent.grant:
+        return (
+            f"You may not decide {call}, so you may not allow {row.tool!r} for this "
+            "conversation either."
+        )
+    if recorded:
+        return (
+            f"{who} decided {call}, and you may not decide it: the turn resumes from that "
+            "decision without you."
+        )
+    return "You may not decide these tool calls."
 
 
 def _recorded(row: ToolApproval) -> ToolCallDecision:
@@ -209,9 +279,22 @@ def forget_decisions(message_id: int) -> None:
 def claim(user: Any, rows: list[ToolApproval], decisions: tuple[Decision, ...]) -> Resume:
     """Record ``decisions`` on ``rows`` (:func:`open_resume`'s) with one conditional
     ``UPDATE`` per row, inside the caller's transaction (blocking); ``TurnError`` (409) when
-    another request decided them since. Grants asked for are created."""
+    another request decided them since. Grants asked for are created, for a ``user`` who may
+    decide their call (:func:`open_resume` refused the others already; this is where a grant is
+    written, so it holds here too)."""
     now = timezone.now()
     by_id = {row.approval_id: row for row in rows}
+    asked = [
+        by_id[d.decision.approval_id]
+        for d in decisions
+        if d.grant and d.decision.approval_id in by_id
+    ]
+    if not all(row.may_decide(user) for row in asked):
+        raise TurnError(
+            "permission_denied",
+            "You may not allow a tool you may not decide for this conversation.",
+            http_status=403,
+        )
     claimed = 0
     for item in decisions:
         decision = item.decision
@@ -240,7 +323,7 @@ def claim(user: Any, rows: list[ToolApproval], decisions: tuple[Decision, ...]) 
         raise TurnError(
             "conflict", "These tool calls were decided by another request.", http_status=409
         )
-    granted = [by_id[d.decision.approval_id].tool for d in decisions if d.grant]
+    granted = [row.tool for row in asked]
     for tool in dict.fromkeys(granted):
         ToolApprovalGrant.objects.get_or_create(
             conversation_id=rows[0].conversation_id,

@@ -10,14 +10,14 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.turn.events`):
 * Client ``{"type": "message", "message": str, "conversation_id"?: str | null, "params"?: {},
   "label"?: str, "version"?: int | "draft"}`` (``text`` is an alias of ``message``; a label or
   version other than ``production``: staff only)
-  runs one turn through :func:`advisors_app.turn.service.stream_turn` — the service every transport
+  runs one turn through :func:`advisors_app.turn.stream_turn` — what every transport
   calls — and the server answers ``start``, ``sources`` (when retrieval ran), ``tool_call`` /
   ``tool_result`` for each tool call, any number of ``delta`` (coalesced:
   :mod:`advisors_app.turn.delivery`), then exactly one ``done`` or ``error``. Refused input (blank
   text, a bad conversation id, unknown params, unknown chain) is one ``error`` frame with
   ``code`` and field ``errors`` (named as the frame named them) and nothing is stored.
   Without ``conversation_id`` a conversation is started; its id is in the ``start`` frame.
-  Ids are namespaced per owner by the service: another user's id reaches nothing of theirs
+  Ids are namespaced per owner by the turn: another user's id reaches nothing of theirs
   (it starts a conversation of the caller's own under that id). ``done`` carries
   ``message_id`` (the stored reply's id) and ``stored``; a turn that started a
   conversation and stored nothing (a guard refused the message, it failed before any text)
@@ -33,9 +33,10 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.turn.events`):
   (code ``invalid`` with field ``errors``, or ``not_found`` for a message that is not one of
   the user's); the running turn is never disturbed.
 * Client ``{"type": "cancel"}`` stops the turn being generated: the model stream is closed at
-  once, the partial answer stored flagged ``interrupted`` (memory advisor or service, bug
-  cases B06/B31), any text not yet sent is sent, then one ``done`` frame with
-  ``"reason": "cancelled"`` (``"complete"`` if the turn had already ended). With no turn
+  once, the partial answer stored flagged ``interrupted`` (bug cases B06/B31), any text not yet
+  sent is sent, then one ``done`` frame with ``"reason": "cancelled"`` (``"complete"`` if the
+  turn had already ended): the end the SSE view publishes too
+  (:func:`~advisors_app.turn.delivery.cancelled_frames`). With no turn
   running, ``cancel`` does nothing (it may cross a ``done`` frame on the wire).
 * **One turn at a time per connection**: a ``message`` while a turn is being generated is
   refused with an ``error`` frame, code ``"busy"``; the running turn is not disturbed. Send
@@ -94,10 +95,11 @@ from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from advisors_app.conf import app_settings
 from advisors_app.db.threads import TurnThread, db_sync_to_async, own_thread
-from advisors_app.evaluation.feedback import FeedbackError, feedback_frame, parse_vote, record_vote
+from advisors_app.evaluation.feedback import feedback_frame, parse_vote, record_vote
+from advisors_app.exceptions import Refusal
 from advisors_app.memory.conversations import afind_conversation
+from advisors_app.turn import TurnInput, TurnStream, stream_turn
 from advisors_app.turn import shutdown as server_shutdown
 from advisors_app.turn.buffer import (
     SeenIds,
@@ -107,10 +109,15 @@ from advisors_app.turn.buffer import (
     turn_buffer,
     user_group,
 )
-from advisors_app.turn.delivery import DeltaCoalescer
-from advisors_app.turn.events import DoneEvent, ErrorEvent, TurnError, TurnOutcome, error_event
-from advisors_app.turn.input import TurnInput
-from advisors_app.turn.service import TurnStream, stream_turn
+from advisors_app.turn.delivery import (
+    DeltaCoalescer,
+    cancelled_frames,
+    detach,
+    keeps_running,
+    nothing_to_resume,
+    resume_errors,
+)
+from advisors_app.turn.events import DoneEvent, ErrorEvent, TurnError, error_event
 
 __all__ = ["CLOSE_NOT_AUTHENTICATED", "MAX_FRAME_BYTES", "ChatConsumer", "user_group"]
 
@@ -136,10 +143,6 @@ RESUME_WAIT_STEPS = 10
 
 _FRAME_TYPES = ("cancel", "feedback", "message", "resume")
 
-#: Turns left running by a socket that went away (policy ``continue``): a strong reference,
-#: so the event loop does not drop them before they end.
-_DETACHED: set[asyncio.Task[None]] = set()
-
 
 def _not_json(constant: str) -> Any:
     """Python's json accepts NaN and Infinity; JSON (and PostgreSQL's jsonb) does not."""
@@ -152,7 +155,7 @@ def _utf8_size(text: str) -> int:
 
 
 def _invalid(errors: dict[str, list[str]]) -> TurnError:
-    """The refusal of a malformed frame (its ``to_dict()`` is the ``error`` frame)."""
+    """The refusal of a malformed frame (``error_event`` makes it the ``error`` frame)."""
     return TurnError("invalid", "The frame is invalid.", errors=errors)
 
 
@@ -175,15 +178,7 @@ def _frame(content: Any) -> tuple[str, TurnInput | None]:
     if kind == "feedback":  # checked by parse_vote, which names its own fields
         return kind, None
     if kind == "resume":
-        errors: dict[str, list[str]] = {}
-        if not isinstance(content.get("conversation_id"), str) or not content["conversation_id"]:
-            errors["conversation_id"] = ["Name the conversation to resume."]
-        last = content.get("last_event_id")
-        if last is not None and not isinstance(last, str):
-            errors["last_event_id"] = ["Expected the id of an event (a string) or null."]
-        unknown = set(content) - {"type", "conversation_id", "last_event_id"}
-        for name in sorted(unknown):
-            errors[name] = ["Unknown field."]
+        errors = resume_errors(content, ("type", "last_event_id"))
         if errors:
             raise _invalid(errors)
         return kind, None
@@ -207,9 +202,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             # took longer than its application close timeout (10 s) to end after its client
             # left. The latter is no reason to stop a "continue" turn: only a real shutdown
             # (server_shutdown's hook, which stops every running turn first) is.
-            self._shutting_down = (
-                app_settings.DISCONNECT_POLICY != "continue" or server_shutdown.stopping()
-            )
+            self._shutting_down = not keeps_running() or server_shutdown.stopping()
             await self.disconnect(1001)
             await self._leave_groups()  # no dead channel left in the user's group
             raise
@@ -256,22 +249,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         size = len(bytes_data or b"") if text_data is None else _utf8_size(text_data)
         if size > MAX_FRAME_BYTES:
-            await self.send_json(
-                _invalid(
-                    {"frame": [f"The frame is {size} bytes; at most {MAX_FRAME_BYTES} are read."]}
-                ).to_dict()
-            )
+            too_big = f"The frame is {size} bytes; at most {MAX_FRAME_BYTES} are read."
+            await self.send_json(error_event(_invalid({"frame": [too_big]})).to_dict())
             await self.close(code=CLOSE_TOO_BIG)
             return
         if text_data is None:
-            await self.send_json(
-                _invalid({"frame": ["Send JSON text frames, not binary."]}).to_dict()
-            )
+            binary = _invalid({"frame": ["Send JSON text frames, not binary."]})
+            await self.send_json(error_event(binary).to_dict())
             return
         try:
             frame = json.loads(text_data, parse_constant=_not_json)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than it can parse
-            await self.send_json(_invalid({"frame": ["Not valid JSON."]}).to_dict())
+            await self.send_json(error_event(_invalid({"frame": ["Not valid JSON."]})).to_dict())
             return
         await self.receive_json(frame)
 
@@ -293,7 +282,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         under ``"cancel"`` stop the running turn as the disconnect will."""
         self._closing = True
         task = self._generation
-        if app_settings.DISCONNECT_POLICY != "continue" and self._turn_active and task is not None:
+        if not keeps_running() and self._turn_active and task is not None:
             task.cancel()  # the turn's own task too: cancelled at its next await
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
@@ -301,8 +290,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return  # being closed: see connect()
         try:
             kind, turn = _frame(content)
-        except TurnError as refused:
-            await self.send_json(refused.to_dict())
+        except Refusal as refused:
+            await self.send_json(error_event(refused).to_dict())
             return
         if kind == "cancel":
             await self._cancel_generation()
@@ -330,8 +319,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             vote = parse_vote(content, envelope=("type",), allow_withdraw=True)
             async with own_thread(self._thread):
                 score, _ = await db_sync_to_async(record_vote)(self.user, vote)
-        except FeedbackError as refused:
-            event = refused.to_event()
+        except Refusal as refused:
+            event = error_event(refused)
         except Exception as exc:  # the database failed: the socket stays usable
             logger.exception("Feedback on message %r failed", content.get("message_id"))
             event = error_event(exc)
@@ -389,19 +378,20 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             async for event in events:
                 await self._emit(event.to_dict())
                 final_sent = isinstance(event, (DoneEvent, ErrorEvent))
-        except TurnError as refused:
-            await self._emit(refused.to_dict(), publish=False)
+        except Refusal as refused:
+            await self._emit(error_event(refused).to_dict(), publish=False)
             return
-        except Exception as exc:  # the service failed outside the chain (database down, ...)
+        except Exception as exc:  # the turn failed outside the chain (database down, ...)
             logger.exception("Chat turn on chain %r failed", self.chain_slug)
             await self._emit(error_event(exc).to_dict())
             return
         except asyncio.CancelledError:
             if events is not None:
-                # Closes the model stream; the service stores the partial turn.
+                # Closes the model stream; the turn stores the partial turn.
                 await events.aclose()
             if not self._shutting_down and not final_sent:
-                await self._send_cancelled(stream, events)
+                for frame in cancelled_frames(stream, events, self.chain_slug):
+                    await self._emit(frame)
             raise
         finally:
             if publisher is not None:
@@ -421,24 +411,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             # while this turn's task still publishes, announces and closes its thread.
             self._turn_active = False
 
-    async def _send_cancelled(
-        self, stream: TurnStream | None, events: DeltaCoalescer | None
-    ) -> None:
-        """The rest of the text, then the one final frame of a turn stopped by ``cancel``."""
-        rest = events.take_pending_text() if events is not None else ""
-        if rest:
-            await self._emit({"type": "delta", "text": rest})
-        final = stream.final_event if stream is not None else None
-        if final is None:  # cancelled before the turn was set up: nothing ran, nothing stored
-            trace_id = stream.trace_id if stream is not None else ""
-            outcome = TurnOutcome("cancelled", None, "", None, {}, None, trace_id, self.chain_slug)
-            final = DoneEvent("cancelled", outcome)
-        await self._emit(final.to_dict())
-
     async def _announce(self, stream: TurnStream) -> None:
         """Tell the user's sockets (any process) that the turn's conversation changed, or that
-        it was removed (a turn that stored nothing; see ``services``). Without a channel layer
-        only this socket is told."""
+        it was removed (a turn that stored nothing: :mod:`advisors_app.turn.finish`). Without a
+        channel layer only this socket is told."""
         conversation_id = stream.conversation_id
         try:
             final = stream.final_event
@@ -496,11 +472,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             logger.exception("Resuming conversation %s failed", conversation_id)
             frames, failure = None, error_event(exc).to_dict()
         else:
-            failure = ErrorEvent(
-                "not_found",
-                "No turn of this conversation is kept to resume: reload the conversation.",
-                conversation_id=conversation_id,
-            ).to_dict()
+            failure = error_event(nothing_to_resume(conversation_id)).to_dict()
         if frames is None:
             await self.send_json(failure | {"in_reply_to": "resume"})
             return
@@ -572,9 +544,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self._closing = True
         task = getattr(self, "_generation", None)
         if task is not None and not task.done():
-            if app_settings.DISCONNECT_POLICY == "continue" and not self._shutting_down:
-                _DETACHED.add(task)
-                task.add_done_callback(_DETACHED.discard)
+            if keeps_running() and not self._shutting_down:
+                detach(task)
                 return
             task.cancel()
             await asyncio.wait((task,))

@@ -16,6 +16,7 @@ __all__ = [
     "TOOL_CALL_DECISIONS",
     "TRACE_ID",
     "TRACE_ID_METADATA",
+    "TURN_MEMORY",
 ]
 
 #: The conversation a memory advisor reads and writes (Spring AI ``ChatMemory.CONVERSATION_ID``).
@@ -63,3 +64,8 @@ TOOL_CALL_DECISIONS = "advisors.tool_calling.decisions"
 #: Tool names whose calls need no approval in this request (an "allow for this conversation"
 #: grant): the ``ToolCallingAdvisor`` passes them to the manager's confirmation check.
 TOOL_APPROVAL_GRANTS = "advisors.tool_calling.approval_grants"
+
+#: The turn's :class:`~advisors_app.core.memory.turn.TurnMemory`, put in the context by a host
+#: that reads a conversation before the chain runs and stores the turn itself (the Django app's
+#: turn): the memory advisors read that conversation through it and hand it what they would store.
+TURN_MEMORY = "advisors.memory.turn"

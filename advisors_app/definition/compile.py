@@ -178,12 +178,8 @@ class CompiledChain:
     @property
     def memory_read(self) -> int | None:
         """How many of a conversation's newest messages the chain's memory advisors read first
-        (the most any of them asks for; ``None``: no windowed memory). Session memory reads
-        its view itself, in one query of its own, so it asks the turn's window read for 1."""
-        if not any(isinstance(a, BaseChatMemoryAdvisor) for a in self.advisors) and any(
-            isinstance(a, SessionTurnAdvisor) for a in self.advisors
-        ):
-            return 1
+        (the most any of them asks for; ``None``: no windowed memory — session memory reads its
+        view itself, in one query of its own)."""
         reads = [
             read
             for advisor in self.advisors

@@ -26,8 +26,8 @@ from django.db.models import QuerySet
 
 from advisors_app.core.attributes import TRACE_ID_METADATA
 from advisors_app.db.prepared import PreparedQuery
+from advisors_app.exceptions import TurnError
 from advisors_app.models import Conversation
-from advisors_app.turn.events import TurnError
 from advisors_app.validation import FieldErrors
 
 __all__ = [

@@ -10,18 +10,12 @@ bounded range of the ``(conversation, sequence)`` index, O(limit) however long t
 Messages read back carry no storage metadata (Spring AI adds a timestamp that breaks de-duplication,
 defect 16).
 
-A turn of the turn service reads and writes its conversation through a :class:`TurnScope`
-(:meth:`DjangoChatMemoryRepository.open_turn`, entered around each step of the turn with
-:meth:`~DjangoChatMemoryRepository.scoped`): the window is read once, with the conversation, in
-the service's one thread hop before the chain runs (the system messages and the newest
-``TurnScope.PREFETCH`` messages in one query), and the memory advisor's reads of that
-conversation are answered from it without a query or a hop; the advisor's ``append`` is held in
-the scope and written by :meth:`~DjangoChatMemoryRepository.write_turn` in the service's one
-transaction, with the call log. Before that the service adds the turn's outcome to the held
-reply's metadata (:meth:`TurnScope.annotate_reply`) and afterwards reads the stored reply's id
-from the rows written (:meth:`TurnScope.reply_id`), without a query. The scope lives in a
-context variable, so concurrent turns of one conversation each see their own; anything outside a
-turn reads and writes as before.
+A turn of the turn pipeline (:mod:`advisors_app.turn`) reads its conversation's window with its
+other reads before the chain runs (:meth:`~DjangoChatMemoryRepository.window_read`, turned into a
+:class:`~advisors_app.core.memory.turn.ReadAhead` by :meth:`~DjangoChatMemoryRepository.read_ahead`)
+and hands it to the memory advisors in a ``TurnMemory``; what they would append is held there and
+written by :meth:`~DjangoChatMemoryRepository.write_held` in the turn's one transaction, with the
+call log. The repository itself holds no turn: every method reads or writes at once.
 
 Async twins run the sync methods through :func:`~advisors_app.db.threads.db_sync_to_async`
 (thread-sensitive, as Django's own async ORM methods do; a pooled connection goes back after
@@ -32,16 +26,19 @@ transaction and its row lock cannot span ``await`` points in Django's async ORM.
 from __future__ import annotations
 
 import base64
-import contextvars
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import connections, router, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from advisors_app.core.memory import ChatMemoryRepository, check_conversation_id
+from advisors_app.core.memory import (
+    ChatMemoryRepository,
+    HeldAppend,
+    ReadAhead,
+    check_conversation_id,
+)
 from advisors_app.core.memory.repository import check_limit, check_messages
 from advisors_app.core.messages import (
     AssistantMessage,
@@ -58,7 +55,7 @@ from advisors_app.db.prepared import PreparedQuery
 from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models import ChatMessage, Conversation
 
-__all__ = ["DjangoChatMemoryRepository", "TurnScope", "current_scope"]
+__all__ = ["DjangoChatMemoryRepository"]
 
 _FIELDS = ("message_type", "text", "metadata", "tool_calls", "tool_responses", "media")
 _SYSTEM = MessageType.SYSTEM.value
@@ -66,78 +63,6 @@ _ASSISTANT = MessageType.ASSISTANT.value
 _BATCH_SIZE = 1000
 #: Extra sequence numbers read by ``find_last`` beyond ``limit`` (room for system messages).
 _SPAN_SLACK = 16
-
-
-@dataclass(eq=False)
-class TurnScope:
-    """One turn's view of its conversation ``conversation_id`` (a stored key).
-
-    ``system`` and ``tail`` are the prefetched window: the stored system messages and the
-    newest non-system messages (oldest first), ``complete`` when ``tail`` reaches the start of
-    the conversation; ``system is None``: nothing was read (reads go to the database).
-    ``pending`` holds the appends of the turn, ``(messages, replace_system)``, until
-    :meth:`DjangoChatMemoryRepository.write_turn` writes them; once written (``closed``),
-    appends go straight to the database again. ``written`` holds the rows the turn inserted.
-    """
-
-    #: Messages read ahead with the system messages: enough for the default windows
-    #: (``MessageWindowChatMemory``'s 20 + 1, ``TokenWindowChatMemory``'s first 32).
-    PREFETCH = 48
-
-    conversation_id: str
-    system: list[Message] | None = None
-    tail: list[Message] = field(default_factory=list)
-    complete: bool = False
-    pending: list[tuple[list[Message], bool]] = field(default_factory=list)
-    closed: bool = False
-    written: list[ChatMessage] = field(default_factory=list)
-    #: Run by ``write_turn`` once the turn's messages are written, inside its transaction
-    #: (session memory queues its compaction there with ``transaction.on_commit``).
-    after_write: list[Callable[[], None]] = field(default_factory=list)
-
-    def annotate_reply(self, metadata: dict[str, Any]) -> None:
-        """Add ``metadata`` to the reply held for writing: the last assistant message of the
-        appends not written yet (no-op when there is none). Keys the reply has keep their
-        value (an interrupted reply's ``finish_reason``, say)."""
-        for batch, _ in reversed(self.pending):
-            for index in range(len(batch) - 1, -1, -1):
-                message = batch[index]
-                if isinstance(message, AssistantMessage):
-                    batch[index] = replace(message, metadata={**metadata, **message.metadata})
-                    return
-
-    def reply_id(self) -> int | None:
-        """The id of the last assistant message this turn stored (``None``: none)."""
-        return next(
-            (row.pk for row in reversed(self.written) if row.message_type == _ASSISTANT), None
-        )
-
-    def _now(self) -> tuple[list[Message], list[Message]]:
-        """``(system, tail)`` with the pending appends applied, as a read after them sees."""
-        system, tail = list(self.system or ()), list(self.tail)
-        for batch, replace_system in self.pending:
-            added = [m for m in batch if m.message_type is MessageType.SYSTEM]
-            system = added if replace_system else [*system, *added]
-            tail.extend(m for m in batch if m.message_type is not MessageType.SYSTEM)
-        return system, tail
-
-    def system_messages(self) -> list[Message] | None:
-        """The stored system messages, if the window was read."""
-        return None if self.system is None else self._now()[0]
-
-    def last(self, limit: int) -> list[Message] | None:
-        """The newest ``limit`` non-system messages, if the window read holds them."""
-        if self.system is None:
-            return None
-        tail = self._now()[1]
-        if len(tail) >= limit:
-            return tail[len(tail) - limit :] if limit else []
-        return tail if self.complete else None
-
-
-_scope: contextvars.ContextVar[TurnScope | None] = contextvars.ContextVar(
-    "advisors_app_turn_scope", default=None
-)
 
 
 def _window(messages: QuerySet[ChatMessage], low: Any) -> QuerySet[ChatMessage]:
@@ -150,7 +75,7 @@ def _window(messages: QuerySet[ChatMessage], low: Any) -> QuerySet[ChatMessage]:
     )
 
 
-# A turn's window read (``open_turn``), compiled once (advisors_app.db.prepared).
+# A turn's window read (``read_window``), compiled once (advisors_app.db.prepared).
 _WINDOW = PreparedQuery(
     lambda conversation, low: _window(
         ChatMessage.objects.filter(conversation_id=conversation), low
@@ -168,34 +93,6 @@ _WINDOW_BY_KEY = PreparedQuery(
     key="\x00key",
     span=2_000_000_004,
 )
-
-
-class _Scoped:
-    """``with`` block of :meth:`DjangoChatMemoryRepository.scoped` (a class: the turn service
-    enters it around every step of a streamed turn, so its cost counts per chunk)."""
-
-    __slots__ = ("_scope", "_token")
-
-    def __init__(self, scope: TurnScope) -> None:
-        self._scope = scope
-
-    def __enter__(self) -> None:
-        self._token = _scope.set(self._scope)
-
-    def __exit__(self, *exc_info: object) -> None:
-        _scope.reset(self._token)
-
-
-def current_scope(conversation_id: str) -> TurnScope | None:
-    """The running turn's scope of ``conversation_id`` not written yet (``None``: none)."""
-    return _scope_for(conversation_id)
-
-
-def _scope_for(conversation_id: str) -> TurnScope | None:
-    scope = _scope.get()
-    if scope is None or scope.closed or scope.conversation_id != conversation_id:
-        return None
-    return scope
 
 
 def _media_to_json(media: Media) -> dict[str, Any]:
@@ -305,22 +202,12 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         batch = check_messages(messages)
         if not batch and not replace_system:
             return
-        scope = _scope_for(conversation_id)
-        if scope is not None:
-            scope.pending.append((list(batch), replace_system))  # written with the turn
-            return
         with transaction.atomic():
             self._append(conversation_id, batch, replace_system)
 
     def find_last(self, conversation_id: str, limit: int) -> list[Message]:
         check_conversation_id(conversation_id)
         check_limit(limit)
-        scope = _scope_for(conversation_id)
-        if scope is not None:
-            found = scope.last(limit)
-            if found is not None:
-                return found
-            self._flush(scope)
         head = list(
             Conversation.objects.filter(conversation_id=conversation_id)
             .order_by()
@@ -349,12 +236,6 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
 
     def find_system_messages(self, conversation_id: str) -> list[Message]:
         check_conversation_id(conversation_id)
-        scope = _scope_for(conversation_id)
-        if scope is not None:
-            found = scope.system_messages()
-            if found is not None:
-                return found
-            self._flush(scope)
         rows = (
             ChatMessage.objects.filter(
                 conversation__conversation_id=conversation_id, message_type=_SYSTEM
@@ -364,76 +245,45 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
         )
         return [_message(*row) for row in rows]
 
-    # One turn, one read and one write ------------------------------------------------------
-
-    def open_turn(
-        self,
-        conversation_id: str,
-        *,
-        conversation_pk: int | None,
-        last_sequence: int,
-        prefetch: int = TurnScope.PREFETCH,
-    ) -> TurnScope:
-        """A :class:`TurnScope` for a turn of ``conversation_id`` whose window is read now.
-
-        Blocking. ``conversation_pk=None`` or ``last_sequence=0``: the conversation holds
-        nothing, no query; else one query, the system messages and the messages of the newest
-        ``prefetch`` sequence numbers (the ``(conversation, sequence)`` index): what the
-        chain's memory reads first (a read the scope cannot answer goes to the database).
-        """
-        check_conversation_id(conversation_id)
-        if conversation_pk is None or last_sequence <= 0:
-            return self.scope_of(conversation_id, last_sequence=0, prefetch=prefetch, rows=[])
-        rows = _WINDOW.rows(conversation=conversation_pk, low=last_sequence - prefetch)
-        return self.scope_of(conversation_id, last_sequence, prefetch, rows)
+    # A turn's one read and one write ------------------------------------------------------
 
     @staticmethod
-    def window_read(conversation_id: str, prefetch: int) -> tuple[PreparedQuery, dict[str, Any]]:
-        """:meth:`open_turn`'s query by the conversation's key alone — its row need not have
-        been read — to read with other queries at once
-        (:func:`~advisors_app.db.prepared.rows_together`); its rows go to :meth:`scope_of`."""
+    def window_read(conversation_id: str, size: int) -> tuple[PreparedQuery, dict[str, Any]]:
+        """The query of a turn's window — the system messages and the messages of the newest
+        ``size`` sequence numbers of ``conversation_id``, found by its key alone (its row need
+        not have been read) — to read with other queries at once
+        (:func:`~advisors_app.db.prepared.rows_together`); its rows go to :meth:`read_ahead`."""
         check_conversation_id(conversation_id)
-        return _WINDOW_BY_KEY, {"key": conversation_id, "span": prefetch}
+        return _WINDOW_BY_KEY, {"key": conversation_id, "span": size}
 
     @staticmethod
-    def scope_of(
-        conversation_id: str, last_sequence: int, prefetch: int, rows: list[tuple[Any, ...]]
-    ) -> TurnScope:
-        """The scope of a window read of ``prefetch`` messages ending at ``last_sequence``."""
+    def read_window(conversation_pk: int, last_sequence: int, size: int) -> ReadAhead:
+        """Blocking: :meth:`window_read`'s window of the conversation whose row was read (one
+        query on the ``(conversation, sequence)`` index; none when it holds nothing)."""
+        if last_sequence <= 0:
+            return ReadAhead()
+        rows = _WINDOW.rows(conversation=conversation_pk, low=last_sequence - size)
+        return DjangoChatMemoryRepository.read_ahead(rows, last_sequence, size)
+
+    @staticmethod
+    def read_ahead(rows: list[tuple[Any, ...]], last_sequence: int, size: int) -> ReadAhead:
+        """The :class:`~advisors_app.core.memory.turn.ReadAhead` of a window read of ``size``
+        messages ending at ``last_sequence``."""
         messages = [_message(*row) for row in rows]
-        scope = TurnScope(conversation_id)
-        scope.system = [m for m in messages if m.message_type is MessageType.SYSTEM]
-        scope.tail = [m for m in messages if m.message_type is not MessageType.SYSTEM]
-        scope.complete = last_sequence - prefetch <= 0
-        return scope
+        return ReadAhead(
+            tuple(m for m in messages if m.message_type is MessageType.SYSTEM),
+            tuple(m for m in messages if m.message_type is not MessageType.SYSTEM),
+            complete=last_sequence - size <= 0,
+        )
 
-    @staticmethod
-    def scoped(scope: TurnScope) -> _Scoped:
-        """Make ``scope`` the current turn's inside the ``with`` block (this context only)."""
-        return _Scoped(scope)
-
-    def write_turn(self, scope: TurnScope) -> list[ChatMessage]:
-        """Write the appends held in ``scope`` (the rows inserted) and close it: later appends
-        go to the database at once. Call it inside the transaction that ends the turn."""
-        scope.closed = True
+    @classmethod
+    def write_held(cls, conversation_id: str, appends: Sequence[HeldAppend]) -> list[ChatMessage]:
+        """Blocking, in the caller's transaction: a turn's held appends, in order (the rows
+        inserted, with their ids)."""
         rows: list[ChatMessage] = []
-        for batch, replace_system in scope.pending:
-            rows.extend(self._append(scope.conversation_id, batch, replace_system))
-        scope.pending.clear()
-        scope.written.extend(rows)
-        callbacks, scope.after_write = scope.after_write, []
-        for callback in callbacks:
-            callback()
+        for append in appends:
+            rows.extend(cls._append(conversation_id, list(append.messages), append.replace_system))
         return rows
-
-    def _flush(self, scope: TurnScope) -> None:
-        """Write what ``scope`` holds before a read it cannot answer (so the read sees it)."""
-        if scope.pending:
-            with transaction.atomic():
-                for batch, replace_system in scope.pending:
-                    scope.written.extend(self._append(scope.conversation_id, batch, replace_system))
-                scope.pending.clear()
-        scope.system = None
 
     # Helpers --------------------------------------------------------------------------------
 
@@ -497,30 +347,15 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
     async def adelete_by_conversation_id(self, conversation_id: str) -> None:
         await db_sync_to_async(self.delete_by_conversation_id)(conversation_id)
 
-    # Inside a turn's scope these answer from it, without a thread hop.
-
     async def aappend(
         self, conversation_id: str, messages: Sequence[Message], *, replace_system: bool = False
     ) -> None:
-        if _scope_for(conversation_id) is not None:
-            self.append(conversation_id, messages, replace_system=replace_system)
-            return
         await db_sync_to_async(self.append)(
             conversation_id, messages, replace_system=replace_system
         )
 
     async def afind_last(self, conversation_id: str, limit: int) -> list[Message]:
-        scope = _scope_for(conversation_id)
-        if scope is not None:
-            check_limit(limit)
-            found = scope.last(limit)
-            if found is not None:
-                return found
         return await db_sync_to_async(self.find_last)(conversation_id, limit)
 
     async def afind_system_messages(self, conversation_id: str) -> list[Message]:
-        scope = _scope_for(conversation_id)
-        found = scope.system_messages() if scope is not None else None
-        if found is not None:
-            return found
         return await db_sync_to_async(self.find_system_messages)(conversation_id)

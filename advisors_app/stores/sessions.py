@@ -2,19 +2,20 @@
 
 The log is the conversation's ``ChatMessage`` rows (append-only: nothing here updates or
 deletes one) and its :class:`~advisors_app.models.ConversationBoundary` rows. How it fits the
-turn pipeline (DESIGN §4, :mod:`advisors_app.turn.service`):
+turn pipeline (DESIGN §4, :mod:`advisors_app.turn`):
 
 * **the view** is read in one query (:meth:`~DjangoSessionRepository.load_view`): the
   conversation, its newest boundary (a lateral join on the ``(conversation, covers_up_to)``
   index) and the messages after it with the stored system messages, aggregated as JSON — the
   turn's one extra query, made once per turn by ``SessionTurnAdvisor``;
-* **the turn's messages** go through :class:`~advisors_app.stores.memory.
-  DjangoChatMemoryRepository`'s ``append``: inside a turn they are held in the turn's
-  :class:`~advisors_app.stores.memory.TurnScope` and written by the service in its one
-  transaction, with the call log (outside a turn, in a transaction of their own);
+* **the turn's messages** are handed by the session advisors to the turn's ``TurnMemory`` and
+  written by the turn in its one transaction, with the call log; outside a turn :meth:`aappend`
+  writes them through :class:`~advisors_app.stores.memory.DjangoChatMemoryRepository`, in a
+  transaction of their own;
 * **compaction after a turn** is queued as the :data:`~advisors_app.memory.compaction.
-  compact_conversation` task from that same transaction (``TurnScope.after_write`` →
-  ``transaction.on_commit``): only a committed turn queues it, and the user does not wait;
+  compact_conversation` task once the turn committed (the turn's after-commit stage calls
+  :meth:`~DjangoSessionRepository.queue_compaction`): only a committed turn queues it, and the
+  user does not wait; outside a turn :meth:`arequest_compaction` queues it on commit;
 * **a boundary** is appended in its own transaction, under the conversation's row lock, only if
   the newest boundary is still the one the compaction read (``after``) and it covers no
   sequence past ``Conversation.last_sequence``.
@@ -35,7 +36,7 @@ from advisors_app.core.messages import Message, MessageType
 from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models import ChatMessage, Conversation, ConversationBoundary
 
-from .memory import DjangoChatMemoryRepository, _message, current_scope
+from .memory import DjangoChatMemoryRepository, _message
 
 __all__ = ["DjangoSessionRepository"]
 
@@ -82,9 +83,8 @@ class DjangoSessionRepository(SessionRepository):
     ) -> None:
         self.policy = dict(policy) if policy is not None else None
         #: Queues the compaction task (``(conversation key, policy)``; see
-        #: :func:`advisors_app.memory.compaction.enqueue_compaction`), handed in so the store does
-        # not
-        #: import the task module that imports it.
+        #: :func:`advisors_app.memory.compaction.enqueue_compaction`), handed in so the store
+        #: does not import the task module that imports it.
         self._enqueue = enqueue
 
     # -- reads -----------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ class DjangoSessionRepository(SessionRepository):
     # -- writes ----------------------------------------------------------------------------------
 
     async def aappend(self, conversation_id: str, messages: Sequence[Message]) -> None:
-        """Append a turn: held in the running turn's scope, else written at once."""
+        """Append a turn's messages at once (a turn's are written by the turn)."""
         if messages:
             await _messages.aappend(conversation_id, messages)
 
@@ -174,17 +174,24 @@ class DjangoSessionRepository(SessionRepository):
     async def arequest_compaction(
         self, conversation_id: str, run: Callable[[], Awaitable[Any]]
     ) -> None:
-        """Queue the compaction task once the turn commits (or at once outside a transaction);
-        without a policy or a queue, run ``run`` now."""
+        """Queue the compaction task once the caller's transaction commits (at once outside
+        one); without a policy or a queue, run ``run`` now."""
         if self.policy is None or self._enqueue is None:
             await run()
             return
         enqueue = partial(self._enqueue, conversation_id, self.policy)
-        scope = current_scope(conversation_id)
-        if scope is not None:
-            scope.after_write.append(partial(transaction.on_commit, enqueue))
-        else:
-            await sync_to_async(transaction.on_commit)(enqueue)
+        await sync_to_async(transaction.on_commit)(enqueue)
+
+    @property
+    def queues_compaction(self) -> bool:
+        """Whether compactions go to the task queue (a policy and a queue were given)."""
+        return self.policy is not None and self._enqueue is not None
+
+    def queue_compaction(self, conversation_id: str) -> None:
+        """Blocking: queue the compaction task of ``conversation_id`` now (a committed turn
+        asked for it; see :attr:`queues_compaction`)."""
+        if self.policy is not None and self._enqueue is not None:
+            self._enqueue(conversation_id, self.policy)
 
 
 def _aware(value: Any) -> datetime:

@@ -1,9 +1,17 @@
-"""Fewer, larger ``delta`` events: coalescing a turn's streamed text for a transport.
+"""What the SSE view and the websocket share when they deliver a turn.
 
-A model that streams one token per chunk would cost one websocket frame (or SSE event) per
-token: for a long answer thousands of frames, each with its JSON envelope, its send and its
-client-side render. :class:`DeltaCoalescer` merges the ``delta`` events of a turn's event
-stream (:mod:`advisors_app.turn.events`) under a simple rule:
+* **Fewer, larger ``delta`` events** (:class:`DeltaCoalescer`): coalescing a turn's streamed text;
+* **the end of a cancelled turn** (:func:`cancelled_frames`): what a turn stopped before its
+  final event still sends — the text held back, then its ``done`` with ``reason: cancelled``;
+* **a detached turn** (:func:`detach`): with ``ADVISORS["DISCONNECT_POLICY"] = "continue"`` a
+  turn whose client went away runs on to its end, stored whole (:func:`keeps_running`);
+* **resume checks** (:func:`resume_errors`, :func:`nothing_to_resume`): what a request to resume
+  a conversation's last turn must say, and the refusal when nothing of it is kept.
+
+Coalescing. A model that streams one token per chunk would cost one websocket frame (or SSE
+event) per token: for a long answer thousands of frames, each with its JSON envelope, its send
+and its client-side render. :class:`DeltaCoalescer` merges the ``delta`` events of a turn's
+event stream (:mod:`advisors_app.turn.events`) under a simple rule:
 
 * the **first** piece of text goes out as soon as it arrives (the time to first token is never
   made worse);
@@ -24,13 +32,26 @@ fast one (a token every 2 ms) costs one event per ``interval`` or per ``max_char
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from advisors_app.conf import app_settings
-from advisors_app.turn.events import DeltaEvent, TurnEvent
+from advisors_app.exceptions import TurnError
+from advisors_app.turn.events import DeltaEvent, DoneEvent, TurnEvent
+from advisors_app.turn.outcome import TurnOutcome
+from advisors_app.validation import FieldErrors
 
-__all__ = ["DeltaCoalescer"]
+if TYPE_CHECKING:
+    from advisors_app.turn.run import TurnStream
+
+__all__ = [
+    "DeltaCoalescer",
+    "cancelled_frames",
+    "detach",
+    "keeps_running",
+    "nothing_to_resume",
+    "resume_errors",
+]
 
 
 async def _step(source: AsyncIterator[TurnEvent]) -> TurnEvent:
@@ -46,7 +67,7 @@ class DeltaCoalescer:
     cancellation of the iterating task reaches it as usual.
 
     To stop early (cancel, disconnect) call :meth:`aclose`: it stops the pending step and
-    closes ``source`` (for a :class:`~advisors_app.turn.service.TurnStream`: the model stream is
+    closes ``source`` (for a :class:`~advisors_app.turn.run.TurnStream`: the model stream is
     closed and the partial turn stored), after which :meth:`take_pending_text` returns the text
     that had arrived but was not emitted yet, so a transport can still send it.
     """
@@ -153,3 +174,69 @@ class DeltaCoalescer:
         close: Any = getattr(self._source, "aclose", None)
         if close is not None:
             await close()
+
+
+def cancelled_frames(
+    stream: TurnStream | None, events: DeltaCoalescer | None, chain: str
+) -> list[dict[str, Any]]:
+    """The frames that end a turn of ``chain`` stopped before it sent its final event (a
+    ``cancel``, a client gone): the text ``events`` held back, then the stream's final event —
+    or, for a turn cancelled before it was set up (``stream`` ``None``: nothing ran, nothing
+    stored), a ``done`` with ``reason: cancelled`` saying so. Call it once ``events`` is closed
+    (:meth:`DeltaCoalescer.aclose`: the turn is then finished and stored)."""
+    frames = []
+    rest = events.take_pending_text() if events is not None else ""
+    if rest:
+        frames.append(DeltaEvent(rest).to_dict())
+    final = stream.final_event if stream is not None else None
+    if final is None:
+        trace_id = stream.trace_id if stream is not None else ""
+        outcome = TurnOutcome("cancelled", None, "", None, {}, None, trace_id, chain)
+        final = DoneEvent("cancelled", outcome)
+    frames.append(final.to_dict())
+    return frames
+
+
+def keeps_running() -> bool:
+    """Whether a turn goes on when its client goes away (``DISCONNECT_POLICY = "continue"``)
+    instead of being cancelled and stored as interrupted."""
+    return app_settings.DISCONNECT_POLICY == "continue"
+
+
+#: Turns left running by a client that went away: a strong reference, so the event loop does not
+#: drop them before they end.
+_DETACHED: set[asyncio.Task[Any]] = set()
+
+
+def detach(task: asyncio.Task[Any]) -> None:
+    """Let ``task`` — a turn whose client went away — run on to its end (:func:`keeps_running`),
+    stored whole, its events still published."""
+    _DETACHED.add(task)
+    task.add_done_callback(_DETACHED.discard)
+
+
+def resume_errors(data: Mapping[str, Any], fields: Collection[str]) -> FieldErrors:
+    """What is wrong with a request to resume a conversation's last turn: ``conversation_id``
+    must name it, ``last_event_id`` (when sent) be an event id or ``null``; other fields than
+    ``fields`` (the transport's own, which it checks) are unknown. ``{}``: nothing."""
+    errors: FieldErrors = {}
+    conversation_id = data.get("conversation_id")
+    if not isinstance(conversation_id, str) or not conversation_id:
+        errors["conversation_id"] = ["Name the conversation to resume."]
+    last = data.get("last_event_id")
+    if last is not None and not isinstance(last, str):
+        errors["last_event_id"] = ["Expected the id of an event (a string) or null."]
+    for name in sorted(set(data) - {"conversation_id", *fields}):
+        errors[name] = ["Unknown field."]
+    return errors
+
+
+def nothing_to_resume(conversation_id: str) -> TurnError:
+    """The refusal of a resume when no turn of ``conversation_id`` is kept (404 ``not_found``;
+    another user's conversation is unknown)."""
+    return TurnError(
+        "not_found",
+        "No turn of this conversation is kept to resume: reload the conversation.",
+        http_status=404,
+        conversation_id=conversation_id,
+    )

@@ -48,7 +48,7 @@ error        ``code``, ``message``, ``provider_status`` (the model provider's HT
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -65,7 +65,9 @@ from advisors_app.core.exceptions import (
     ProviderUnavailableError,
     RateLimitedError,
 )
+from advisors_app.exceptions import Refusal, TurnError
 from advisors_app.security.redaction import redact, redact_data
+from advisors_app.turn.outcome import TurnOutcome
 
 __all__ = [
     "ApprovalRequiredEvent",
@@ -79,7 +81,6 @@ __all__ = [
     "ToolResultEvent",
     "TurnError",
     "TurnEvent",
-    "TurnOutcome",
     "budget_exceeded",
     "error_event",
 ]
@@ -115,80 +116,6 @@ class DeltaEvent:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "text": self.text}
-
-
-@dataclass(frozen=True)
-class TurnOutcome:
-    """How a turn ended: the one value the REST ``call`` body, the ``done`` event, the stored
-    reply's metadata and the call log are built from.
-
-    ``status`` is the call log's (``"ok"``, ``"error"``, ``"cancelled"``). ``message_id`` is
-    the stored reply's id (``None``: nothing was stored); ``conversation_id`` is ``None`` when
-    the turn started a conversation and stored nothing (it was removed). ``sources`` are the
-    documents retrieval cited (:func:`advisors_app.turn.sources.cited_sources`), ``tools`` the tool
-    calls the turn ran (``id``, ``name``, ``arguments``, ``ok``, ``error``, ``duration_ms``),
-    ``timings`` ``latency_ms`` and ``time_to_first_token_ms`` (streams only). ``prompt`` (the
-    last request sent to the model, texts uncut) and ``trace`` (``CallTrace.to_dict()``) are for
-    operators, not end users: :meth:`to_dict` leaves them out.
-    """
-
-    status: str
-    conversation_id: str | None
-    content: str
-    usage: dict[str, Any] | None
-    metadata: dict[str, Any]
-    finish_reason: str | None
-    trace_id: str
-    chain: str
-    #: The number of the chain version that ran (``None``: the draft).
-    version: int | None = None
-    sources: list[dict[str, Any]] = field(default_factory=list)
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    timings: dict[str, float | None] = field(default_factory=dict)
-    message_id: int | None = None
-    stored: bool = False
-    #: The tool calls that wait for a decision (finish reason ``APPROVAL_REQUIRED``).
-    pending_approvals: list[dict[str, Any]] = field(default_factory=list)
-    #: What the turn's model calls cost (``advisors_app.costs.metering``; ``{}``: no model call).
-    cost: dict[str, Any] = field(default_factory=dict)
-    #: Budgets past their soft limit (``BudgetWarningEvent`` payloads without ``type``).
-    budget_warnings: list[dict[str, Any]] = field(default_factory=list)
-    prompt: dict[str, Any] | None = field(default=None, repr=False)
-    trace: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The REST ``call`` body (and, with ``type`` and ``reason``, the ``done`` event)."""
-        return {
-            "conversation_id": self.conversation_id,
-            "message_id": self.message_id,
-            "stored": self.stored,
-            "content": self.content,
-            "usage": self.usage,
-            "metadata": self.metadata,
-            "finish_reason": self.finish_reason,
-            "trace_id": self.trace_id,
-            "version": self.version,
-            "sources": self.sources,
-            "tools": self.tools,
-            "timings": self.timings,
-            "pending_approvals": self.pending_approvals,
-            "cost": self.cost,
-            "budget_warnings": self.budget_warnings,
-        }
-
-    def reply_metadata(self) -> dict[str, Any]:
-        """What the stored reply keeps of its turn, so a reopened conversation shows it as the
-        live reply did (the conversation API's message ``metadata``, the chat page, the admin).
-        ``trace_id``, ``version`` and ``timings`` always; ``sources``, ``tools``, ``usage`` and
-        ``finish_reason`` when the turn had them."""
-        kept = {"trace_id": self.trace_id, "version": self.version, "timings": self.timings}
-        optional = {
-            "sources": self.sources,
-            "tools": self.tools,
-            "usage": self.usage,
-            "finish_reason": self.finish_reason,
-        }
-        return kept | {key: value for key, value in optional.items() if value}
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,64 +270,6 @@ TurnEvent = (
 )
 
 
-class TurnError(Exception):
-    """Raised when a turn is refused before it runs; nothing was stored.
-
-    ``code``: ``"invalid"`` (400, see ``errors``), ``"not_authenticated"`` (401),
-    ``"permission_denied"`` (403), ``"chain_not_found"``/``"version_not_found"`` (404),
-    ``"conflict"`` (409: the tool calls a resume decides were decided meanwhile, or changed; the
-    conversation was started on another chain),
-    ``"context_overflow"`` (400: the message alone cannot fit the chat model's context window;
-    the turn's call log is written, the only thing a refused turn leaves),
-    ``"throttled"`` (429, ``retry_after`` seconds), ``"budget_exceeded"`` (429: a budget
-    counting the turn is used up; ``retry_after`` and ``reset_at`` say when it resets) or
-    ``"chain_misconfigured"`` (500: the
-    stored chain cannot be built; the message says why). ``errors`` maps fields (``message``,
-    ``conversation_id``, ``params.options.temperature``, ``chain``) to messages;
-    ``http_status`` is what a REST view should answer with; ``trace_id`` names the log line of
-    a refusal worth finding (``chain_misconfigured``).
-    """
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        errors: dict[str, list[str]] | None = None,
-        http_status: int = 400,
-        retry_after: float | None = None,
-        trace_id: str | None = None,
-        conversation_id: str | None = None,
-        reset_at: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.reset_at = reset_at
-        self.message = message
-        self.errors = errors or {}
-        self.http_status = http_status
-        self.retry_after = retry_after
-        self.trace_id = trace_id
-        #: The conversation a refusal after the turn's set-up leaves (``context_overflow`` on
-        #: an existing conversation); ``None`` for refused input.
-        self.conversation_id = conversation_id
-
-    def to_event(self) -> ErrorEvent:
-        """The ``error`` event a stream transport sends for this refusal."""
-        return ErrorEvent(
-            self.code,
-            self.message,
-            errors=self.errors,
-            retry_after=self.retry_after,
-            trace_id=self.trace_id,
-            conversation_id=self.conversation_id,
-            reset_at=self.reset_at,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_event().to_dict()
-
-
 def budget_exceeded(
     exc: BudgetExceededError,
     *,
@@ -446,16 +315,27 @@ def error_event(
     the user); a prompt over the model's context window is ``context_overflow`` with the sizes
     (HTTP 400 in REST: the request, not the provider, is at fault); a failed output
     validation says so; anything else is ``internal_error`` with a
-    message that reveals nothing but the trace id (the call log holds the details). Refusals
-    (:class:`TurnError`) are redacted too.
+    message that reveals nothing but the trace id (the call log holds the details).
+
+    Any :class:`~advisors_app.exceptions.Refusal` is its own ``code``, ``message``, ``fields``
+    (as ``errors``), ``retry_after``, ``conversation_id``, ``trace_id`` and ``reset_at``, its
+    message and fields redacted too: the one mapping of a refusal to an ``error`` frame (SSE,
+    websocket, and the MCP server's tool errors); REST bodies are built from it.
     """
     outcome = getattr(exc, "turn_outcome", None)  # set by call_turn on a failed turn
     if isinstance(outcome, TurnOutcome):
         conversation_id = conversation_id or outcome.conversation_id
         trace_id = trace_id or outcome.trace_id
-    if isinstance(exc, TurnError):
-        event = exc.to_event()
-        return replace(event, message=redact(event.message), errors=redact_data(event.errors))
+    if isinstance(exc, Refusal):
+        return ErrorEvent(
+            exc.code,
+            redact(exc.message),
+            retry_after=exc.retry_after,
+            errors=redact_data(exc.fields),
+            conversation_id=exc.conversation_id,
+            trace_id=exc.trace_id,
+            reset_at=exc.reset_at,
+        )
     if isinstance(exc, ProviderError):
         code = next(c for cls, c in _PROVIDER_CODES if isinstance(exc, cls))
         return ErrorEvent(
@@ -467,8 +347,7 @@ def error_event(
             trace_id=trace_id,
         )
     if isinstance(exc, BudgetExceededError):
-        refusal = budget_exceeded(exc, conversation_id=conversation_id, trace_id=trace_id)
-        return refusal.to_event()
+        return error_event(budget_exceeded(exc, conversation_id=conversation_id, trace_id=trace_id))
     if isinstance(exc, ContextOverflowError):
         return ErrorEvent(
             "context_overflow", str(exc), conversation_id=conversation_id, trace_id=trace_id

@@ -9,10 +9,13 @@ REST ``call`` and ``stream`` take it as the JSON body, the websocket as a ``mess
 (which may say ``text`` for ``message``, the name frames used first), ``manage.py chat`` from
 its options. :meth:`TurnInput.from_data` refuses what is not a turn (not an object, unknown
 fields, no message); :meth:`TurnInput.errors` checks each field's shape. Both report field errors
-in one shape (``{field: [message, ...]}``), a message's errors under the name the caller used;
-the turn service (:mod:`advisors_app.turn.service`) adds what needs the database (the chain, the
-version, the conversation, the params the chain accepts) to the same errors before anything
-runs, then counts the user's rate.
+in one shape (``{field: [message, ...]}``), a message's errors under the name the caller used.
+:func:`checked_input` is the turn's first step, before any database work: the caller must be
+logged in, and a malformed label or version is refused at once (the params cannot be checked
+without the version); the other field errors go on to the turn's ``open`` stage
+(:mod:`advisors_app.turn.open`), which adds what needs the database (the chain, the version, the
+conversation, the params the chain accepts) to the same errors before anything runs, then counts
+the user's rate.
 """
 
 from __future__ import annotations
@@ -29,12 +32,19 @@ from advisors_app.core.tools.approval import (
     ToolCallDecisionError,
 )
 from advisors_app.definition.runtime import DRAFT
+from advisors_app.exceptions import TurnError
 from advisors_app.memory.conversations import conversation_id_errors
 from advisors_app.models.versions import LABEL_NAME_VALIDATOR
-from advisors_app.turn.events import TurnError
 from advisors_app.validation import FieldErrors, json_value_errors, text_problem
 
-__all__ = ["MESSAGE_ALIAS", "TURN_FIELDS", "Decision", "TurnInput", "parse_decision"]
+__all__ = [
+    "MESSAGE_ALIAS",
+    "TURN_FIELDS",
+    "Decision",
+    "TurnInput",
+    "checked_input",
+    "parse_decision",
+]
 
 #: The fields of a turn, as every transport names them.
 TURN_FIELDS = ("message", "decisions", "conversation_id", "params", "label", "version")
@@ -148,6 +158,19 @@ class TurnInput:
         errors.update(conversation_id_errors(self.conversation_id))
         errors.update(_target_errors(self.label, self.version))
         return errors
+
+
+def checked_input(user: Any, data: TurnInput) -> FieldErrors:
+    """The checks of a turn that need no database: the user (``not_authenticated``, 401), then
+    the fields — raising :class:`~advisors_app.exceptions.TurnError` ``invalid`` at once when
+    the label or version is malformed — and the other field errors, for the ``open`` stage to
+    report with the params'."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        raise TurnError("not_authenticated", "Authentication is required.", http_status=401)
+    errors = data.errors()
+    if "label" in errors or "version" in errors:
+        raise _invalid(errors)
+    return errors
 
 
 def _invalid(errors: FieldErrors) -> TurnError:

@@ -1,12 +1,17 @@
 """Stopping the server mid-turn stores the running turns, as a client disconnect does.
 
+The turn notes the tasks that run a turn (:func:`turn_task_started`, by ``call_turn`` and by the
+task iterating a ``TurnStream``) and those that finish one after a cancel (:func:`finishing`:
+the call log and the partial transcript are written by a shielded task);
+:func:`stop_running_turns` cancels the first and waits for both.
+
 Daphne cancels every connection before it exits (Ctrl-C, SIGTERM), but its hook fails with a
 ``KeyError`` when a connection's application has not started yet (daphne 4.2) and then cancels
 nothing: the running turns vanish with the process, with no transcript and no call log. Call
 :func:`stop_turns_before_daphne_exits` from your ``asgi.py``; it adds a hook of its own that
-runs :func:`~advisors_app.turn.service.stop_running_turns` first and makes the server wait for it,
-then closes the process's pooled MCP connections (:func:`~advisors_app.mcp.close_mcp_connections`;
-other servers close them at interpreter exit).
+runs :func:`stop_running_turns` first and makes the server wait for it, then closes the
+process's pooled MCP connections (:func:`~advisors_app.mcp.close_mcp_connections`; other servers
+close them at interpreter exit).
 
 :func:`stopping` tells a connection cancelled by the server apart: daphne also cancels a
 connection that took more than its application close timeout (10 s) to end after its client
@@ -17,11 +22,65 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
-__all__ = ["stop_turns_before_daphne_exits", "stopping"]
+__all__ = [
+    "finishing",
+    "stop_running_turns",
+    "stop_turns_before_daphne_exits",
+    "stopping",
+    "turn_task_ended",
+    "turn_task_started",
+]
 
+_T = TypeVar("_T")
 _stopping = False
+#: Tasks running a turn now: call_turn's, or the one iterating a TurnStream.
+_running: set[asyncio.Task[Any]] = set()
+#: Tasks that finish a cancelled turn (log row, transcript); the loop keeps only weak refs.
+_finishing: set[asyncio.Task[Any]] = set()
+
+
+def turn_task_started() -> None:
+    """Note the current task as running a turn (until it ends, or :func:`turn_task_ended`)."""
+    task = asyncio.current_task()
+    if task is not None and task not in _running:
+        _running.add(task)
+        task.add_done_callback(_running.discard)
+
+
+def turn_task_ended() -> None:
+    """The current task no longer runs a turn."""
+    task = asyncio.current_task()
+    if task is not None:
+        _running.discard(task)
+
+
+async def finishing(coroutine: Awaitable[_T]) -> _T:
+    """Await ``coroutine``, which runs to its end even if the caller is cancelled meanwhile.
+
+    The caller still receives its ``CancelledError``; the log row and transcript are written
+    regardless (the task is kept referenced until it is done, and waited for by
+    :func:`stop_running_turns`).
+    """
+    task = asyncio.ensure_future(coroutine)
+    _finishing.add(task)
+    task.add_done_callback(_finishing.discard)
+    return await asyncio.shield(task)
+
+
+async def stop_running_turns(timeout: float = 10.0) -> None:
+    """Stop every turn running in this process, as a client disconnect would: the partial
+    replies are stored flagged as interrupted and the call logs say cancelled. Waits at most
+    ``timeout`` seconds. For a server shutting down."""
+    running = [task for task in _running if not task.done()]
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running, timeout=timeout)
+    if _finishing:
+        await asyncio.wait(list(_finishing), timeout=timeout)
 
 
 def stopping() -> bool:
@@ -40,7 +99,6 @@ def stop_turns_before_daphne_exits() -> None:
     from twisted.internet import defer, reactor
 
     from advisors_app.mcp import close_mcp_connections
-    from advisors_app.turn.service import stop_running_turns
 
     async def stop() -> None:
         global _stopping

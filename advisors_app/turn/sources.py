@@ -1,9 +1,17 @@
-"""The sources a turn cited: the retrieved documents of its response metadata, for display.
+"""The sources a turn cites: where they come from, decided in one place (:class:`TurnSources`).
 
-Retrieval advisors put their documents in the response metadata
-(``QuestionAnswerAdvisor``: ``qa_retrieved_documents``; ``RetrievalAugmentationAdvisor``:
-``rag_document_context``), which a turn's ``done`` event carries as JSON. :func:`cited_sources`
-reduces them to one entry per source document, for a terminal, a chat page or an API client.
+Retrieval advisors put their documents in the request context as soon as they have run, and in
+the response metadata (``QuestionAnswerAdvisor``: ``qa_retrieved_documents``;
+``RetrievalAugmentationAdvisor``: ``rag_document_context``), which a stream gets only with its
+last chunk and a turn's ``done`` event carries as JSON. :func:`cited_sources` reduces them to one
+entry per source document, for a terminal, a chat page or an API client.
+
+A turn's sources are those retrieval left where the turn first sees them — the request that
+reaches the model (before its first round: a stream sends them before that round's tool events),
+the first chunk of text, or the final response — ``[]`` when retrieval ran and found nothing;
+a turn through no retrieval has none to send. A stream sends them once, in a ``sources`` event
+before what follows; the outcome names what the final response cites, else what was sent (a
+turn cut short has no final metadata).
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from typing import Any
 from advisors_app.core.advisors.question_answer import RETRIEVED_DOCUMENTS
 from advisors_app.core.rag.advisor import DOCUMENT_CONTEXT
 
-__all__ = ["RETRIEVAL_KEYS", "cited_sources"]
+__all__ = ["RETRIEVAL_KEYS", "TurnSources", "cited_sources"]
 
 #: Where the retrieval advisors leave what they found (a list, empty when nothing matched).
 RETRIEVAL_KEYS = (RETRIEVED_DOCUMENTS, DOCUMENT_CONTEXT)
@@ -83,3 +91,37 @@ def cited_sources(metadata: Mapping[str, Any] | None) -> list[dict[str, Any]]:
             entry["score"] = score if isinstance(score, (int, float)) else None
             entry["snippet"] = text[:SNIPPET_CHARS] if isinstance(text, str) else ""
     return list(found.values())
+
+
+class TurnSources:
+    """The sources of one turn (see the module docstring): :meth:`note` what a request, a
+    chunk or a response carries, :meth:`take_unsent` them once for a ``sources`` event, and
+    read the outcome's with :meth:`of_outcome`."""
+
+    __slots__ = ("_sent", "found")
+
+    def __init__(self) -> None:
+        #: What retrieval found (``None``: no retrieval seen yet).
+        self.found: list[dict[str, Any]] | None = None
+        self._sent = False
+
+    def note(self, context: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> None:
+        """Take the sources of ``context`` (a request's or a chunk's), else of ``metadata`` (a
+        response's), if retrieval has run and none were taken yet."""
+        if self.found is not None:
+            return
+        found = cited_sources(context) or cited_sources(metadata)
+        if found or any(key in context for key in RETRIEVAL_KEYS):
+            self.found = found
+
+    def take_unsent(self) -> list[dict[str, Any]] | None:
+        """The sources if found and not sent yet (then they count as sent), else ``None``."""
+        if self.found is None or self._sent:
+            return None
+        self._sent = True
+        return self.found
+
+    def of_outcome(self, metadata: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+        """The outcome's sources: what the final response ``metadata`` cites, else those
+        found during the turn."""
+        return cited_sources(metadata) or list(self.found or ())

@@ -20,7 +20,7 @@ from django.test import Client
 
 from advisors_app.definition.runtime import clear_cache
 from advisors_app.models import AdvisorChain, ChatModelConfig, Collection, PromptTemplate
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import call_turn
 from tests.admin.forms import chain_form
 from tests.factories import make_chain
 from tests.task_worker import run_queued_tasks

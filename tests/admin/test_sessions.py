@@ -14,7 +14,7 @@ from advisors_app.admin.sessions import FOLD_SUMMARY_CHARS
 from advisors_app.core import AssistantMessage, UserMessage
 from advisors_app.models import ChatMessage, Conversation, ConversationBoundary
 from advisors_app.stores.memory import DjangoChatMemoryRepository
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import call_turn
 from tests.factories import make_chain, scripted_model
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_chain_cache")]

@@ -22,7 +22,7 @@ from advisors_app.models import (
     Collection,
     PromptTemplate,
 )
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import call_turn
 from tests.admin.forms import chain_form
 from tests.factories import make_chain, scripted_model
 

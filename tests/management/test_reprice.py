@@ -22,7 +22,7 @@ from advisors_app.costs.budgets import clear_budget_cache
 from advisors_app.costs.pricing import clear_price_cache
 from advisors_app.definition.runtime import clear_cache
 from advisors_app.models import Budget, BudgetCounter, CallLog, ChatModelConfig, ModelPrice
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import call_turn
 from tests.factories import make_chain, scripted_model
 
 pytestmark = pytest.mark.django_db(transaction=True)

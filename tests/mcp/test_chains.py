@@ -19,8 +19,8 @@ from advisors_app.definition.runtime import load_chain
 from advisors_app.definition.tools import tool_registry
 from advisors_app.mcp import mcp_pool, stdio_config
 from advisors_app.models import AdvisorChain, McpServer
+from advisors_app.turn import call_turn
 from advisors_app.turn.input import TurnInput
-from advisors_app.turn.service import call_turn
 from tests.admin.forms import chain_form
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.factories import make_chain, scripted_model

@@ -15,7 +15,7 @@ from advisors_app.mcp import ServerConfig
 from advisors_app.mcp.pool import McpClientPool
 from advisors_app.models import McpServer
 from advisors_app.models.mcp import url_problems
-from advisors_app.turn.service import call_turn
+from advisors_app.turn import call_turn
 from tests.factories import make_chain, scripted_model
 from tests.mcp.conftest import SERVER, TOKEN
 from tests.mcp.test_tools import call, tool_responses

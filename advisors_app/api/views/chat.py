@@ -1,10 +1,12 @@
 """Chat endpoints: ``call`` (one JSON answer) and ``stream`` (Server-Sent Events).
 
-Both hand the request to the turn service (:func:`~advisors_app.turn.service.call_turn`,
-:func:`~advisors_app.turn.service.stream_turn`) and translate; nothing here builds a chain or writes
-a message. Refused input (blank or oversized message, unknown chain, bad params or filter) is a
-4xx JSON error before anything is stored; the stream endpoint validates before it opens the
-stream, so a refusal is never a 200 event stream.
+Both hand the request to the turn (:mod:`advisors_app.turn`): DRF's checks run in a worker
+thread, and the turn is opened there too (:func:`~advisors_app.turn.prepare_turn`), so it costs
+no thread hop of its own before it runs; the handler then runs the
+:class:`~advisors_app.turn.PreparedTurn` (``call()`` or ``stream()``) and translates. Nothing
+here builds a chain or writes a message. Refused input (blank or oversized message, unknown
+chain, bad params or filter) is a 4xx JSON error before anything is stored; the stream endpoint
+validates before it opens the stream, so a refusal is never a 200 event stream.
 
 SSE: each event is ``id: <event id>``, ``event: <type>`` and ``data: <json>`` (the event's
 ``to_dict()`` with its ``event_id``, exactly the websocket frame) followed by a blank line.
@@ -15,9 +17,11 @@ it missed, then the rest as they come. Under ASGI the response body is an async
 generator. When the client goes away Django cancels the task serving the request
 (``ASGIHandler`` listens for ``http.disconnect`` while the response streams): the
 generator cancels the task iterating the turn, and its ``CancelledError`` lands inside the
-turn service, which closes the model stream at once, stores the partial reply flagged as
-interrupted and logs the turn as cancelled; if it lands while a chunk is being sent, closing
-the generator cancels that task the same way.
+turn, which closes the model stream at once, stores the partial reply flagged as interrupted
+and logs the turn as cancelled; if it lands while a chunk is being sent, closing the generator
+cancels that task the same way. The end of such a turn (its held-back text, its ``done``) is
+published for a client that resumes, as the websocket's is
+(:func:`~advisors_app.turn.delivery.cancelled_frames`).
 
 A stream silent for ``ADVISORS["SSE_KEEPALIVE_SECONDS"]`` (a slow model, a long tool round)
 gets a ``: keep-alive`` comment line, which SSE clients ignore and proxies count as traffic.
@@ -44,12 +48,18 @@ from advisors_app.api.base import AsyncAPIView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerializer
 from advisors_app.conf import app_settings
-from advisors_app.models import CallLog
+from advisors_app.exceptions import TurnError
+from advisors_app.turn import PreparedTurn, TurnInput, TurnStream, prepare_turn
 from advisors_app.turn.buffer import TurnPublisher, turn_buffer
-from advisors_app.turn.delivery import DeltaCoalescer
-from advisors_app.turn.events import DeltaEvent, TurnError, TurnEvent
-from advisors_app.turn.input import TurnInput
-from advisors_app.turn.service import PreparedTurn, TurnStream, call_turn, prepare_turn, stream_turn
+from advisors_app.turn.delivery import (
+    DeltaCoalescer,
+    cancelled_frames,
+    detach,
+    keeps_running,
+    nothing_to_resume,
+    resume_errors,
+)
+from advisors_app.turn.events import TurnEvent
 
 __all__ = [
     "ChainCallView",
@@ -206,13 +216,9 @@ async def sse_events(
         finally:
             await events.aclose()
             if publisher is not None:
-                final = stream.final_event
-                if final is not None and not final_sent:
-                    # A cancelled turn, for a resume: its text held back, then its done.
-                    rest = events.take_pending_text()
-                    if rest:
-                        publisher.stamp(DeltaEvent(rest).to_dict())
-                    publisher.stamp(final.to_dict())
+                if not final_sent:  # cancelled: its end goes to the buffer, for a resume
+                    for frame in cancelled_frames(stream, events, stream.chain):
+                        publisher.stamp(frame)
                 await publisher.drain()
 
     # One task iterates the turn from start to end, so its context variables and its
@@ -233,20 +239,15 @@ async def sse_events(
     finally:
         if alive is not None:
             alive.cancel()
-        if app_settings.DISCONNECT_POLICY == "continue" and not turn.done():
+        if keeps_running() and not turn.done():
             detached = True
             while not queue.empty():  # unblocks a pending put; later ones are skipped
                 queue.get_nowait()
-            _DETACHED.add(turn)
-            turn.add_done_callback(_DETACHED.discard)
+            detach(turn)
         else:
             turn.cancel()  # a no-op once the turn has ended; else it stops the model at once
             with contextlib.suppress(asyncio.CancelledError):
                 await turn
-
-
-#: Turns left running by a client that went away (policy ``continue``): a strong reference.
-_DETACHED: set[asyncio.Task[None]] = set()
 
 
 async def resumed_events(user: Any, conversation_id: str, last_event_id: str | None) -> Any:
@@ -294,20 +295,18 @@ class _ChatView(AsyncAPIView):
     parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
     content_negotiation_class = JSONOnlyNegotiation
-    # Chat turns are throttled by the turn service, after validation (advisors_app.turn.throttling).
+    # Chat turns are throttled by the turn, after validation (advisors_app.turn.throttling).
     throttle_classes: list[Any] = []
-    #: The turn's mode (``CallLog.Mode``).
-    mode: str
-    #: The turn of a ``POST``, validated and read while DRF's checks ran (:meth:`_prepare`).
+    #: The turn of a ``POST``, checked and opened while DRF's checks ran (:meth:`_prepare`).
     turn: PreparedTurn | None = None
 
     def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        """DRF's checks, then the turn's own (:func:`~advisors_app.turn.service.prepare_turn`) in
-        the same worker thread: a turn costs no thread hop of its own before it runs."""
+        """DRF's checks, then the turn's own (:func:`~advisors_app.turn.prepare_turn`) in the
+        same worker thread: a turn costs no thread hop of its own before it runs."""
         super()._prepare(request, *args, **kwargs)
         if request.method == "POST" and self._starts_turn(request.data):
             data = TurnInput.from_data(request.data)
-            self.turn = prepare_turn(kwargs["slug"], request.user, data, self.mode)
+            self.turn = prepare_turn(kwargs["slug"], request.user, data)
 
     def _starts_turn(self, data: Any) -> bool:
         return True
@@ -315,8 +314,6 @@ class _ChatView(AsyncAPIView):
 
 class ChainCallView(_ChatView):
     """``POST /api/chains/<slug>/call/``: run one turn and answer with the whole reply."""
-
-    mode = CallLog.Mode.CALL
 
     @extend_schema(
         operation_id="chains_call",
@@ -329,7 +326,7 @@ class ChainCallView(_ChatView):
     )
     async def post(self, request: Request, slug: str) -> Response:
         assert self.turn is not None
-        outcome = await call_turn(slug, request.user, self.turn)
+        outcome = await self.turn.call()
         return Response(outcome.to_dict())
 
 
@@ -341,8 +338,6 @@ def _resumes(data: Any) -> bool:
 
 class ChainStreamView(_ChatView):
     """``POST /api/chains/<slug>/stream/``: run one turn as Server-Sent Events."""
-
-    mode = CallLog.Mode.STREAM
 
     def _starts_turn(self, data: Any) -> bool:
         return not _resumes(data)
@@ -368,7 +363,7 @@ class ChainStreamView(_ChatView):
         if _resumes(data):
             return await self._resume(request, data)
         assert self.turn is not None
-        stream = await stream_turn(slug, request.user, self.turn)
+        stream = await self.turn.stream()
         publisher = TurnPublisher(request.user, stream.conversation_id, stream.trace_id)
         return self._sse(sse_events(stream, publisher))
 
@@ -376,25 +371,16 @@ class ChainStreamView(_ChatView):
         """``{"conversation_id", "resume": true}`` + ``Last-Event-ID``: the missed events, then
         the rest live; 404 ``not_found`` when no turn of the conversation is kept (another
         user's conversation is unknown)."""
-        conversation_id = data.get("conversation_id")
-        unknown = sorted(set(data) - {"conversation_id", "resume"})
-        errors = {name: ["Unknown field."] for name in unknown}
+        errors = resume_errors(data, ("resume",))
         if data["resume"] is not True:
             errors["resume"] = ["Send true to resume a turn (leave it out to run one)."]
-        if not isinstance(conversation_id, str) or not conversation_id:
-            errors["conversation_id"] = ["Name the conversation to resume."]
         if errors:
             raise TurnError("invalid", "The request is invalid.", errors=errors)
-        assert isinstance(conversation_id, str)
+        conversation_id = data["conversation_id"]
         last_event_id = request.headers.get("Last-Event-ID") or None
         events = await resumed_events(request.user, conversation_id, last_event_id)
         if events is None:
-            raise TurnError(
-                "not_found",
-                "No turn of this conversation is kept to resume: reload the conversation.",
-                http_status=404,
-                conversation_id=conversation_id,
-            )
+            raise nothing_to_resume(conversation_id)
         return self._sse(events)
 
     @staticmethod

@@ -36,6 +36,12 @@ used for the read and the write: context ``CONVERSATION_ID`` > ``default_convers
 ``ValueError("conversationId cannot be null")``, checked by
 :func:`~advisors_app.core.memory.ids.check_conversation_id` (defect 22, bug case B04).
 
+A host that stores the turn itself (its request context holds a
+:class:`~advisors_app.core.memory.turn.TurnMemory` for the conversation, under ``TURN_MEMORY``)
+gets the turn instead: the advisor reads the conversation as the host read it ahead and hands it
+the messages it would store (``ChatMemory.for_turn``); without one it reads and writes its
+``ChatMemory`` as described here.
+
 The stored reply carries the turn's trace id when the request context has one
 (:data:`~advisors_app.core.attributes.TRACE_ID`, written to the reply's metadata under
 ``"trace_id"``), so a transcript read back names the turn of each reply.
@@ -86,6 +92,7 @@ from ..memory.ids import (
     INTERRUPTED,
     check_conversation_id,
 )
+from ..memory.turn import turn_memory_of
 from ..messages import (
     AssistantMessage,
     Message,
@@ -130,6 +137,9 @@ class MemoryTurn:
     trace_id: str | None = None
     #: A resume: the stored message whose decided tool calls this turn runs.
     resumed: AssistantMessage | None = None
+    #: The memory the turn reads and stores through: the advisor's, or as the request's
+    #: ``TurnMemory`` holds it (``None``: the advisor's).
+    chat_memory: ChatMemory | None = None
 
 
 class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
@@ -179,9 +189,13 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         if request is None:
             raise ValueError("chatClientRequest cannot be null")
         conversation_id = self.get_conversation_id(request.context)
+        memory = self.chat_memory
+        turn_memory = turn_memory_of(request.context, conversation_id)
+        if turn_memory is not None:
+            memory = memory.for_turn(turn_memory)
         instructions = request.prompt.instructions
         conversation = tuple(m for m in instructions if not isinstance(m, SystemMessage))
-        held = await self.chat_memory.ahistory_for(conversation_id, conversation)
+        held = await memory.ahistory_for(conversation_id, conversation)
         history = held.history
         pending = _pending_calls(history)
         resumed = None
@@ -202,6 +216,7 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
             new_input,
             request.context.get(TRACE_ID),
             resumed,
+            memory,
         )
         return self.advise_request(request, turn), turn
 
@@ -245,7 +260,8 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
             for message in map(message_from_dict, response.metadata.get(RESUMED_ROUND) or ())
             if isinstance(message, ToolResponseMessage)
         ]
-        await self.chat_memory.aadd(turn.conversation_id, [*turn.new_input, *resumed, reply])
+        memory = turn.chat_memory or self.chat_memory
+        await memory.aadd(turn.conversation_id, [*turn.new_input, *resumed, reply])
 
     async def _store_interrupted(
         self, turn: MemoryTurn, accumulator: ChatClientResponseAccumulator, reason: str
@@ -260,7 +276,8 @@ class BaseChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
             return
         if reply is not None:
             messages.append(reply)
-        task = asyncio.ensure_future(self.chat_memory.aadd(turn.conversation_id, messages))
+        memory = turn.chat_memory or self.chat_memory
+        task = asyncio.ensure_future(memory.aadd(turn.conversation_id, messages))
         _pending_stores.add(task)
         task.add_done_callback(_stored)
         try:

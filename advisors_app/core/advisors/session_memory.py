@@ -30,6 +30,11 @@ rewriting advisors inside it changed the message. Used alone (no turn advisor), 
 stores each model call's new input and reply in one append after the call, and the turn's view
 is read per call.
 
+A host that stores the turn itself (a
+:class:`~advisors_app.core.memory.turn.TurnMemory` for the conversation in the request context,
+under ``TURN_MEMORY``) is handed the turn's messages instead of the repository: it writes them
+with the rest of the turn.
+
 A guard's refusal (finish reason ``CONTENT_FILTER``) makes the turn store nothing (bug case
 B14). Tool calls paused for approval are stored flagged ``approval_pending``; a new user message
 after them answers them for the model as not executed, as the 2.0 advisors do.
@@ -57,6 +62,7 @@ from ..memory.ids import (
     check_conversation_id,
 )
 from ..memory.session import SessionRepository, SessionView
+from ..memory.turn import TurnMemory, turn_memory_of
 from ..messages import (
     AssistantMessage,
     Message,
@@ -117,7 +123,9 @@ class SessionTurn:
     ``view`` is the session view read once for the turn; ``history`` the part of it the prompts
     carry; ``new_input`` the turn's input as the caller sent it (``None``: not known yet);
     ``journal`` what the model calls added after it (replies, tool results); ``sent`` what the
-    turn's prompts held after the history, in order; ``rounds`` the model calls made.
+    turn's prompts held after the history, in order; ``rounds`` the model calls made; ``held``
+    the request's ``TurnMemory`` for the conversation (``None``: none), which the turn's
+    messages go to instead of the repository.
     """
 
     conversation_id: str
@@ -129,9 +137,20 @@ class SessionTurn:
     sent: list[Message] = field(default_factory=list)
     rounds: int = 0
     refused: bool = False
+    held: TurnMemory | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"conversation_id": self.conversation_id, "rounds": self.rounds}
+
+    async def store(self, repository: SessionRepository, messages: Sequence[Message]) -> None:
+        """Append ``messages`` to the log: held for the host when a ``TurnMemory`` holds the
+        conversation, else in ``repository`` (nothing for none)."""
+        if not messages:
+            return
+        if self.held is not None:
+            self.held.append(messages)
+        else:
+            await repository.aappend(self.conversation_id, messages)
 
     def align(self, conversation: Sequence[Message]) -> tuple[Message, ...]:
         """Set :attr:`history` for a request whose non-system messages are ``conversation``;
@@ -312,7 +331,8 @@ class SessionMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         if isinstance(turn, SessionTurn) and turn.conversation_id == conversation_id:
             return turn, False
         view = await self.repository.aload_view(conversation_id)
-        return SessionTurn(conversation_id, view, request.context.get(TRACE_ID)), True
+        held = turn_memory_of(request.context, conversation_id)
+        return SessionTurn(conversation_id, view, request.context.get(TRACE_ID), held=held), True
 
     def _advised(self, request: ChatClientRequest, turn: SessionTurn) -> ChatClientRequest:
         instructions = request.prompt.instructions
@@ -347,9 +367,7 @@ class SessionMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         response = await chain.next_call(advised)
         _record(turn, request, response.chat_response)
         if owned:
-            await self.repository.aappend(
-                turn.conversation_id, turn.messages_to_store(response.chat_response)
-            )
+            await turn.store(self.repository, turn.messages_to_store(response.chat_response))
         return response
 
     async def advise_stream(
@@ -374,7 +392,7 @@ class SessionMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         response = accumulator.result().chat_response
         _record(turn, request, response)
         if owned:
-            await self.repository.aappend(turn.conversation_id, turn.messages_to_store(response))
+            await turn.store(self.repository, turn.messages_to_store(response))
 
 
 def _record(turn: SessionTurn, request: ChatClientRequest, response: ChatResponse | None) -> None:
@@ -411,7 +429,8 @@ async def _store_interrupted(
     """Store the interrupted turn, shielded from a second cancel; never raises."""
     reply = _reply(accumulator.result().chat_response)
     messages = turn.messages_to_store(None, reason, reply.text if reply is not None else "")
-    if not messages:
+    if not messages or turn.held is not None:
+        await turn.store(repository, messages)  # held: nothing to wait for
         return
     task = asyncio.ensure_future(repository.aappend(turn.conversation_id, messages))
     _pending_stores.add(task)

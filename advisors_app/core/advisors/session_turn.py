@@ -24,6 +24,11 @@ turn atomic (see :mod:`~advisors_app.core.advisors.session_memory`):
    Django store queues a task that runs after the turn's transaction commits, so the user does
    not wait for it).
 
+A host that stores the turn itself (a
+:class:`~advisors_app.core.memory.turn.TurnMemory` for the conversation in the request context)
+is handed step 4's messages and step 5's compaction request instead of the repository: it writes
+the one with the rest of the turn and handles the other once the turn is stored.
+
 Divergences from Spring AI: the turn is appended by this advisor, whole, rather than message by
 message by the memory advisor (atomicity); registered alone (no ``SessionMemoryAdvisor`` inside)
 it still stores the user input and the final reply, instead of nothing; the view is read once
@@ -53,6 +58,7 @@ from ..chain import CallAdvisorChain, StreamAdvisorChain
 from ..memory.compaction import CompactionPolicy, compact_session, view_tokens
 from ..memory.ids import CANCELLED, ERROR, check_conversation_id
 from ..memory.session import SessionRepository, SessionView
+from ..memory.turn import turn_memory_of
 from ..messages import Message, SystemMessage
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..streams import closing_stream
@@ -179,7 +185,8 @@ class SessionTurnAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         conversation_id = conversation_id_of(request.context, self.default_conversation_id)
         view = await self.repository.aload_view(conversation_id)
         view = await self._fit(conversation_id, view, request)
-        turn = SessionTurn(conversation_id, view, request.context.get(TRACE_ID))
+        held = turn_memory_of(request.context, conversation_id)
+        turn = SessionTurn(conversation_id, view, request.context.get(TRACE_ID), held=held)
         conversation = [m for m in request.prompt.instructions if not isinstance(m, SystemMessage)]
         turn.new_input = turn.align(conversation)
         return request.mutate(context={SESSION_TURN: turn}), turn
@@ -188,13 +195,18 @@ class SessionTurnAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         """Append the turn (step 4), then ask for a compaction if the trigger fires (step 5)."""
         if not messages:
             return
-        await self.repository.aappend(turn.conversation_id, messages)
+        await turn.store(self.repository, messages)
         policy = self.policy
         if policy is not None and policy.trigger.should_compact(turn.view.extended(messages)):
             conversation_id = turn.conversation_id
-            await self.repository.arequest_compaction(
-                conversation_id, lambda: self._compact_quietly(conversation_id)
-            )
+
+            async def run() -> None:
+                await self._compact_quietly(conversation_id)
+
+            if turn.held is not None:
+                turn.held.request_compaction(self.repository, run)
+            else:
+                await self.repository.arequest_compaction(conversation_id, run)
 
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain
@@ -229,7 +241,8 @@ class SessionTurnAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
         response = accumulator.result().chat_response
         partial = response.result.output.text if response and response.result else ""
         messages = turn.messages_to_store(None, reason, partial)
-        if not messages:
+        if not messages or turn.held is not None:
+            await turn.store(self.repository, messages)  # held: nothing to wait for
             return
         task = asyncio.ensure_future(self.repository.aappend(turn.conversation_id, messages))
         _pending.add(task)

@@ -2,7 +2,8 @@
 
 Session memory (Spring AI 2.1, :mod:`.session` and :mod:`.compaction`) is the newer API: an
 append-only log with boundary events and turn-aware compaction; ``ChatMemory`` and its windows
-are the 2.0 API, kept as the compatibility layer.
+are the 2.0 API, kept as the compatibility layer. A host that stores turns itself hands both a
+:class:`TurnMemory` (:mod:`.turn`): the conversation it read, and a hold for what they store.
 
 Spring AI ``ChatMemory``, ``ChatMemoryRepository``, ``MessageWindowChatMemory`` and
 ``InMemoryChatMemoryRepository`` (reference §3.7, seed §6.3), with the fixes of reference §5.3.
@@ -50,6 +51,7 @@ from .session import (
     SessionView,
     turn_starts,
 )
+from .turn import CompactionRequest, HeldAppend, ReadAhead, TurnMemory, turn_memory_of
 from .window import drop_orphan_tool_responses, select_window, window_positions
 
 __all__ = [
@@ -65,12 +67,15 @@ __all__ = [
     "ChatMemory",
     "ChatMemoryRepository",
     "CompactionPolicy",
+    "CompactionRequest",
     "CompactionResult",
+    "HeldAppend",
     "InMemoryChatMemoryRepository",
     "InMemorySessionRepository",
     "KeyFactsCompactionStrategy",
     "MessageCountTrigger",
     "MessageWindowChatMemory",
+    "ReadAhead",
     "RecursiveSummarizationCompactionStrategy",
     "RequestHistory",
     "SessionRepository",
@@ -78,12 +83,14 @@ __all__ = [
     "TokenCountTrigger",
     "TokenWindowChatMemory",
     "TurnCountTrigger",
+    "TurnMemory",
     "WindowCompactionStrategy",
     "align_request",
     "check_conversation_id",
     "compact_session",
     "drop_orphan_tool_responses",
     "select_window",
+    "turn_memory_of",
     "turn_starts",
     "window_positions",
 ]

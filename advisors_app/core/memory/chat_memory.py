@@ -10,11 +10,16 @@ conversation's length (O(newest turn) in the rare case that turn alone exceeds t
 ``history_for(id, messages)`` (not in Spring AI) is what a memory advisor reads: the window
 aligned with a request that may carry history of its own (:mod:`.history`), in the same single
 read as ``get`` (it reads at least as many messages as the request has).
+
+``for_turn(turn_memory)`` (not in Spring AI) is the memory a turn whose host stores it reads and
+writes (:mod:`.turn`): the window memories read the messages the host read ahead and hold their
+appends there; a ``ChatMemory`` of your own is used as it is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable, Iterable, Sequence
 
 from ..messages import Message, MessageType, SystemMessage
@@ -23,6 +28,7 @@ from .history import RequestHistory, align_request
 from .ids import check_conversation_id
 from .in_memory import InMemoryChatMemoryRepository
 from .repository import ChatMemoryRepository, check_messages
+from .turn import TurnMemory
 from .window import drop_orphan_tool_responses, window_positions
 
 __all__ = [
@@ -87,6 +93,12 @@ class ChatMemory:
     ) -> RequestHistory:
         return _aligned(await self.aget(conversation_id), messages)
 
+    def for_turn(self, turn: TurnMemory) -> ChatMemory:
+        """This memory as the turn ``turn`` holds its conversation (see :mod:`.turn`): reading
+        what the host read ahead and holding its appends for the host. This default returns the
+        memory itself, which reads and writes its own store as it goes."""
+        return self
+
 
 def _aligned(stored: Sequence[Message], messages: Sequence[Message]) -> RequestHistory:
     """:func:`align_request` with the window standing in for the newest stored messages."""
@@ -138,6 +150,13 @@ class _WindowChatMemory(ChatMemory):
     def repository(self) -> ChatMemoryRepository:
         """The repository holding the whole transcript (e.g. for showing full conversations)."""
         return self._repository
+
+    def for_turn(self, turn: TurnMemory) -> ChatMemory:
+        """A copy of this memory over ``turn.repository(self.repository)``: the same window,
+        answered from the turn's read-ahead, its appends held for the host."""
+        held = copy.copy(self)
+        held._repository = turn.repository(self._repository)
+        return held
 
     @property
     def first_read(self) -> int:

@@ -1,6 +1,6 @@
 """``manage.py chat CHAIN "question"``: one turn of a stored chain, streamed to the terminal.
 
-Runs the turn through :func:`advisors_app.turn.service.stream_turn` — the service every transport
+Runs the turn through :func:`advisors_app.turn.stream_turn` — what every transport
 uses — as a user (``--user``, default the ``admin`` user, else the first superuser). The
 answer is printed as it streams, then the cited sources, the token usage, the time taken and
 the conversation id to pass to ``--conversation`` for a follow-up (not when the turn stored
@@ -26,6 +26,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from advisors_app.core.advisors.safe_guard import CONTENT_FILTER, SAFEGUARD_MATCHED
+from advisors_app.turn import stream_turn
 from advisors_app.turn.events import (
     DeltaEvent,
     DoneEvent,
@@ -33,8 +34,8 @@ from advisors_app.turn.events import (
     ToolCallEvent,
     ToolResultEvent,
     TurnError,
+    error_event,
 )
-from advisors_app.turn.service import stream_turn
 
 DEFAULT_USERNAME = "admin"
 
@@ -118,7 +119,7 @@ class Command(BaseCommand):
             stream = await stream_turn(chain, user, message, conversation, params)
         except TurnError as exc:
             if as_json:
-                self._write(json.dumps(exc.to_dict(), ensure_ascii=False))
+                self._write(json.dumps(error_event(exc).to_dict(), ensure_ascii=False))
             details = "; ".join(f"{f}: {' '.join(m)}" for f, m in exc.errors.items())
             raise CommandError(f"{exc.message} {details}".strip(), returncode=1) from None
         first_token: float | None = None
