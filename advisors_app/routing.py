@@ -3,8 +3,7 @@
 A project's ``asgi.py`` wraps the websocket routes as
 ``CsrfOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))``: the origin check
 (:mod:`advisors_app.security.origins`: scheme, host and port, as Django's CSRF protection checks
-them)
-keeps pages of other sites and other ports out, the auth stack reads the session cookie.
+them) keeps pages of other sites and other ports out, the auth stack reads the session cookie.
 
 ``http_urlpatterns`` holds the MCP endpoint (:mod:`advisors_app.mcp_server`, ``/mcp/``, with or
 without the slash), an ASGI application rather than a Django view; put it before Django:

@@ -62,8 +62,7 @@ if not SECRET_KEY:
     SECRET_KEY = read_or_create_secret(VAR_DIR / "secret_key", get_random_secret_key)
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
 # Other origins whose pages may POST and open the chat websocket (advisors_app.security.origins),
-# e.g. a
-# proxy's public https:// address when it does not send DJANGO_SECURE_PROXY_SSL_HEADER.
+# e.g. a proxy's public https:// address when it does not send DJANGO_SECURE_PROXY_SSL_HEADER.
 CSRF_TRUSTED_ORIGINS = [
     origin for origin in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
 ]
@@ -191,8 +190,7 @@ def channel_layers(redis_url: str | None) -> dict[str, Any]:
     redis-py's pool raises "Too many connections" past 100 (500 chats on two processes:
     ``group_send`` failed, consumers died in ``group_discard``): the layer's pool
     (:mod:`advisors_app.channels.redis_layer`, also the turn buffer's) holds up to 200 connections
-    per
-    process and makes a command wait up to 20 s for a free one. A socket's group messages
+    per process and makes a command wait up to 20 s for a free one. A socket's group messages
     wait in their process's inbox, which holds ``capacity`` messages for all its sockets:
     channels_redis reads it one message per four round trips, so at a peak (500 chats on two
     processes, 98 resumed on the other one) it held more than 1,000 and dropped the rest

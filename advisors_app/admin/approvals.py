@@ -4,8 +4,7 @@ and the conversation transcript show them.
 
 Rows are written by turns (:mod:`advisors_app.approvals.pauses`); nobody edits them here. An action
 records a decision with :func:`~advisors_app.approvals.pauses.record_decision` — the same check
-(owner
-or approver permission, still pending, not expired, allowed by the policy) the approvals API
+(owner or approver permission, still pending, not expired, allowed by the policy) the approvals API
 runs — and, once every call of the paused reply has one, queues its resume
 (:func:`advisors_app.approvals.jobs.enqueue_resume`): the admin never runs a turn itself. Seeing
 the list needs the view permission on tool approvals (or the approver permission,

@@ -18,8 +18,7 @@ JSON Schema with a few differences, so :func:`form_spec` maps a type's ``params_
 
 The server never trusts the form: params are validated against the type's real schema
 (:func:`advisors_app.definition.registry.params_errors`), and :func:`error_map` places each error
-on its
-field in the editor.
+on its field in the editor.
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 The ``pre_delete`` receiver of :mod:`advisors_app.security.protection` refuses such deletes with
 ``ProtectedError``; the admin collects what a delete would remove without sending signals, so
 it asks :func:`~advisors_app.security.protection.protecting_versions` itself and lists the versions
-the
-way it lists any protected object (the delete page and the bulk delete action both read it).
+the way it lists any protected object (the delete page and the bulk delete action both read it).
 """
 
 from __future__ import annotations

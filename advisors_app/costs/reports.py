@@ -12,8 +12,7 @@ Read by ``GET /api/usage/`` (:mod:`advisors_app.api.views.usage`) and the admin'
 - :func:`budget_standings` / :func:`subject_standings`: a budget's spend in its current period,
   what is left and when it resets, from the budget counters
   (:mod:`advisors_app.costs.budgets`: a counter whose period ended holds nothing for the current
-  one).
-"""
+one). """
 
 from __future__ import annotations
 

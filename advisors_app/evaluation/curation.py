@@ -16,8 +16,7 @@ conversation; a score's is the reply it judges — and becomes one item:
 - ``expected``: ``{"output"}``: the reply's text, or its **correction**: the one typed in the
   admin's form (a single turn only), else the comment of the newest score under the key
   :data:`~advisors_app.evaluation.feedback.CORRECTION` on the reply, a reviewer's before the
-  user's. With
-  ``documents_key`` (the demo's dataset uses ``topic``), also ``{"documents": {key:
+  user's. With ``documents_key`` (the demo's dataset uses ``topic``), also ``{"documents": {key:
   [accepted values]}}``: that metadata value of each source the reply cited (the stored
   reply's ``sources``, their chunks' ``Document`` rows; ``source`` and ``title`` are also read
   from the cited source itself), for ``retrieval_hit_at_k`` and ``mrr``.

@@ -16,6 +16,5 @@ register = template.Library()
 @register.filter
 def without_bidi_controls(value: Any) -> str:
     """The value as text, without bidi control characters (:mod:`advisors_app.security.bidi`); put
-    it in
-    an element with ``dir="auto"`` (or a ``<bdi>``) to isolate it from the text around it."""
+    it in an element with ``dir="auto"`` (or a ``<bdi>``) to isolate it from the text around it."""
     return _without_bidi_controls(str(value))

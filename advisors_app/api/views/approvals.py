@@ -5,8 +5,7 @@ A caller lists their own approvals (the turns that paused were theirs). One appr
 to its owner and to whoever may decide other users' approvals (:data:`DECIDE_PERMISSION`, or the
 permission the chain names for its approvers); anyone else gets 404, as for an id never used.
 A decision is recorded on the row (:func:`advisors_app.approvals.pauses.record_decision`); once
-every
-call of the paused reply has one, the resume is queued for a task worker
+every call of the paused reply has one, the resume is queued for a task worker
 (:mod:`advisors_app.approvals.jobs`), which runs the turn for the owner and pushes its events to
 the owner's open chat sockets. Grants are listed and revoked on the caller's own conversations.
 """

@@ -1,8 +1,7 @@
 """Recall for people: ``GET /api/conversations/<id>/search/?q=`` (issue 20, "Recall").
 
 The same search as the model's ``conversation_search`` tool (:mod:`advisors_app.memory.recall`),
-over
-the caller's own conversation only: another user's id answers 404, exactly like the
+over the caller's own conversation only: another user's id answers 404, exactly like the
 conversation's detail, and owning the conversation is the only permission a read needs.
 """
 

@@ -4,8 +4,7 @@
 A user sees their own usage; staff with ``advisors_app.view_calllog`` (who may read every call
 log in the admin) see everyone's, or one user's with ``?user=<id>``. The rows come from
 :func:`advisors_app.costs.reports.usage_rows`: costs per currency as decimal strings, summed from
-each
-call's model rounds, and calls whose price is unknown counted apart — never as zero.
+each call's model rounds, and calls whose price is unknown counted apart — never as zero.
 """
 
 from __future__ import annotations

@@ -13,8 +13,7 @@ the model as ``response_format``, so llama.cpp's embedded SmolLM2 decodes under 
 (a provider error, a prompt over the context window, a budget) — the score is
 ``EvalScore(value="invalid", passed=None, comment="judge gave no valid verdict: ...")``: a
 categorical :data:`~advisors_app.evaluation.evaluators.base.INVALID`, never a numeric value, so
-means
-and pass rates leave the case out rather than count a guess.
+means and pass rates leave the case out rather than count a guess.
 
 A valid verdict's ``value`` is the score normalised to [0, 1] (``(score - min) / (max -
 min)``; ``normalize=false`` keeps the rubric's scale); ``passed`` is ``score >=
@@ -23,8 +22,7 @@ comment holds the raw score and the judge's reason.
 
 The model is ``params.model``: a chat-model configuration's slug, else a settings alias
 (:class:`~advisors_app.evaluation.evaluators.services.DjangoEvaluatorServices`), resolved at the
-first
-evaluation and then kept; an unknown one raises
+first evaluation and then kept; an unknown one raises
 :class:`~advisors_app.evaluation.evaluators.registry.EvaluatorParamsError` (``params.model``) there.
 The judge's calls are not metered as the chain's turns are.
 """

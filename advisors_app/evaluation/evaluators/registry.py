@@ -1,8 +1,7 @@
 """The evaluator registry: which evaluators a run may use, their params, and how to build them.
 
 It works as the advisor-type registry (:mod:`advisors_app.definition.registry`) does: a run stores
-an
-evaluator **key** (``"exact"``) and its params, never an import path. Each
+an evaluator **key** (``"exact"``) and its params, never an import path. Each
 :class:`EvaluatorType` has a JSON Schema for its params (checked with ``jsonschema``, errors
 naming the field), a factory that builds the evaluator from an :class:`EvaluatorSpec`, and a
 description for the admin's picker.

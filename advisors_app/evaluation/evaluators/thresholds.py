@@ -3,8 +3,7 @@
 Both pass when the measured value is strictly below the threshold. A turn whose latency or
 cost is unknown (a model with no price in the price list: see docs/costs.md) is not judged:
 ``value`` :data:`~advisors_app.evaluation.evaluators.base.UNKNOWN`, ``passed`` ``None`` — an
-unknown cost
-is not zero.
+unknown cost is not zero.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ Every call log created from ``--since`` up to ``--until`` (default: now; optiona
 chain, ``--chain SLUG``) is priced again from its ``cost_rounds``: each round's token counts at
 the price valid at the log's ``created`` time for the chat-model configuration it ran on
 (:meth:`advisors_app.costs.pricing.PriceBook.price_for`, admin prices read fresh), and the log's
-totals
-worked out as the turn service works them out
+totals worked out as the turn service works them out
 (:func:`advisors_app.costs.metering.cost_summary`). A configuration's base URL, which the rounds do
 not keep, comes from its model-config row, else its ``ADVISORS["CHAT_MODELS"]`` alias.
 
