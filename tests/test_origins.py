@@ -1,5 +1,6 @@
 """The websocket Origin check (advisors_app.security.origins): scheme, host and port, as Django's
-CSRF.""" 
+CSRF."""
+
 from __future__ import annotations
 
 import asyncio

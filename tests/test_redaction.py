@@ -1,5 +1,6 @@
 """advisors_app.security.redaction: which values are secret, how they are replaced, logs, header
-refusals. 
+refusals.
+
 Each transport (REST, SSE, websocket, call log, admin page, logs) is tested end to end in
 ``tests/test_redaction_transports.py``.
 """

@@ -11,8 +11,9 @@ Read by ``GET /api/usage/`` (:mod:`advisors_app.api.views.usage`) and the admin'
   without rounds but with tokens (before costs were recorded) is unknown-priced too.
 - :func:`budget_standings` / :func:`subject_standings`: a budget's spend in its current period,
   what is left and when it resets, from the budget counters
-  (:mod:`advisors_app.costs.budgets`: a counter whose period ended holds nothing for the current
-one). """
+  (:mod:`advisors_app.costs.budgets`: a counter whose period ended holds nothing for the
+  current one).
+"""
 
 from __future__ import annotations
 
