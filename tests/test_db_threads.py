@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -83,14 +82,24 @@ async def test_a_websocket_turn_does_not_wait_behind_other_blocking_work(
     piece of blocking work delayed every other socket's turn."""
     socket = await open_socket(alice)
     await script("support", "Hello", "there")
-    blocker = asyncio.create_task(sync_to_async(time.sleep)(3.0))  # the shared thread, busy
-    await asyncio.sleep(0.05)
-    started = time.monotonic()
-    await socket.send_json_to({"type": "message", "message": "hi"})
-    while (frame := await socket.receive_json_from(timeout=2.5))["type"] != "done":
-        assert frame["type"] != "error", frame
-    assert time.monotonic() - started < 2.5 and not blocker.done()
-    await blocker
+    loop = asyncio.get_running_loop()
+    holding = asyncio.Event()
+    release = threading.Event()
+
+    def hold_the_shared_thread() -> None:
+        loop.call_soon_threadsafe(holding.set)
+        release.wait()  # until the turn is done: behind this, a queued turn would never end
+
+    blocker = asyncio.create_task(sync_to_async(hold_the_shared_thread)())
+    await holding.wait()
+    try:
+        await socket.send_json_to({"type": "message", "message": "hi"})
+        while (frame := await socket.receive_json_from(timeout=30))["type"] != "done":
+            assert frame["type"] != "error", frame
+        assert not blocker.done()  # the turn ended while the shared thread was still held
+    finally:
+        release.set()
+        await blocker
     await socket.disconnect()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from typing import Any
 
 import httpx
@@ -79,18 +78,17 @@ def test_ctrl_c_stores_the_turns_in_flight_over_websocket_and_sse(
 
     sse = threading.Thread(target=sse_turn)
     sse.start()
-    started = time.monotonic()
     try:
         asyncio.run(websocket_turn_then_stop())
     finally:
         server.stop()
         sse.join(30)
-    assert time.monotonic() - started < 9  # stopped, not run to the end
+    assert not sse.is_alive()  # its stream ended with the server
     assert "took too long to shut down" not in server.log()
     for public, question in (("ws", "over ws"), ("sse", "over sse")):
         [(_, asked, _), (kind, partial, metadata)] = transcript(f"{alice.pk}:{public}")
         assert (asked, kind) == (question, "assistant")
-        assert 1 <= len(partial) < 100 and set(partial) == {"x"}
+        assert 1 <= len(partial) < 100 and set(partial) == {"x"}  # stopped, not run to the end
         log = CallLog.objects.get(conversation_id=f"{alice.pk}:{public}")
         assert log.status == "cancelled"
         assert metadata == {

@@ -109,20 +109,17 @@ def test_a_client_disconnect_stops_the_model_and_stores_the_turn_as_interrupted(
             seen.append(kind)
             if kind == "delta":
                 break
-    closed = time.monotonic()  # leaving the block closed the connection mid-stream
+    # Leaving the block closed the connection mid-stream.
     assert seen == ["start", "delta"]
 
     log = None
-    while time.monotonic() - closed < 5:
+    hang_guard = time.monotonic() + 60  # only so a broken server fails instead of hanging
+    while log is None:
+        assert time.monotonic() < hang_guard, "the turn was never stored"
         log = CallLog.objects.filter(chain_slug=chain.slug).first()
-        if log is not None:
-            break
         time.sleep(0.05)
-    noticed = time.monotonic() - closed
-    assert log is not None and log.status == "cancelled"
-    assert noticed < 1.5, f"the turn was stopped {noticed:.2f} s after the disconnect"
-    assert log.latency < 2.0  # the whole script would take 5 s
+    assert log.status == "cancelled"
     [(_, question, _), (kind, partial, metadata)] = transcript(f"{alice.pk}:cut")
     assert (question, kind) == ("tell me everything", "assistant")
-    assert 1 <= len(partial) < 50 and set(partial) == {"x"}
+    assert 1 <= len(partial) < 50 and set(partial) == {"x"}  # stopped, not run to the end
     assert metadata == {"interrupted": True, "finish_reason": "cancelled", "trace_id": log.trace_id}
