@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "SSE_KEEPALIVE_SECONDS": 15.0,
     "TURN_BUFFER_SECONDS": 300.0,
     "DISCONNECT_POLICY": "cancel",
+    "WEBSOCKET_MAX_PENDING_FRAMES": 32,
     "CHAT_THROTTLE_RATE": "30/minute",
     "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
     "MAX_REQUEST_BODY_BYTES": 1024 * 1024,
@@ -115,6 +116,12 @@ class AdvisorsSettings:
     def STREAM_COALESCE_CHARS(self) -> int:
         """Held-back streamed text is sent at once when it reaches this many characters."""
         return int(self._get("STREAM_COALESCE_CHARS"))
+
+    @property
+    def WEBSOCKET_MAX_PENDING_FRAMES(self) -> int:
+        """Frames a chat socket may have read but not yet handled (resumes waiting, votes being
+        stored); one more closes it (:mod:`advisors_app.channels.consumers`)."""
+        return int(self._get("WEBSOCKET_MAX_PENDING_FRAMES"))
 
     @property
     def CHAT_THROTTLE_RATE(self) -> str:

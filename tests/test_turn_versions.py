@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from advisors_app.definition import move_label, publish, rollback
@@ -36,7 +37,10 @@ def user(django_user_model: Any) -> Any:
 
 @pytest.fixture
 def staff(django_user_model: Any) -> Any:
-    return django_user_model.objects.create_user("sam", password="pw", is_staff=True)
+    """Staff who may view chains: what choosing a version needs (advisors_app.turn.choose)."""
+    sam = django_user_model.objects.create_user("sam", password="pw", is_staff=True)
+    sam.user_permissions.add(Permission.objects.get(codename="view_advisorchain"))
+    return sam
 
 
 @pytest.fixture

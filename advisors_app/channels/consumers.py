@@ -62,7 +62,15 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.turn.events`):
 * Client ``{"type": "resume", "conversation_id", "last_event_id"?}`` answers the frames of the
   conversation's last turn after ``last_event_id``, then the rest live, unflagged; an
   ``error`` frame with ``code`` ``not_found`` and ``"in_reply_to": "resume"`` when nothing of
-  it is kept (or it is another user's).
+  it is kept (or it is another user's). ``conversation_id`` is checked as a message frame's
+  (``invalid`` past 128 characters), ``last_event_id`` is at most 64 characters.
+* **Frames waiting are bounded per connection.** ``resume`` and ``feedback`` frames are handled
+  off the receive path, one at a time and in order, so a resume that waits for its turn's
+  buffer never holds up the frames behind it. A connection with more than
+  ``ADVISORS["WEBSOCKET_MAX_PENDING_FRAMES"]`` (32) of them read but not yet handled gets an
+  ``error`` frame with code ``"too_many_frames"`` and is closed with **4429**
+  (:data:`CLOSE_TOO_MANY_FRAMES`): daphne queues whatever a client sends for the
+  application, so a client flooding a connection is cut off instead of held in memory.
 * ``ADVISORS["DISCONNECT_POLICY"]``: ``"cancel"`` (default) stops the running turn when the
   socket goes away (below); ``"continue"`` leaves it running to its end, stored whole, its
   frames still published (a server shutting down always cancels).
@@ -89,12 +97,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import deque
 from typing import Any
 
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from advisors_app.conf import app_settings
 from advisors_app.db.threads import TurnThread, db_sync_to_async, own_thread
 from advisors_app.evaluation.feedback import feedback_frame, parse_vote, record_vote
 from advisors_app.exceptions import Refusal
@@ -119,7 +129,13 @@ from advisors_app.turn.delivery import (
 )
 from advisors_app.turn.events import DoneEvent, ErrorEvent, TurnError, error_event
 
-__all__ = ["CLOSE_NOT_AUTHENTICATED", "MAX_FRAME_BYTES", "ChatConsumer", "user_group"]
+__all__ = [
+    "CLOSE_NOT_AUTHENTICATED",
+    "CLOSE_TOO_MANY_FRAMES",
+    "MAX_FRAME_BYTES",
+    "ChatConsumer",
+    "user_group",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +152,10 @@ CLOSE_NOT_AUTHENTICATED = 4401
 #: above this one.
 MAX_FRAME_BYTES = 256 * 1024
 CLOSE_TOO_BIG = 4009
+
+#: Close code for a connection with more frames waiting than allowed (4000 + HTTP's 429, "too
+#: many requests", as 4401 is for 401).
+CLOSE_TOO_MANY_FRAMES = 4429
 
 #: A ``resume`` naming an event of a turn the buffer holds nothing of yet waits this many
 #: tenths of a second for the turn's first batch before answering ``not_found``.
@@ -231,6 +251,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         #: Conversations this socket resumed: their live frames are its own, not "elsewhere".
         self._resumed: set[str] = set()
         self._seen = SeenIds()
+        #: ``resume`` and ``feedback`` frames read and not yet handled, the first being handled
+        #: by ``_deferred_task`` (module docstring: "Frames waiting are bounded").
+        self._deferred: deque[dict[str, Any]] = deque()
+        self._deferred_task: asyncio.Task[None] | None = None
+        #: Group batches of a conversation being resumed, delivered once its resume has sent
+        #: the buffer's frames: in order, none twice.
+        self._held: dict[str, list[dict[str, Any]]] = {}
         #: Where this socket's turns and votes do their database work, one after the other.
         self._thread = TurnThread()
         self._authenticated = bool(getattr(self.user, "is_authenticated", False))
@@ -286,8 +313,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             task.cancel()  # the turn's own task too: cancelled at its next await
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if not self._authenticated:
-            return  # being closed: see connect()
+        if not self._authenticated or self._closing:
+            return  # being closed: see connect() and _defer()
         try:
             kind, turn = _frame(content)
         except Refusal as refused:
@@ -295,10 +322,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         if kind == "cancel":
             await self._cancel_generation()
-        elif kind == "feedback":
-            await self._feedback(content)
-        elif kind == "resume":
-            await self._resume(content["conversation_id"], content.get("last_event_id"))
+        elif kind in ("feedback", "resume"):
+            await self._defer(content)
         elif self._turn_active:
             await self.send_json(
                 ErrorEvent(
@@ -312,6 +337,36 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self._turn_active = True
             assert turn is not None
             self._generation = asyncio.create_task(self._generate(turn))
+
+    async def _defer(self, content: dict[str, Any]) -> None:
+        """Queue a ``resume`` or ``feedback`` frame for :meth:`_handle_deferred` — or, past
+        ``WEBSOCKET_MAX_PENDING_FRAMES`` waiting, refuse it and close the connection."""
+        bound = app_settings.WEBSOCKET_MAX_PENDING_FRAMES
+        if len(self._deferred) >= bound:
+            refusal = ErrorEvent(
+                "too_many_frames",
+                f"More than {bound} frames are waiting to be handled on this connection: "
+                "it is closed. Wait for the answers before sending more.",
+            )
+            await self.send_json(refusal.to_dict(), close=CLOSE_TOO_MANY_FRAMES)
+            self._socket_lost()  # nothing more is read or sent; the disconnect follows
+            return
+        self._deferred.append(content)
+        if self._deferred_task is None or self._deferred_task.done():
+            self._deferred_task = asyncio.create_task(self._handle_deferred())
+
+    async def _handle_deferred(self) -> None:
+        """Handle the queued frames one at a time, in order; each stays counted as waiting
+        until it is handled."""
+        while self._deferred and not self._closing:
+            content = self._deferred[0]
+            try:
+                if content["type"] == "feedback":
+                    await self._feedback(content)
+                else:
+                    await self._resume(content["conversation_id"], content.get("last_event_id"))
+            finally:
+                self._deferred.popleft()
 
     async def _feedback(self, content: dict[str, Any]) -> None:
         """Store or undo a vote (:mod:`advisors_app.evaluation.feedback`) and acknowledge it."""
@@ -461,8 +516,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _resume(self, conversation_id: str, last_event_id: str | None) -> None:
         """Send the frames of the conversation's last turn after ``last_event_id``; its later
-        frames follow live from the group (:meth:`turn_events`). Handled inside ``receive``,
-        so no group message is delivered in between: none is missed or sent twice."""
+        frames follow live from the group (:meth:`turn_events`). Handled off the receive path
+        (:meth:`_handle_deferred`): the group's batches of the conversation that arrive
+        meanwhile are held, then delivered after the buffer's frames — none missed, sent
+        twice or out of order."""
+        self._held.setdefault(conversation_id, [])
+        try:
+            await self._send_resumed(conversation_id, last_event_id)
+        finally:
+            for event in self._held.pop(conversation_id, []):
+                await self.turn_events(event)
+
+    async def _send_resumed(self, conversation_id: str, last_event_id: str | None) -> None:
         try:
             frames = await turn_buffer().read(self.user.pk, conversation_id)
             seen = parse_event_id(last_event_id)
@@ -510,6 +575,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if self._closing or event.get("origin") == self.channel_name:
             return  # this socket sent them itself
         conversation_id = event["conversation_id"]
+        held = self._held.get(conversation_id)
+        if held is not None:  # being resumed: after the buffer's frames (_resume)
+            held.append(event)
+            return
         own = conversation_id in self._resumed
         for frame in event["frames"]:
             if not self._seen.first_time(conversation_id, frame, contiguous=not own):
@@ -542,6 +611,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         with ``ADVISORS["DISCONNECT_POLICY"] = "continue"``, leave the running turn to end and
         be stored whole while its frames go on to the buffer and the user's other sockets."""
         self._closing = True
+        deferred = getattr(self, "_deferred_task", None)
+        if deferred is not None and not deferred.done():
+            deferred.cancel()  # a resume waiting, a vote being stored: nobody is listening
+            await asyncio.wait((deferred,))
         task = getattr(self, "_generation", None)
         if task is not None and not task.done():
             if keeps_running() and not self._shutting_down:

@@ -72,6 +72,7 @@ from advisors_app.models import (
 )
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.turn import TurnOutcome, call_turn
+from advisors_app.turn.choose import TRIES_VERSIONS
 from advisors_app.turn.events import TurnError
 from advisors_app.turn.throttling import ChatRateThrottle
 
@@ -189,6 +190,8 @@ def eval_user() -> Any:
     if created:
         user.set_unusable_password()
         user.save(update_fields=["password"])
+    # Inactive, it holds no permission: the run's version was allowed when the run was made.
+    setattr(user, TRIES_VERSIONS, True)
     return user
 
 

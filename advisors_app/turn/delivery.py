@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisors_app.conf import app_settings
 from advisors_app.exceptions import TurnError
+from advisors_app.memory.conversations import conversation_id_errors
 from advisors_app.turn.events import DeltaEvent, DoneEvent, TurnEvent
 from advisors_app.turn.outcome import TurnOutcome
 from advisors_app.validation import FieldErrors
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from advisors_app.turn.run import TurnStream
 
 __all__ = [
+    "MAX_EVENT_ID_LENGTH",
     "DeltaCoalescer",
     "cancelled_frames",
     "detach",
@@ -215,16 +217,24 @@ def detach(task: asyncio.Task[Any]) -> None:
     task.add_done_callback(_DETACHED.discard)
 
 
+#: Longer than any event id a turn makes (``"<32 hex digits>-<n>"``): a longer one is refused,
+#: not parsed (its number could be thousands of digits).
+MAX_EVENT_ID_LENGTH = 64
+
+
 def resume_errors(data: Mapping[str, Any], fields: Collection[str]) -> FieldErrors:
     """What is wrong with a request to resume a conversation's last turn: ``conversation_id``
-    must name it, ``last_event_id`` (when sent) be an event id or ``null``; other fields than
+    must name it (a conversation id as a turn takes it:
+    :func:`~advisors_app.memory.conversations.conversation_id_errors`), ``last_event_id``
+    (when sent) be an event id or ``null``; other fields than
     ``fields`` (the transport's own, which it checks) are unknown. ``{}``: nothing."""
-    errors: FieldErrors = {}
     conversation_id = data.get("conversation_id")
-    if not isinstance(conversation_id, str) or not conversation_id:
-        errors["conversation_id"] = ["Name the conversation to resume."]
+    if conversation_id is None:
+        errors: FieldErrors = {"conversation_id": ["Name the conversation to resume."]}
+    else:  # checked as a turn's: an id no turn could have made is refused, whatever its size
+        errors = conversation_id_errors(conversation_id)
     last = data.get("last_event_id")
-    if last is not None and not isinstance(last, str):
+    if last is not None and (not isinstance(last, str) or len(last) > MAX_EVENT_ID_LENGTH):
         errors["last_event_id"] = ["Expected the id of an event (a string) or null."]
     for name in sorted(set(data) - {"conversation_id", *fields}):
         errors[name] = ["Unknown field."]
