@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Permission
 
 from advisors_app.definition.runtime import clear_cache, load_chain
 from advisors_app.ingestion.pipeline import ingest_text
@@ -90,6 +91,8 @@ async def test_a_conversation_started_on_a_draft_stays_on_its_chain(user: Any) -
     """A draft records no version: the chain its turns logged is the one it started on."""
     user.is_staff = True
     await user.asave(update_fields=["is_staff"])
+    view = await Permission.objects.aget(codename="view_advisorchain")
+    await user.user_permissions.aadd(view)
     model = await sync_to_async(scripted_model)("drafted-model", responses=("ok",))
     drafted = await sync_to_async(make_chain)("drafted", model=model)
     first = await call_turn(drafted.slug, user, "first", version="draft")

@@ -84,7 +84,7 @@ from advisors_app.models import PRODUCTION, CallLog, VersionPolicy
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.stores.scoped import user_tenant
 from advisors_app.turn import stages
-from advisors_app.turn.choose import choose_version
+from advisors_app.turn.choose import choose_version, may_try_versions
 from advisors_app.turn.events import budget_exceeded
 from advisors_app.turn.input import TurnInput, checked_input
 from advisors_app.turn.state import Opening, StageTimes, Turn, VersionChoice
@@ -170,15 +170,21 @@ def _target(choice: VersionChoice, rows: list[tuple[Any, ...]] | None) -> ChainT
             return resolve_target(chain, label=label, version=version)
         return target_of(chain, rows, label=label, version=version)
     except ChainNotFound:
-        message = f"No enabled chain {chain!r}."
-        raise TurnError(
-            "chain_not_found", message, errors={"chain": [message]}, http_status=404
-        ) from None
+        raise _chain_not_found(chain) from None
     except VersionNotFound as exc:
+        if not may_try_versions(choice.user):
+            # Whoever may not run drafts learns nothing of a chain nobody published: the same
+            # answer as a slug that does not exist (the message tells staff how to publish).
+            raise _chain_not_found(chain) from None
         field_name = "label" if label is not None or version is None else "version"
         raise TurnError(
             "version_not_found", str(exc), errors={field_name: [str(exc)]}, http_status=404
         ) from None
+
+
+def _chain_not_found(chain: str) -> TurnError:
+    message = f"No enabled chain {chain!r}."
+    return TurnError("chain_not_found", message, errors={"chain": [message]}, http_status=404)
 
 
 def _check_same_chain(

@@ -84,3 +84,22 @@ def test_mcp_offers_only_published_chains_to_everyone(
         assert all(SECRET not in t.description for t in tools)
         assert chain_for_tool(user, "ask_merger") is None
         assert chain_for_tool(user, "ask_withdrawn") is None
+
+
+def test_running_a_chain_nobody_published_answers_as_a_missing_chain(
+    chains: None, api: Any, bare_staff: Any, viewer: Any
+) -> None:
+    """A user's turn on an unpublished chain learns nothing of it (no "publish it in the admin"
+    hint): the same code and message as a slug that does not exist, with the slug asked."""
+    for caller in (api, client_for(bare_staff)):
+        for slug in ("merger", "no-such-chain"):
+            answer = caller.post(
+                f"/api/chains/{slug}/call/", {"message": "hi"}, content_type="application/json"
+            )
+            assert answer.status_code == 404
+            assert answer.json()["error"]["code"] == "chain_not_found"
+            assert "publish" not in answer.content.decode()
+    told = client_for(viewer).post(
+        "/api/chains/merger/call/", {"message": "hi"}, content_type="application/json"
+    )
+    assert told.json()["error"]["code"] == "version_not_found"
