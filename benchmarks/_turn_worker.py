@@ -43,6 +43,16 @@ MEMORY_ADVISORS = (
 ADVISORS = len(MEMORY_ADVISORS)
 
 
+def _turn_service() -> Any:
+    """``call_turn`` and ``stream_turn`` of the tree measured: ``advisors_app.turn`` since the
+    turn became a package (issue 35), ``advisors_app.services`` in the baselines before it."""
+    try:
+        import advisors_app.turn as service
+    except ImportError:
+        import advisors_app.services as service  # type: ignore[no-redef]
+    return service.call_turn, service.stream_turn
+
+
 def chunks(n: int) -> list[str]:
     return [f"w{i} " for i in range(n)]
 
@@ -141,7 +151,7 @@ async def counted(turn: Any) -> dict[str, Any]:
 
 
 async def sql_costs(user: Any) -> dict[str, Any]:
-    from advisors_app.turn import call_turn, stream_turn
+    call_turn, stream_turn = _turn_service()
 
     chain = f"{PREFIX}memory"
     await call_turn(chain, user, "hello")  # loads and compiles the chain
@@ -177,7 +187,8 @@ async def stream_costs(user: Any, args: argparse.Namespace) -> dict[str, Any]:
         SimpleLoggerAdvisor,
     )
     from advisors_app.core.memory import InMemoryChatMemoryRepository, MessageWindowChatMemory
-    from advisors_app.turn import call_turn, stream_turn
+
+    call_turn, stream_turn = _turn_service()
 
     sizes = (args.small, args.large)
     models = {n: ScriptedChatModel([chunks(n)], repeat=True) for n in sizes}
