@@ -405,15 +405,19 @@ def check_chains(
     has errors); a labelled version was checked when it was published, so only errors are
     reported for it (an advisor type or tool unregistered from the code since, which would
     fail its users' turns).
-    Skipped on a database whose tables do not exist yet (``migrate`` runs checks first).
+    Skipped on a database with migrations still to apply (``migrate`` runs checks first, and
+    the models may read columns its tables do not have yet).
     """
+    from django.db.migrations.executor import MigrationExecutor
+
     from advisors_app.definition import check, check_draft
     from advisors_app.models import AdvisorChain, ChainVersion
 
     messages: list[CheckMessage] = []
     for alias in databases or ():
         connection = connections[alias]
-        if ChainVersion._meta.db_table not in connection.introspection.table_names():
+        executor = MigrationExecutor(connection)
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
             continue
         chains = AdvisorChain.objects.using(alias).select_related("chat_model", "system_template")
         for chain in chains.prefetch_related("advisors"):

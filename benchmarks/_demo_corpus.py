@@ -2,9 +2,10 @@
 
 The ``python-docs`` demo answers questions (``advisors_app/demo/questions.json``) from chunks of
 the Python Language Reference (``pydoc_data.topics``, cut by the demo's own
-:class:`~advisors_app.demo.chunking.TitledTextSplitter`, 200 tokens each, headed by the topic's
-title). The benchmarks that need a retrieval collection or a demo-sized prompt take both from
-here, so what they measure is what a demo turn carries. Nothing is downloaded.
+:class:`~advisors_app.demo.chunking.TitledTextSplitter`, 200 tokens each with room for the
+topic's title, which is the chunk's context line, not part of its text). The benchmarks that
+need a retrieval collection or a demo-sized prompt take both from here, so what they measure is
+what a demo turn carries. Nothing is downloaded.
 """
 
 from __future__ import annotations

@@ -41,8 +41,10 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"
 BENCHMARKS: list[tuple[str, list[str]]] = [
     ("chain_overhead", []),
     ("safe_guard_matching", []),
+    ("guard_classifier", []),
     ("memory_window", []),
     ("vector_search", ["--rows", "10000,30000,100000"]),
+    ("hybrid_search", ["--rows", "100000"]),
     ("websocket_load", []),
     ("websocket_load_spread", ["--spread"]),
     ("embedded_models", []),
@@ -214,6 +216,9 @@ def rows(data: dict[str, dict[str, Any] | None]) -> list[dict[str, str]]:
     vector = data.get("vector_search")
     if vector:
         vector_rows(add, vector)
+    hybrid = data.get("hybrid_search")
+    if hybrid:
+        hybrid_rows(add, hybrid)
     for key in ("websocket_load", "websocket_load_spread"):
         ws = data.get(key)
         if ws:
@@ -227,6 +232,9 @@ def rows(data: dict[str, dict[str, Any] | None]) -> list[dict[str, str]]:
             f"Spring AI's loop {_fmt(g['spring_us'])}",
             _fmt(g["safeguard_us"] / g["spring_us"], digits=4),
         )
+    injection = (data.get("guard_classifier") or {}).get("results")
+    if injection:
+        guard_classifier_rows(add, injection)
     models = (data.get("embedded_models") or {}).get("results")
     if models:
         embedded_rows(add, models)
@@ -237,6 +245,30 @@ def rows(data: dict[str, dict[str, Any] | None]) -> list[dict[str, str]]:
     if ingestion:
         ingestion_rows(add, ingestion)
     return out
+
+
+def guard_classifier_rows(add: Any, res: dict[str, Any]) -> None:
+    """The prompt-injection classifier on the shipped guard dataset (issue 38's targets)."""
+    scope = res["documents_and_tool_results"]
+    ours, peer = scope["classifier"], scope["keywords"]
+    met = ours["recall"] >= 0.90 and ours["precision"] >= 0.90
+    add(
+        "+ injection classifier, documents and tool results: recall / precision",
+        f"{ours['recall']:.3f} / {ours['precision']:.3f}",
+        f"keyword regex {peer['recall']:.3f} / {peer['precision']:.3f}",
+        "—",
+        "≥ 0.90 / ≥ 0.90",
+        met,
+    )
+    p50 = res["latency_ms"]["p50"]
+    add(
+        "+ injection classifier latency p50, 512-token text, ms",
+        _fmt(p50),
+        "—",
+        "—",
+        "≤ 5 ms",
+        p50 <= 5.0,
+    )
 
 
 #: Issue 23's targets for vector search at 100,000 rows: (recall@10 at least, p50 ms below).
@@ -280,6 +312,54 @@ def vector_rows(add: Any, vector: dict[str, Any]) -> None:
             f"p50 < {p50_max:g} ms",
             r["hnsw_p50_ms"] < p50_max,
         )
+
+
+#: Issue 41's targets: identifier hit@5, hybrid p50 ms at 100,000 chunks, rerank p50 ms.
+HYBRID_TARGETS = {"identifier_hit5": 0.95, "p50_ms": 15.0, "rerank_p50_ms": 30.0}
+
+
+def hybrid_rows(add: Any, hybrid: dict[str, Any]) -> None:
+    """Section 4b: hybrid retrieval's quality on the demo, latency at 100,000 chunks, rerank."""
+    res = hybrid["results"]
+    quality, latency, rerank = res["quality"], res["latency"], res["rerank"]
+    vector = quality["vector"]
+    questions = quality.get("questions", {})
+    counted = " / ".join(str(n) for n in questions.values())
+    for name in ("hybrid", "hybrid+rerank"):
+        q = quality[name]
+        floor = HYBRID_TARGETS["identifier_hit5"]
+        add(
+            f"4b {name}: identifier questions hit@5 / MRR (demo, {counted} questions)",
+            f"{q['identifier_hit5']:.3f} / {q['identifier_mrr']:.3f}",
+            f"vector {vector['identifier_hit5']:.3f} / {vector['identifier_mrr']:.3f}",
+            target=f"hit@5 ≥ {floor}",
+            met=q["identifier_hit5"] >= floor,
+        )
+        add(
+            f"4b {name}: plain-words questions hit@5 / MRR",
+            f"{q['plain_hit5']:.3f} / {q['plain_mrr']:.3f}",
+            f"vector {vector['plain_hit5']:.3f} / {vector['plain_mrr']:.3f}",
+            target="≥ vector's (no regression)",
+            met=q["plain_hit5"] >= vector["plain_hit5"] and q["plain_mrr"] >= vector["plain_mrr"],
+        )
+    rows_n = latency["rows"]
+    for case, label in (("hybrid", "no filter"), ("hybrid_filter_1pct", "1% filter")):
+        peer = latency[case.replace("hybrid", "vector")]
+        ours = latency[case]
+        add(
+            f"4b hybrid: top-5 p50 / p99 ms, {rows_n:,} chunks (MiniLM), {label}",
+            f"{_fmt(ours['p50_ms'], digits=2)} / {_fmt(ours['p99_ms'], digits=2)}",
+            f"vector {_fmt(peer['p50_ms'], digits=2)}",
+            _fmt(ours["p50_ms"] / peer["p50_ms"], digits=2),
+            f"p50 ≤ {HYBRID_TARGETS['p50_ms']:g} ms",
+            ours["p50_ms"] <= HYBRID_TARGETS["p50_ms"],
+        )
+    add(
+        "4b rerank 20 candidates (bm25), p50 / p99 ms",
+        f"{_fmt(rerank['p50_ms'], digits=2)} / {_fmt(rerank['p99_ms'], digits=2)}",
+        target=f"p50 ≤ {HYBRID_TARGETS['rerank_p50_ms']:g} ms",
+        met=rerank["p50_ms"] <= HYBRID_TARGETS["rerank_p50_ms"],
+    )
 
 
 def websocket_rows(add: Any, ws: dict[str, Any]) -> None:

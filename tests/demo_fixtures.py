@@ -23,6 +23,7 @@ from advisors_app.definition.runtime import clear_cache
 from advisors_app.demo import loader
 from advisors_app.demo.corpus import python_reference_topics
 from advisors_app.demo.dataset import DATASET as DEMO_DATASET
+from advisors_app.demo.dataset import IDENTIFIER_DATASET
 from advisors_app.demo.loader import DemoReport, build_id, ensure_demo_rows, load_demo
 from advisors_app.models import (
     AdvisorChain,
@@ -34,6 +35,7 @@ from advisors_app.models import (
     PromptTemplate,
     SensitiveWordList,
 )
+from advisors_app.models.documents import lexical_vector
 
 __all__ = ["DemoSnapshot", "demo", "demo_snapshot", "remove_demo"]
 
@@ -57,7 +59,7 @@ def remove_demo() -> None:
     SensitiveWordList.objects.filter(slug=loader.WORD_LIST).delete()
     ChatModelConfig.objects.filter(slug__in=[loader.CHAT_MODEL, loader.NOTES_MODEL]).delete()
     EmbeddingModelConfig.objects.filter(slug=loader.EMBEDDING_MODEL).delete()
-    Dataset.objects.filter(slug=DEMO_DATASET).delete()
+    Dataset.objects.filter(slug__in=[DEMO_DATASET, IDENTIFIER_DATASET]).delete()
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +77,7 @@ def demo_snapshot(
         rows = [
             {**row, "embedding": [float(v) for v in row["embedding"]]}
             for row in collection.documents.values(
-                "id", "source", "content", "metadata", "content_hash", "embedding"
+                "id", "source", "content", "context", "metadata", "content_hash", "embedding"
             )
         ]
         remove_demo()
@@ -93,8 +95,14 @@ def demo(demo_snapshot: DemoSnapshot) -> Iterator[Collection]:
     clear_cache()
     collection = ensure_demo_rows()
     if not collection.documents.exists():
+        config = collection.text_search_config
         Document.objects.bulk_create(
-            Document(collection=collection, **row) for row in demo_snapshot.documents
+            Document(
+                collection=collection,
+                search_vector=lexical_vector(config, row["content"], row["context"]),
+                **row,
+            )
+            for row in demo_snapshot.documents
         )
         collection.description = demo_snapshot.description
         collection.save()

@@ -1,12 +1,14 @@
-"""How the demo corpus is cut into chunks: token-aware, each chunk headed by its topic's title.
+"""How the demo corpus is cut into chunks: token-aware, each chunk's context its topic's title.
 
-A chunk such as ``with``'s third one reads ``The "with" statement\\n\\n<text>``: the title
-tells the embedding model (and the chat model reading the context) what the passage is about
-even when the passage itself never names it. The title's tokens count against the chunk
-budget of 200 ``cl100k`` tokens, about all-MiniLM-L6-v2's 256-token window for English
-prose. Tables and grammar rules cost the embedding model more tokens than ``cl100k``: 38 of
-the 551 chunks of Python 3.11's reference are longer than its window, and only their first
-256 tokens are embedded (the chat model still reads them whole).
+A chunk of ``with`` is embedded and indexed as ``The "with" statement\\n\\n<text>``: the title
+tells the embedding model (and the keyword index) what the passage is about even when the
+passage itself never names it. The title is the chunk's context line (the ingestion
+pipeline's default: the ``title`` metadata), stored apart from the text users and the chat
+model see. Its tokens count against the chunk budget of 200 ``cl100k`` tokens, about
+all-MiniLM-L6-v2's 256-token window for English prose. Tables and grammar rules cost the
+embedding model more tokens than ``cl100k``: 38 of the 551 chunks of Python 3.11's reference
+are longer than its window, and only their first 256 tokens are embedded (the chat model
+still reads them whole).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from advisors_app.core.ingestion import TokenTextSplitter
-from advisors_app.core.vectorstore import Document
+from advisors_app.core.vectorstore import Document, identifier_terms
 
 __all__ = ["CHUNK_OVERLAP", "CHUNK_SIZE", "TitledTextSplitter"]
 
@@ -26,10 +28,13 @@ CHUNK_OVERLAP = 0
 
 
 class TitledTextSplitter(TokenTextSplitter):
-    """A :class:`TokenTextSplitter` that heads each chunk with ``metadata["title"]``.
+    """A :class:`TokenTextSplitter` that keeps room in each chunk for ``metadata["title"]``,
+    the chunk's context line, and lists the chunk's identifiers in ``metadata["identifiers"]``
+    (:func:`~advisors_app.core.vectorstore.identifier_terms`: what the demo's identifier
+    questions are judged by).
 
     Documents without a title are split as the plain splitter does. ``chunk_size`` counts
-    the heading too; a title longer than half the budget raises ``ValueError``.
+    the title too; a title longer than half the budget raises ``ValueError``.
     """
 
     __slots__ = ()
@@ -46,5 +51,10 @@ class TitledTextSplitter(TokenTextSplitter):
                 budget, min(self.chunk_overlap, budget - 1), self.min_chunk_chars
             )
             for index, text in enumerate(splitter.split_text(document.text)):
-                chunks.append(Document(heading + text, {**document.metadata, "chunk_index": index}))
+                metadata = {
+                    **document.metadata,
+                    "chunk_index": index,
+                    "identifiers": identifier_terms(text),
+                }
+                chunks.append(Document(text, metadata))
         return chunks

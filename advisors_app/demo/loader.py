@@ -96,8 +96,9 @@ NO_CONTEXT_TEMPLATE = "python-docs-no-context"
 #: for help with malicious software is refused before the model is called.
 SENSITIVE_WORDS = ["keylogger", "ransomware", "malware", "botnet", "phishing"]
 
-#: Bumped when the chunk format changes, so an older collection is rebuilt.
-CHUNK_FORMAT = 1
+#: Bumped when the chunk format changes, so an older collection is rebuilt (2: the title is
+#: the chunk's context line, no longer part of its text; chunks list their identifiers).
+CHUNK_FORMAT = 2
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant who explains the Python programming language. "
@@ -167,9 +168,14 @@ SESSION_MEMORY: dict[str, Any] = {
     "prompt_headroom": 0.35,
 }
 
+#: Hybrid search (vector and full text, fused by reciprocal rank) with reranking: the chunk that
+#: names an identifier asked about ("What must __aenter__ return?") is found as well as the
+#: topic of a question in plain words (docs/retrieval.md, "Measured on the demo").
 _RETRIEVAL = {
     "collection": COLLECTION,
     "embedding_model": EMBEDDING_MODEL,
+    "search_mode": "hybrid",
+    "rerank": {"top_n": 20, "method": "bm25"},
     "top_k": 3,
     "similarity_threshold": 0.25,
     "prompt_template": CONTEXT_TEMPLATE,
@@ -433,7 +439,11 @@ def ensure_demo_rows(force: bool = False, report: DemoReport | None = None) -> C
         )
         template.full_clean()
     collection = _ensure(
-        Collection, COLLECTION, {"name": "Python Language Reference"}, False, report
+        Collection,
+        COLLECTION,
+        {"name": "Python Language Reference", "search_mode": "hybrid"},
+        False,
+        report,
     )
     for slug, spec in _CHAINS.items():
         _ensure_chain(slug, spec, force, report)

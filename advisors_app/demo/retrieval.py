@@ -3,8 +3,9 @@
 :func:`chain_retriever` takes the retrieval advisor of a built chain (``QuestionAnswerAdvisor``
 or ``RetrievalAugmentationAdvisor`` over a ``VectorStoreDocumentRetriever``) and keeps what
 its searches use: the vector store (collection and embedding model), ``top_k``, similarity
-threshold and default filter. :func:`evaluate` asks each question through that store, with
-``top_k`` raised to the largest k measured, and counts a hit at k when one of the first k
+threshold, default filter, search mode and reranker. :func:`evaluate` asks each question through
+that store, with ``top_k`` raised to the largest k measured (the reranker, if any, re-orders
+its ``top_n`` candidates first, as in a turn), and counts a hit at k when one of the first k
 chunks comes from the expected topic (``metadata["topic"]``). Query transformers and
 expanders of a modular RAG advisor are not applied: this measures the search itself.
 """
@@ -18,7 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from advisors_app.core.advisors.question_answer import QuestionAnswerAdvisor
-from advisors_app.core.rag import RetrievalAugmentationAdvisor, VectorStoreDocumentRetriever
+from advisors_app.core.rag import (
+    DocumentReranker,
+    RetrievalAugmentationAdvisor,
+    VectorStoreDocumentRetriever,
+    rerank_top_k,
+)
 from advisors_app.core.vectorstore import Filter, SearchRequest, VectorStore, resolve_filter
 
 __all__ = [
@@ -70,15 +76,26 @@ class ChainRetriever:
     similarity_threshold: float
     filter_expression: Filter | None
     advisor: str
+    #: ``SearchRequest`` fields the advisor sets (``search_mode``, ``ef_search``, weights).
+    options: dict[str, Any] = field(default_factory=dict)
+    reranker: DocumentReranker | None = None
+    rerank_top_n: int = 20
 
     async def search(self, query: str, top_k: int) -> list[Any]:
         request = SearchRequest(
             query=query,
-            top_k=top_k,
+            top_k=top_k if self.reranker is None else max(top_k, self.rerank_top_n),
             similarity_threshold=self.similarity_threshold,
             filter_expression=self.filter_expression,
+            **self.options,
         )
-        return await self.vector_store.asimilarity_search(request)
+        found = await self.vector_store.asimilarity_search(request)
+        if self.reranker is None:
+            return found
+        return await rerank_top_k(self.reranker, query, found, top_k)
+
+
+_OPTIONS = ("ef_search", "search_mode", "vector_weight", "lexical_weight", "rrf_k")
 
 
 def chain_retriever(advisors: Sequence[Any]) -> ChainRetriever:
@@ -96,6 +113,9 @@ def chain_retriever(advisors: Sequence[Any]) -> ChainRetriever:
                 search.similarity_threshold,
                 search.filter_expression,
                 advisor.name,
+                {name: getattr(search, name) for name in _OPTIONS},
+                advisor.reranker,
+                advisor.rerank_top_n,
             )
         if isinstance(advisor, RetrievalAugmentationAdvisor):
             retriever = advisor.document_retriever
@@ -113,6 +133,9 @@ def chain_retriever(advisors: Sequence[Any]) -> ChainRetriever:
                 retriever.similarity_threshold,
                 resolve_filter(source, "filter_expression"),
                 advisor.name,
+                {name: getattr(retriever, name) for name in _OPTIONS},
+                retriever.reranker,
+                retriever.rerank_top_n,
             )
     raise ValueError(
         "the chain has no retrieval advisor (question_answer or retrieval_augmentation)"

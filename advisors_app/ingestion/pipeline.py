@@ -10,6 +10,13 @@ running it twice changes nothing. Files are read within the limits of
 sources
 of one call are then stored in one transaction. Functions are synchronous (ORM and embedding on
 the calling thread); call them through ``asgiref.sync.sync_to_async`` from async code.
+
+**Contextual chunks**: each chunk gets a context line (:func:`default_context`: the document's
+title, else its source name, then its heading path), stored in the row's ``context`` apart
+from the text users see, and embedded and indexed with it (:func:`embedding_text`, and the
+lexical index of :func:`~advisors_app.models.documents.lexical_vector`). A chunk whose context
+changed counts as new. ``contextualizer`` replaces the default, e.g. with a model-written
+sentence (none is shipped: a model call per chunk would also need metering).
 """
 
 from __future__ import annotations
@@ -30,11 +37,14 @@ from advisors_app.core.vectorstore.base import check_documents
 from advisors_app.ingestion.parsing import CpuBudget, LimitExceeded, Limits, read_upload
 from advisors_app.models import Collection
 from advisors_app.models import Document as DocumentRow
-from advisors_app.models.documents import content_hash
+from advisors_app.models.documents import content_hash, lexical_vector
 from advisors_app.stores.vectors import PgVectorStore
 
 __all__ = [
+    "Contextualizer",
     "IngestResult",
+    "default_context",
+    "embedding_text",
     "ingest_bytes",
     "ingest_documents",
     "ingest_file",
@@ -46,6 +56,33 @@ DEFAULT_BATCH_SIZE = 64
 
 #: ``progress(done, total)``: chunks embedded so far and to embed in all, for one source.
 Progress = Callable[[int, int], None]
+#: ``contextualizer(chunk)``: the chunk's context line ("" for none).
+Contextualizer = Callable[[Document], str]
+
+#: Between the parts of a context line: title › heading › subheading.
+CONTEXT_SEPARATOR = " › "
+
+
+def default_context(chunk: Document) -> str:
+    """A chunk's context line: its ``title`` (else its ``source``), then its heading path —
+    ``metadata["headings"]`` (a list) or the Markdown reader's ``section`` — joined by
+    ``" › "``, each part once."""
+    metadata = chunk.metadata
+    headings = metadata.get("headings")
+    if not isinstance(headings, list):
+        section = metadata.get("section")
+        headings = [section] if section else []
+    parts: list[str] = []
+    for part in [metadata.get("title") or metadata.get("source"), *headings]:
+        text = " ".join(str(part or "").split())
+        if text and text not in parts:
+            parts.append(text)
+    return CONTEXT_SEPARATOR.join(parts)
+
+
+def embedding_text(context: str, text: str) -> str:
+    """What is embedded for a chunk: its context line, a blank line, its text."""
+    return f"{context}\n\n{text}" if context else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +113,12 @@ def _collection(collection: Collection | str) -> Collection:
 
 @dataclass(slots=True)
 class _Source:
-    """One source's plan: its chunks by content hash and those not stored yet."""
+    """One source's plan: its chunks by content hash, their context lines, and those not
+    stored yet (or stored with another context)."""
 
     name: str
     chunks: dict[str, Document]
+    contexts: dict[str, str]
     new: list[str]
 
 
@@ -131,6 +170,7 @@ def ingest_sources(
     budget: CpuBudget | None = None,
     max_chunks: int = 0,
     on_stored: Callable[[list[IngestResult]], None] | None = None,
+    contextualizer: Contextualizer | None = default_context,
 ) -> list[IngestResult]:
     """Split ``(source name, documents already read)`` pairs and store them as chunks.
 
@@ -142,7 +182,8 @@ def ingest_sources(
     embedding leaves the collection as it was. ``metadata`` is added to every chunk (the
     reader's keys and ``source`` win); ``owner`` (a user) makes the chunks private to that
     user; ``tenant`` labels them; ``max_chunks`` (0: none) caps the owner's chunks in the
-    collection afterwards. Raises ``ValueError`` for an unknown collection, a blank source,
+    collection afterwards; ``contextualizer`` gives each chunk its context line (``None``:
+    none). Raises ``ValueError`` for an unknown collection, a blank source,
     :class:`~advisors_app.ingestion.parsing.LimitExceeded` over the budget or the quota, and
     :class:`~advisors_app.core.vectorstore.EmbeddingDimensionError` when the embedding model
     does not fit the column (before anything is embedded).
@@ -163,8 +204,13 @@ def ingest_sources(
                 content_hash(chunk.text),
                 chunk.mutate(metadata={**(metadata or {}), **chunk.metadata, "source": name}),
             )
-        stored = set(_rows_of(target, owner, tenant, name).values_list("content_hash", flat=True))
-        plans.append(_Source(name, chunks, [d for d in chunks if d not in stored]))
+        contexts = {
+            digest: contextualizer(chunk) if contextualizer else ""
+            for digest, chunk in chunks.items()
+        }
+        stored = dict(_rows_of(target, owner, tenant, name).values_list("content_hash", "context"))
+        new = [digest for digest in chunks if stored.get(digest) != contexts[digest]]
+        plans.append(_Source(name, chunks, contexts, new))
     if budget is not None:
         budget.check("splitting")
     _check_quota(target, owner, plans, max_chunks)  # early: before the costly part
@@ -175,7 +221,10 @@ def ingest_sources(
         progress(0, len(pending))
     for start in range(0, len(pending), batch_size):
         batch = pending[start : start + batch_size]
-        texts = [plan.chunks[digest].text for plan, digest in batch]
+        texts = [
+            embedding_text(plan.contexts[digest], plan.chunks[digest].text)
+            for plan, digest in batch
+        ]
         for (plan, digest), vector in zip(
             batch, _embed(store.embedding_model, texts, store.dimensions), strict=True
         ):
@@ -203,7 +252,17 @@ def _store(
 ) -> IngestResult:
     # Read again under the lock: a job for the same source may have finished meanwhile.
     rows = _rows_of(target, owner, tenant, plan.name)
-    stored = dict(rows.values_list("content_hash", "pk"))
+    stored: dict[str, Any] = {}
+    replaced = []
+    for digest, pk, context in rows.values_list("content_hash", "pk", "context"):
+        changed = digest in plan.contexts and context != plan.contexts[digest]
+        if changed and (plan.name, digest) in vectors:
+            replaced.append(pk)  # a new context line: the row is written again
+            continue
+        stored[digest] = pk
+    if replaced:
+        rows.filter(pk__in=replaced).delete()
+    config = target.text_search_config
     added = [
         DocumentRow(
             id=chunk.id,
@@ -212,9 +271,11 @@ def _store(
             tenant=tenant or "",
             source=plan.name,
             content=chunk.text,
+            context=plan.contexts[digest],
             metadata=dict(chunk.metadata),
             content_hash=digest,
             embedding=vectors[plan.name, digest],
+            search_vector=lexical_vector(config, chunk.text, plan.contexts[digest]),
         )
         for digest, chunk in plan.chunks.items()
         if digest not in stored and (plan.name, digest) in vectors

@@ -16,17 +16,29 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex, OpClass
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Value
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, HalfVectorField, HnswIndex, VectorField
 
-from advisors_app.core.vectorstore.search import EF_SEARCH_MAX, EF_SEARCH_MIN
+from advisors_app.core.vectorstore.lexical import lexical_text
+from advisors_app.core.vectorstore.search import (
+    EF_SEARCH_MAX,
+    EF_SEARCH_MIN,
+    RRF_K_MAX,
+    SEARCH_MODES,
+    WEIGHT_MAX,
+)
 from advisors_app.security.bidi import without_bidi_controls
 from advisors_app.validation import validate_json_value
 
 __all__ = [
+    "DEFAULT_LEXICAL_WEIGHT",
+    "DEFAULT_RRF_K",
+    "DEFAULT_TEXT_SEARCH_CONFIG",
     "EMBEDDING_DIMENSIONS",
     "HNSW_VECTOR_LIMIT",
     "Collection",
@@ -34,6 +46,7 @@ __all__ = [
     "content_hash",
     "cosine_distance",
     "embedding_index",
+    "lexical_vector",
 ]
 
 #: Dimensions of the ``embedding`` column (all-MiniLM-L6-v2). Changing it needs a migration.
@@ -41,6 +54,15 @@ EMBEDDING_DIMENSIONS = 384
 #: pgvector indexes ``vector`` columns up to 2000 dimensions, ``halfvec`` up to 4000.
 HNSW_VECTOR_LIMIT = 2000
 HNSW_HALFVEC_LIMIT = 4000
+
+
+#: The text search configuration of a new collection (PostgreSQL's ``english``).
+DEFAULT_TEXT_SEARCH_CONFIG = "english"
+#: Hybrid search defaults, measured on the demo's questions (docs/retrieval.md): reciprocal rank
+#: fusion ``weight / (k + rank)`` with a small ``k`` (the top ranks of each leg count most)
+#: and the lexical leg a little below the vector leg.
+DEFAULT_RRF_K = 5
+DEFAULT_LEXICAL_WEIGHT = 0.7
 
 
 def embedding_index(name: str, dimensions: int, field: str = "embedding") -> HnswIndex:
@@ -77,6 +99,25 @@ def _vector_literal(vector: Sequence[float]) -> Value:
     return Value("[" + ",".join(repr(float(v)) for v in vector) + "]")
 
 
+#: The ``simple`` configuration keeps exact identifier tokens as they are, in every language.
+EXACT_CONFIG = "simple"
+
+
+def lexical_vector(config: str, content: str, context: str = "") -> CombinedExpression:
+    """A chunk's lexical index entry (its ``search_vector``), as an expression to insert or
+    update with: the ``context`` line (weight B) and the ``content`` (D) in the text search
+    configuration ``config``, and their identifiers as exact tokens in ``simple`` (A); see
+    :mod:`advisors_app.core.vectorstore.lexical` and ``advisors_app.stores.hybrid``."""
+    text = lexical_text(content)
+    heading = lexical_text(context)
+    exact = " ".join(part for part in (text.exact, heading.exact) if part)
+    return (
+        SearchVector(Value(heading.words), config=config, weight="B")
+        + SearchVector(Value(text.words), config=config, weight="D")
+        + SearchVector(Value(exact), config=EXACT_CONFIG, weight="A")
+    )
+
+
 def content_hash(text: str) -> str:
     """Lower-case hex SHA-256 of the UTF-8 text (64 characters)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -92,7 +133,11 @@ class Collection(models.Model):
     ``owner`` set: only that user may search or change it; empty: shared by every user.
     ``tenant`` is a free label the server may use to keep tenants apart. ``ef_search``: the
     HNSW search breadth for this collection (``None``: pgvector's 40), see
-    ``PgVectorStore.ef_search_for``.
+    ``PgVectorStore.ef_search_for``. ``search_mode``, ``vector_weight``, ``lexical_weight``
+    and ``rrf_k``: how a search that does not say otherwise runs (``vector``, ``lexical``
+    or ``hybrid``: both fused by weighted reciprocal rank, docs/retrieval.md).
+    ``text_search_config``: the PostgreSQL text search configuration of the lexical index
+    (``english``, ``german``, ``simple``...); changing it needs ``manage.py reindex``.
     """
 
     slug = models.SlugField(max_length=100, unique=True)
@@ -115,6 +160,35 @@ class Collection(models.Model):
         "40). Higher finds more of the true nearest documents and costs more time; a request "
         "may set its own.",
     )
+    search_mode = models.CharField(
+        max_length=10,
+        choices=[(mode, mode) for mode in SEARCH_MODES],
+        default="vector",
+        help_text="How searches run unless a chain says otherwise: vector (embeddings), "
+        "lexical (full text) or hybrid (both, fused by reciprocal rank).",
+    )
+    vector_weight = models.FloatField(
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(WEIGHT_MAX)],
+        help_text="Hybrid search: weight of the vector ranking in the fusion.",
+    )
+    lexical_weight = models.FloatField(
+        default=DEFAULT_LEXICAL_WEIGHT,
+        validators=[MinValueValidator(0.0), MaxValueValidator(WEIGHT_MAX)],
+        help_text="Hybrid search: weight of the full-text ranking in the fusion.",
+    )
+    rrf_k = models.PositiveSmallIntegerField(
+        default=DEFAULT_RRF_K,
+        validators=[MinValueValidator(1), MaxValueValidator(RRF_K_MAX)],
+        help_text="Hybrid search: k of reciprocal rank fusion, weight / (k + rank); smaller "
+        "favours each ranking's first documents.",
+    )
+    text_search_config = models.CharField(
+        max_length=63,
+        default=DEFAULT_TEXT_SEARCH_CONFIG,
+        help_text="PostgreSQL text search configuration of the full-text index (english, "
+        "german, simple, ...). Run manage.py reindex after changing it.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -125,8 +199,29 @@ class Collection(models.Model):
                 condition=models.Q(ef_search__isnull=True)
                 | models.Q(ef_search__gte=EF_SEARCH_MIN, ef_search__lte=EF_SEARCH_MAX),
                 name="advisors_collection_ef_search_range",
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(search_mode__in=SEARCH_MODES),
+                name="advisors_collection_search_mode",
+            ),
         ]
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+        from django.db import connection
+
+        super().clean()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM pg_ts_config WHERE cfgname = %s", [self.text_search_config]
+            )
+            if cursor.fetchone() is None:
+                raise ValidationError(
+                    {
+                        "text_search_config": f"{self.text_search_config!r} is not a text "
+                        "search configuration of this database (e.g. english, simple)."
+                    }
+                )
 
     def __str__(self) -> str:
         return self.name or self.slug
@@ -150,6 +245,16 @@ class Document(models.Model):
         max_length=500, blank=True, help_text="Where the text came from (file or upload name)."
     )
     content = models.TextField()
+    context = models.TextField(
+        blank=True,
+        default="",
+        # Also in the database: rows written by COPY or raw SQL get no context line.
+        db_default="",
+        help_text="The chunk's context line (document title and heading path): embedded and "
+        "indexed with the text, never shown as part of it.",
+    )
+    #: The lexical index: written with the row (``advisors_app.stores.vectors.lexical_vector``).
+    search_vector = SearchVectorField(null=True, editable=False)
     metadata = models.JSONField(default=dict, blank=True, validators=[validate_json_value])
     content_hash = models.CharField(max_length=64, editable=False)
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
@@ -176,6 +281,8 @@ class Document(models.Model):
             GinIndex(
                 fields=["metadata"], opclasses=["jsonb_path_ops"], name="advisors_document_meta"
             ),
+            # Full-text search (the lexical leg of PgVectorStore's lexical and hybrid modes).
+            GinIndex(fields=["search_vector"], name="advisors_document_lexical"),
         ]
 
     def __str__(self) -> str:
@@ -184,4 +291,7 @@ class Document(models.Model):
 
     def save(self, *args: object, **kwargs: object) -> None:
         self.content_hash = content_hash(self.content)
+        self.search_vector = lexical_vector(
+            self.collection.text_search_config, self.content, self.context
+        )
         super().save(*args, **kwargs)  # type: ignore[arg-type]

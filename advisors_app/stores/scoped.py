@@ -30,11 +30,27 @@ from advisors_app.models import Document as DocumentRow
 from advisors_app.stores.vectors import PgVectorStore
 
 __all__ = [
+    "SEARCH_FIELDS",
     "UserScopedVectorStore",
     "user_tenant",
     "visible_collections",
     "visible_documents",
 ]
+
+
+#: The collection fields a turn's search reads (scope, HNSW breadth, mode and fusion).
+SEARCH_FIELDS = (
+    "id",
+    "slug",
+    "owner_id",
+    "tenant",
+    "ef_search",
+    "search_mode",
+    "vector_weight",
+    "lexical_weight",
+    "rrf_k",
+    "text_search_config",
+)
 
 
 @functools.lru_cache(maxsize=8)
@@ -103,9 +119,8 @@ class UserScopedVectorStore(VectorStore):
 
     def _view(self, user: Any) -> PgVectorStore:
         row = (
-            Collection.objects.only("id", "slug", "owner_id", "tenant")
-            .filter(slug=self._collection)
-            .first()
+            # Every field a search reads: a deferred one would cost a query of its own.
+            Collection.objects.only(*SEARCH_FIELDS).filter(slug=self._collection).first()
         )
         if row is None:
             raise LookupError(f"collection {self._collection!r} no longer exists")

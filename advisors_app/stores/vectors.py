@@ -21,7 +21,12 @@ LIMIT top_k`` on the HNSW cosine index. Divergences, each a fix:
   and the user's own) and an optional tenant; caller filters only see metadata and cannot
   widen it;
 * **dimension mismatches are refused up front** with :class:`EmbeddingDimensionError` naming
-  both sizes, never as a driver error mid-request (bug case B24).
+  both sizes, never as a driver error mid-request (bug case B24);
+* **lexical and hybrid search** (not in Spring AI): ``SearchRequest.search_mode`` (else the
+  collection's) ``lexical`` searches the full-text index, ``hybrid`` runs both legs in one
+  statement fused by weighted reciprocal rank (:mod:`advisors_app.stores.hybrid`); results
+  say which leg found them in ``metadata["retrieval"]``, and ``score`` stays the cosine
+  similarity in every mode.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from advisors_app.core._sync import run_sync
 from advisors_app.core.model import EmbeddingModel
 from advisors_app.core.vectorstore import (
     DISTANCE,
+    RETRIEVAL,
     SCORE,
     And,
     Document,
@@ -77,7 +83,8 @@ from advisors_app.core.vectorstore.search import EF_SEARCH_MAX
 from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models import Collection
 from advisors_app.models import Document as DocumentRow
-from advisors_app.models.documents import content_hash, cosine_distance
+from advisors_app.models.documents import content_hash, cosine_distance, lexical_vector
+from advisors_app.stores.hybrid import LEXICAL_BUDGET_ROWS, HybridParams, search_sql
 
 __all__ = [
     "DEFAULT_EF_SEARCH",
@@ -200,6 +207,10 @@ def _any(parts: Iterator[Q] | Any) -> Q:
     return result
 
 
+def _first(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 class VectorSearch(NamedTuple):
     """What :meth:`PgVectorStore.search_vector` found, and how."""
 
@@ -237,6 +248,8 @@ class PgVectorStore(VectorStore):
     __slots__ = ("collection", "dimensions", "embedding_model", "owner", "tenant")
     #: Filters keeping at most this many rows are searched exactly (:meth:`search_vector`).
     exact_below: ClassVar[int] = EXACT_BELOW
+    #: The lexical leg keeps the rarest query words matching at most about this many rows.
+    lexical_budget_rows: ClassVar[int] = LEXICAL_BUDGET_ROWS
 
     def __init__(
         self,
@@ -338,6 +351,7 @@ class PgVectorStore(VectorStore):
                     metadata=metadata,
                     content_hash=content_hash(document.text),
                     embedding=vector,
+                    search_vector=lexical_vector(self.collection.text_search_config, document.text),
                 )
             )
         return rows
@@ -430,8 +444,64 @@ class PgVectorStore(VectorStore):
             for pk, content, metadata, distance in found
         ]
 
+    def search_mode_for(self, search: SearchRequest) -> str:
+        """The mode ``search`` runs in: its own, else the collection's."""
+        return search.search_mode or self.collection.search_mode
+
+    def _hybrid(
+        self, vector: list[float], search: SearchRequest, mode: str, exact: bool
+    ) -> list[Document]:
+        rows = DocumentRow.objects.filter(self._scope())
+        if search.filter_expression is not None:
+            rows = rows.filter(compile_filter(search.filter_expression))
+        collection = self.collection
+        params = HybridParams(
+            mode=mode,
+            config=collection.text_search_config,
+            top_k=search.top_k,
+            vector_weight=_first(search.vector_weight, collection.vector_weight),
+            lexical_weight=_first(search.lexical_weight, collection.lexical_weight),
+            rrf_k=_first(search.rrf_k, collection.rrf_k),
+            budget_rows=self.lexical_budget_rows,
+        )
+        sql, sql_params = search_sql(rows, search.query, vector, self.dimensions, params)
+        ef_search = min(EF_SEARCH_MAX, max(params.depth, self.ef_search_for(search)))
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                "set_config('hnsw.ef_search', %s, true), "
+                "set_config('enable_sort', %s, true), "
+                "set_config('enable_indexscan', %s, true)",
+                [str(ef_search), *(["on", "off"] if exact else ["off", "on"])],
+            )
+            cursor.execute(sql, sql_params)
+            found = cursor.fetchall()
+        documents = []
+        for pk, content, metadata, distance, vector_rank, lexical_rank, fused in found:
+            how = {
+                "mode": mode,
+                "vector_rank": vector_rank,
+                "lexical_rank": lexical_rank,
+                "fused_score": fused,
+            }
+            if isinstance(metadata, str):
+                metadata = json.loads(metadata)
+            documents.append(
+                Document(
+                    content,
+                    {**metadata, SCORE: 1.0 - distance, DISTANCE: distance, RETRIEVAL: how},
+                    id=pk,
+                    score=1.0 - distance,
+                )
+            )
+        return documents
+
     def search_vector(self, vector: Sequence[float], search: SearchRequest) -> VectorSearch:
         """The ``top_k`` nearest documents to ``vector`` (HNSW), and whether exact search gave them.
+
+        In ``lexical`` and ``hybrid`` mode (:meth:`search_mode_for`) the documents are those of
+        one statement fusing the full-text ranking of ``search.query`` with the nearest
+        neighbours (:mod:`advisors_app.stores.hybrid`); the rest below holds for its vector leg.
 
         A filter that keeps at most ``exact_below`` rows is searched exactly: its rows are
         found through the metadata index (equality filters) and their distances computed.
@@ -443,11 +513,21 @@ class PgVectorStore(VectorStore):
         (scores are cosine similarities).
         """
         values = self._check_vector(vector)
-        exact = search.filter_expression is not None and self._keeps_few(search)
-        results = self._query(values, search, exact=exact)
-        if not exact and len(results) < search.top_k:
+        mode = self.search_mode_for(search)
+        # Lexical search has no HNSW scan to replace: its filter rows come from the indexes.
+        exact = (
+            mode != "lexical" and search.filter_expression is not None and self._keeps_few(search)
+        )
+        if mode == "vector":
+            results = self._query(values, search, exact=exact)
+        else:
+            results = self._hybrid(values, search, mode, exact)
+        if not exact and len(results) < search.top_k and mode != "lexical":
             exact = True
-            results = self._query(values, search, exact=True)
+            if mode == "vector":
+                results = self._query(values, search, exact=True)
+            else:
+                results = self._hybrid(values, search, mode, exact=True)
         if search.similarity_threshold > 0.0:
             results = [
                 d for d in results if d.score is not None and d.score >= search.similarity_threshold

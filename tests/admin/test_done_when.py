@@ -63,7 +63,19 @@ def build_in_the_admin(admin: Client) -> AdvisorChain:
             {"slug": "blocked", "words": "confidential\nbomb"},
         )
     )
-    created(admin.post("/admin/advisors_app/collection/add/", {"slug": "kb", "name": "KB"}))
+    # The search fields as the add form shows them filled in.
+    search_defaults = {
+        "search_mode": "vector",
+        "vector_weight": "1.0",
+        "lexical_weight": "0.7",
+        "rrf_k": "5",
+        "text_search_config": "english",
+    }
+    created(
+        admin.post(
+            "/admin/advisors_app/collection/add/", {"slug": "kb", "name": "KB", **search_defaults}
+        )
+    )
     collection = Collection.objects.get()
     admin.post(
         f"/admin/advisors_app/collection/{collection.pk}/upload/",

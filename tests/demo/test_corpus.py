@@ -55,15 +55,18 @@ def test_the_fingerprint_follows_the_text(topics) -> None:
     assert corpus_fingerprint(changed) != corpus_fingerprint(listed)
 
 
-def test_chunks_are_headed_by_their_title_and_fit_the_budget(topics) -> None:
+def test_chunks_leave_room_for_their_title_as_context_and_fit_the_budget(topics) -> None:
     splitter = TitledTextSplitter(CHUNK_SIZE, CHUNK_OVERLAP)
     topic = topics["with"]
     chunks = splitter.split([Document(topic.text, {"topic": "with", "title": topic.title})])
     assert len(chunks) > 1
-    assert all(c.text.startswith('The "with" statement\n\n') for c in chunks)
+    # The title is the chunk's context line (embedded with it), no longer part of its text.
+    assert not any(c.text.startswith('The "with" statement\n\n') for c in chunks)
     assert [c.metadata["chunk_index"] for c in chunks] == list(range(len(chunks)))
     assert all(c.metadata["topic"] == "with" for c in chunks)
-    assert all(len(splitter.encoding.encode(c.text)) <= CHUNK_SIZE for c in chunks)
+    embedded = [f"{topic.title}\n\n{c.text}" for c in chunks]
+    assert all(len(splitter.encoding.encode(text)) <= CHUNK_SIZE for text in embedded)
+    assert "__enter__" in chunks[0].metadata["identifiers"]
 
 
 def test_a_document_without_title_is_split_plainly() -> None:

@@ -61,7 +61,8 @@ def test_a_second_run_creates_and_embeds_nothing() -> None:
     chunk = Document.objects.filter(source="pydoc:with").order_by("created_at").first()
     assert chunk.metadata["topic"] == "with"
     assert chunk.metadata["title"] == 'The "with" statement'
-    assert chunk.content.startswith('The "with" statement\n\n')
+    assert chunk.context == 'The "with" statement'  # the title: embedded, not shown
+    assert not chunk.content.startswith('The "with" statement\n\n')
 
 
 def test_operator_edits_are_kept_and_force_restores_the_shipped_demo() -> None:

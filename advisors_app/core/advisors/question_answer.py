@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from ..advisor import AdvisorRole, BaseAdvisor
 from ..mappings import merged
 from ..rag.augmentation import xml_document_formatter
+from ..rag.rerank import DocumentReranker, rerank_top_k
 from ..rag.retrieval import narrowed
 from ..rag.turns import augmented_marker, current_question, recall, reentered, remember, turn_key
 from ..requests import ChatClientRequest, ChatClientResponse
@@ -86,6 +87,11 @@ class QuestionAnswerAdvisor(BaseAdvisor):
     used as given, never turned into text (B19); ``top_k=0`` is refused (5.6.46); a prompt
     with no user text is sent unchanged, without searching; and retrieval runs once per user
     turn even when a tool loop re-enters the chain (defect 5.4.28).
+
+    Our additions: ``search_request.search_mode`` (and the fusion weights) choose vector,
+    lexical or hybrid search; with a ``reranker`` the search asks for ``rerank_top_n``
+    candidates (at least ``top_k``), the reranker re-orders them and the first ``top_k`` go
+    into the prompt.
     """
 
     __slots__ = (
@@ -93,6 +99,8 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         "allow_request_filter",
         "document_formatter",
         "prompt_template",
+        "rerank_top_n",
+        "reranker",
         "search_request",
         "vector_store",
     )
@@ -109,6 +117,8 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         *,
         document_formatter: Callable[[Sequence[Document]], str] | None = None,
         allow_request_filter: bool = True,
+        reranker: DocumentReranker | None = None,
+        rerank_top_n: int = 20,
     ) -> None:
         if vector_store is None:
             raise ValueError("vectorStore cannot be null")
@@ -128,6 +138,10 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         self.prompt_template = PromptTemplate(text, required=("query", "question_answer_context"))
         self.document_formatter = document_formatter or xml_document_formatter
         self.allow_request_filter = bool(allow_request_filter)
+        if isinstance(rerank_top_n, bool) or not isinstance(rerank_top_n, int) or rerank_top_n < 1:
+            raise ValueError("rerank_top_n must be greater than 0")
+        self.reranker = reranker
+        self.rerank_top_n = rerank_top_n
         self._order = order
 
     def request_filter(self, context: Mapping[str, Any]) -> Filter | None:
@@ -152,7 +166,12 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         cached = recall(key) if augmented or reentered(prompt) else None
         if cached is None:
             store = store_for_context(self.vector_store, request.context)
-            documents = await store.asimilarity_search(search)
+            if self.reranker is None:
+                documents = await store.asimilarity_search(search)
+            else:
+                candidates = search.mutate(top_k=max(search.top_k, self.rerank_top_n))
+                found = await store.asimilarity_search(candidates)
+                documents = await rerank_top_k(self.reranker, text, found, search.top_k)
             augmented_text = self.prompt_template.render(
                 query=text, question_answer_context=self.document_formatter(documents)
             )

@@ -20,6 +20,14 @@ from .augmentation import (
 from .expansion import MultiQueryExpander, QueryExpander
 from .join import ConcatenationDocumentJoiner, DocumentJoiner
 from .query import Query
+from .rerank import (
+    DEFAULT_RERANKER,
+    RERANKERS,
+    Bm25Reranker,
+    DecisionDocumentReranker,
+    DocumentReranker,
+    rerank_top_k,
+)
 from .retrieval import (
     FILTER_EXPRESSION,
     DocumentRetriever,
@@ -35,14 +43,19 @@ from .transformers import (
 
 __all__ = [
     "DEFAULT_DOCUMENT_FORMAT",
+    "DEFAULT_RERANKER",
     "DOCUMENT_CONTEXT",
     "DOCUMENT_FORMATTERS",
     "FILTER_EXPRESSION",
+    "RERANKERS",
+    "Bm25Reranker",
     "CompressionQueryTransformer",
     "ConcatenationDocumentJoiner",
     "ContextualQueryAugmenter",
+    "DecisionDocumentReranker",
     "DocumentFormatter",
     "DocumentJoiner",
+    "DocumentReranker",
     "DocumentRetriever",
     "MultiQueryExpander",
     "Query",
@@ -56,6 +69,7 @@ __all__ = [
     "document_formatter",
     "join_document_texts",
     "narrowed",
+    "rerank_top_k",
     "xml_document_formatter",
     "xml_element",
     "xml_source_document_formatter",

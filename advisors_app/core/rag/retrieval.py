@@ -20,6 +20,7 @@ from ..vectorstore import (
     store_for_context,
 )
 from .query import Query
+from .rerank import DocumentReranker, rerank_top_k
 
 __all__ = ["FILTER_EXPRESSION", "DocumentRetriever", "VectorStoreDocumentRetriever", "narrowed"]
 
@@ -67,6 +68,11 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
     alone (a refused filter is ignored here; the Django layer refuses it at validation).
     ``ef_search`` goes into every search request (``SearchRequest.ef_search``: how many
     candidates an HNSW index keeps; ``None``: the store's default; our addition).
+    ``search_mode``, ``vector_weight``, ``lexical_weight`` and ``rrf_k`` go into every search
+    request too (vector, lexical or hybrid search; ``None``: the store's). With a
+    ``reranker``, the search asks for ``rerank_top_n`` candidates (at least ``top_k``), the
+    reranker re-orders them and the first ``top_k`` are returned (our addition; Spring AI 2.1
+    reranks in a ``DocumentPostProcessor``).
     Raises ``AdvisorStateError`` ("vectorStore cannot be null") and ``ValueError`` with
     Spring's messages ("topK must be greater than 0", "similarityThreshold must be equal to or
     greater than 0.0"), or naming the parameter of an invalid filter text.
@@ -80,9 +86,15 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
         "allow_request_filter",
         "ef_search",
         "filter_expression",
+        "lexical_weight",
+        "rerank_top_n",
+        "reranker",
+        "rrf_k",
+        "search_mode",
         "similarity_threshold",
         "top_k",
         "vector_store",
+        "vector_weight",
     )
 
     def __init__(
@@ -94,6 +106,12 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
         *,
         allow_request_filter: bool = True,
         ef_search: int | None = None,
+        search_mode: str | None = None,
+        vector_weight: float | None = None,
+        lexical_weight: float | None = None,
+        rrf_k: int | None = None,
+        reranker: DocumentReranker | None = None,
+        rerank_top_n: int = 20,
     ) -> None:
         if vector_store is None:
             raise AdvisorStateError("vectorStore cannot be null")
@@ -110,6 +128,21 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
         self.allow_request_filter = bool(allow_request_filter)
         #: Candidates an HNSW search keeps (``SearchRequest.ef_search``; ``None``: the store's).
         self.ef_search = ef_search
+        # Checked here, once, rather than at the first search.
+        SearchRequest(
+            search_mode=search_mode,
+            vector_weight=vector_weight,
+            lexical_weight=lexical_weight,
+            rrf_k=rrf_k,
+        )
+        if isinstance(rerank_top_n, bool) or not isinstance(rerank_top_n, int) or rerank_top_n < 1:
+            raise ValueError("rerank_top_n must be greater than 0")
+        self.search_mode = search_mode
+        self.vector_weight = vector_weight
+        self.lexical_weight = lexical_weight
+        self.rrf_k = rrf_k
+        self.reranker = reranker
+        self.rerank_top_n = rerank_top_n
 
     def _default_filter(self) -> Filter | None:
         source: Any = self.filter_expression
@@ -127,11 +160,20 @@ class VectorStoreDocumentRetriever(DocumentRetriever):
     async def retrieve(self, query: Query) -> list[Document]:
         if query is None:
             raise ValueError("query cannot be null")
+        reranker = self.reranker
         request = SearchRequest(
             query=query.text,
-            top_k=self.top_k,
+            top_k=self.top_k if reranker is None else max(self.top_k, self.rerank_top_n),
             similarity_threshold=self.similarity_threshold,
             filter_expression=self.request_filter(query),
             ef_search=self.ef_search,
+            search_mode=self.search_mode,
+            vector_weight=self.vector_weight,
+            lexical_weight=self.lexical_weight,
+            rrf_k=self.rrf_k,
         )
-        return await store_for_context(self.vector_store, query.context).asimilarity_search(request)
+        store = store_for_context(self.vector_store, query.context)
+        documents = await store.asimilarity_search(request)
+        if reranker is None:
+            return documents
+        return await rerank_top_k(reranker, query.text, documents, self.top_k)

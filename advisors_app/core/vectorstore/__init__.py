@@ -9,7 +9,7 @@ Scores are cosine **similarities** (``1 - cosine distance``); thresholds are sim
 from __future__ import annotations
 
 from .base import EmbeddingDimensionError, VectorStore, store_for_context
-from .document import DISTANCE, SCORE, Document
+from .document import DISTANCE, RETRIEVAL, SCORE, Document
 from .filters import (
     And,
     Eq,
@@ -26,14 +26,17 @@ from .filters import (
     Not,
     Or,
 )
+from .lexical import LexicalText, exact_term, identifier_terms, lexical_text
 from .parser import FilterExpressionTextParser, parse_filter, resolve_filter
-from .search import DEFAULT_TOP_K, SIMILARITY_THRESHOLD_ACCEPT_ALL, SearchRequest
+from .search import DEFAULT_TOP_K, SEARCH_MODES, SIMILARITY_THRESHOLD_ACCEPT_ALL, SearchRequest
 from .simple import SimpleVectorStore
 
 __all__ = [
     "DEFAULT_TOP_K",
     "DISTANCE",
+    "RETRIEVAL",
     "SCORE",
+    "SEARCH_MODES",
     "SIMILARITY_THRESHOLD_ACCEPT_ALL",
     "And",
     "Document",
@@ -46,6 +49,7 @@ __all__ = [
     "In",
     "IsNotNull",
     "IsNull",
+    "LexicalText",
     "Lt",
     "Lte",
     "Ne",
@@ -55,6 +59,9 @@ __all__ = [
     "SearchRequest",
     "SimpleVectorStore",
     "VectorStore",
+    "exact_term",
+    "identifier_terms",
+    "lexical_text",
     "parse_filter",
     "resolve_filter",
     "store_for_context",

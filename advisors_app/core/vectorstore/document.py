@@ -13,12 +13,17 @@ from typing import Any
 
 from ..mappings import EMPTY, freeze, merged
 
-__all__ = ["DISTANCE", "SCORE", "Document"]
+__all__ = ["DISTANCE", "RETRIEVAL", "SCORE", "Document"]
 
 #: Metadata key of a search result's cosine *distance* (0 = same direction, 2 = opposite).
 DISTANCE = "distance"
 #: Metadata key of a search result's cosine *similarity* (= ``1 - distance``), as ``score``.
 SCORE = "score"
+#: Metadata key of how a lexical or hybrid search found a result, a dict: ``mode``,
+#: ``vector_rank`` and ``lexical_rank`` (1-based rank in each leg's list, ``None`` when that leg
+#: did not find it), ``fused_score`` (the weighted reciprocal rank sum) and, after reranking,
+#: ``rerank_score``.
+RETRIEVAL = "retrieval"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,10 @@ __all__ = [
     "DEFAULT_TOP_K",
     "EF_SEARCH_MAX",
     "EF_SEARCH_MIN",
+    "RRF_K_MAX",
+    "SEARCH_MODES",
     "SIMILARITY_THRESHOLD_ACCEPT_ALL",
+    "WEIGHT_MAX",
     "SearchRequest",
 ]
 
@@ -25,6 +28,11 @@ SIMILARITY_THRESHOLD_ACCEPT_ALL = 0.0
 #: Bounds of ``SearchRequest.ef_search`` (candidates an HNSW search keeps).
 EF_SEARCH_MIN = 10
 EF_SEARCH_MAX = 1000
+#: ``SearchRequest.search_mode`` values: embeddings, full text, or both fused.
+SEARCH_MODES = ("vector", "lexical", "hybrid")
+#: Bounds of the hybrid fusion parameters: weights in [0, WEIGHT_MAX], ``rrf_k`` in [1, RRF_K_MAX].
+WEIGHT_MAX = 10.0
+RRF_K_MAX = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +47,12 @@ class SearchRequest:
     many candidates per index search, in [10, 1000]: higher finds more of the true neighbours
     and costs more; ``None`` is the store's default and exact stores ignore it.
 
+    ``search_mode`` (our addition, as the next three): ``"vector"`` (embeddings),
+    ``"lexical"`` (full text) or ``"hybrid"`` (both rankings fused by weighted reciprocal rank:
+    ``vector_weight / (rrf_k + vector rank) + lexical_weight / (rrf_k + lexical rank)``);
+    ``None`` is the store's default. Stores without a full-text index search by vector
+    whatever the mode. Weights are in [0, 10], ``rrf_k`` in [1, 1000]; ``None``: the store's.
+
     Raises ``ValueError`` with Spring's messages ("Similarity threshold must be in [0,1]
     range.", "TopK should be positive.") or naming the invalid filter. Divergence: ``top_k=0``
     is refused (Spring accepts it and then silently retrieves nothing, defect 5.6.46).
@@ -49,6 +63,10 @@ class SearchRequest:
     similarity_threshold: float = SIMILARITY_THRESHOLD_ACCEPT_ALL
     filter_expression: Filter | None = None
     ef_search: int | None = None
+    search_mode: str | None = None
+    vector_weight: float | None = None
+    lexical_weight: float | None = None
+    rrf_k: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.query, str):
@@ -71,6 +89,22 @@ class SearchRequest:
             or not EF_SEARCH_MIN <= ef <= EF_SEARCH_MAX
         ):
             raise ValueError(f"ef_search must be an integer in [{EF_SEARCH_MIN}, {EF_SEARCH_MAX}].")
+        if self.search_mode is not None and self.search_mode not in SEARCH_MODES:
+            raise ValueError(f"search_mode must be one of {', '.join(SEARCH_MODES)}.")
+        for name in ("vector_weight", "lexical_weight"):
+            weight = getattr(self, name)
+            if weight is not None and (
+                isinstance(weight, bool)
+                or not isinstance(weight, (int, float))
+                or not math.isfinite(weight)
+                or not 0.0 <= weight <= WEIGHT_MAX
+            ):
+                raise ValueError(f"{name} must be a number in [0, {WEIGHT_MAX:g}].")
+        k = self.rrf_k
+        if k is not None and (
+            isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= RRF_K_MAX
+        ):
+            raise ValueError(f"rrf_k must be an integer in [1, {RRF_K_MAX}].")
         object.__setattr__(self, "filter_expression", resolve_filter(self.filter_expression))
 
     @property

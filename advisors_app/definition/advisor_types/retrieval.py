@@ -9,6 +9,10 @@ sets ``allow_request_filter`` (default false, since chains are served to non-sta
 chain's params schema then does not offer the param and a request sending it is refused), and
 it is always ANDed with the row's filter. Their documents go into the prompt through the
 formatter ``document_format`` names (default ``xml``: one escaped ``<document>`` element each).
+Their ``search_mode`` (``vector``, ``lexical``, ``hybrid``; empty: the collection's),
+``vector_weight``, ``lexical_weight`` and ``rrf_k`` choose how they search, and ``rerank``
+(``{"top_n": 20, "method": "bm25"}``) re-orders the search's top ``top_n`` before the first
+``top_k`` are kept (docs/retrieval.md).
 """
 
 from __future__ import annotations
@@ -25,8 +29,15 @@ from advisors_app.core.rag.augmentation import (
     DOCUMENT_FORMATTERS,
     document_formatter,
 )
+from advisors_app.core.rag.rerank import DEFAULT_RERANKER, RERANKERS
 from advisors_app.core.rag.retrieval import FILTER_EXPRESSION as RAG_FILTER
-from advisors_app.core.vectorstore.search import EF_SEARCH_MAX, EF_SEARCH_MIN
+from advisors_app.core.vectorstore.search import (
+    EF_SEARCH_MAX,
+    EF_SEARCH_MIN,
+    RRF_K_MAX,
+    SEARCH_MODES,
+    WEIGHT_MAX,
+)
 from advisors_app.definition.registry import AdvisorSpec, AdvisorType
 from advisors_app.validation import FILTER_EXPRESSION_FORMAT
 
@@ -44,6 +55,25 @@ def _template(spec: AdvisorSpec, param: str) -> str | None:
     return spec.template(slug) if slug else None
 
 
+def _search_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The search-mode params of a row, as keyword arguments (absent: the collection's)."""
+    return {
+        "ef_search": params.get("ef_search"),
+        "search_mode": params.get("search_mode") or None,
+        "vector_weight": params.get("vector_weight"),
+        "lexical_weight": params.get("lexical_weight"),
+        "rrf_k": params.get("rrf_k"),
+    }
+
+
+def _rerank(params: dict[str, Any]) -> dict[str, Any]:
+    rerank = params.get("rerank")
+    if not rerank:
+        return {}
+    reranker = RERANKERS[rerank.get("method", DEFAULT_RERANKER)]()
+    return {"reranker": reranker, "rerank_top_n": rerank.get("top_n", RERANK_TOP_N)}
+
+
 def _question_answer(spec: AdvisorSpec) -> Any:
     from advisors_app.core.vectorstore import SearchRequest
 
@@ -52,7 +82,7 @@ def _question_answer(spec: AdvisorSpec) -> Any:
         top_k=params["top_k"],
         similarity_threshold=params["similarity_threshold"],
         filter_expression=params.get("filter_expression") or None,
-        ef_search=params.get("ef_search"),
+        **_search_options(params),
     )
     return QuestionAnswerAdvisor(
         _store(spec),
@@ -61,6 +91,7 @@ def _question_answer(spec: AdvisorSpec) -> Any:
         order=spec.order,
         document_formatter=document_formatter(params["document_format"]),
         allow_request_filter=params["allow_request_filter"],
+        **_rerank(params),
     )
 
 
@@ -87,7 +118,8 @@ def _retrieval_augmentation(spec: AdvisorSpec) -> Any:
             top_k=params["top_k"],
             filter_expression=params.get("filter_expression") or None,
             allow_request_filter=params["allow_request_filter"],
-            ef_search=params.get("ef_search"),
+            **_search_options(params),
+            **_rerank(params),
         ),
         query_transformers=transformers,
         query_expander=expander,
@@ -155,6 +187,9 @@ _SEARCH = {
     },
 }
 
+#: Candidates a reranker sees when the ``rerank`` param does not say.
+RERANK_TOP_N = 20
+_WEIGHT = {"type": "number", "minimum": 0, "maximum": WEIGHT_MAX}
 _EF_SEARCH = {
     "ef_search": {
         "type": "integer",
@@ -162,7 +197,48 @@ _EF_SEARCH = {
         "maximum": EF_SEARCH_MAX,
         "description": "Candidates each HNSW search keeps (empty: the collection's setting, "
         "else 40). Higher finds more of the true nearest documents and costs more time.",
-    }
+    },
+    "search_mode": {
+        "type": "string",
+        "enum": list(SEARCH_MODES),
+        "description": "vector (embeddings), lexical (full text: identifiers as written) or "
+        "hybrid (both, fused by reciprocal rank); empty: the collection's setting.",
+    },
+    "vector_weight": {
+        **_WEIGHT,
+        "description": "Hybrid: weight of the vector ranking (empty: the collection's).",
+    },
+    "lexical_weight": {
+        **_WEIGHT,
+        "description": "Hybrid: weight of the full-text ranking (empty: the collection's).",
+    },
+    "rrf_k": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": RRF_K_MAX,
+        "description": "Hybrid: k of the fusion, weight / (k + rank) (empty: the collection's).",
+    },
+    "rerank": {
+        "type": "object",
+        "properties": {
+            "top_n": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 100,
+                "default": RERANK_TOP_N,
+                "description": "Candidates the reranker re-orders (at least top_k are asked).",
+            },
+            "method": {
+                "type": "string",
+                "enum": list(RERANKERS),
+                "default": DEFAULT_RERANKER,
+                "description": "bm25: BM25 over the candidates fused with the search's order.",
+            },
+        },
+        "additionalProperties": False,
+        "description": "Re-order the search's top top_n before keeping top_k; absent: no "
+        "reranking.",
+    },
 }
 
 
