@@ -34,6 +34,11 @@ H = HIGHEST_PRECEDENCE
 MINIMAL: dict[str, tuple[dict[str, Any], str, int]] = {
     "simple_logger": ({}, "SimpleLoggerAdvisor", 0),
     "safe_guard": ({"word_lists": ["bad"], "words": ["gun"]}, "SafeGuardAdvisor", H + 100),
+    "guard": (
+        {"rails": {"input": [{"check": "secrets", "action": "block"}]}},
+        "GuardAdvisor",
+        H + 100,
+    ),
     "budget_guard": ({"max_chars": 10}, "BudgetGuardAdvisor", H + 150),
     "structured_output_validation": (
         {"output_json_schema": {"type": "object"}},

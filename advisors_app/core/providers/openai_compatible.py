@@ -4,6 +4,7 @@ Works with OpenAI itself and with servers that speak its API: DeepSeek, Groq, Az
 gateways, vLLM, Ollama's ``/v1``, LM Studio, llama.cpp's server (the embedded default model runs
 through this very class). Follows Spring AI's ``OpenAiChatModel`` / ``OpenAiEmbeddingModel``:
 finish reasons are upper-case names (``STOP``, ``LENGTH``, ``TOOL_CALLS``, ``CONTENT_FILTER``),
+token log-probabilities (when asked for) go into the generation metadata as ``"logprobs"``,
 usage is mapped to :class:`~advisors_app.core.response.Usage` with cached prompt tokens and the
 provider's own usage dict, tool definitions come from ``ToolCallingChatOptions.tool_callbacks``.
 
@@ -73,6 +74,28 @@ def usage_from_openai(usage: Any) -> Usage | None:
 def _finish_reason(reason: str | None) -> str | None:
     # Spring AI reports OpenAI's enum names: stop -> STOP, tool_calls -> TOOL_CALLS, ...
     return reason.upper() if reason else None
+
+
+def _logprobs(choice: Any) -> dict[str, Any]:
+    """``{"logprobs": [...]}`` when the provider returned token log-probabilities (asked for
+    with ``ChatOptions(extra={"logprobs": True, "top_logprobs": n})``): per answer token its
+    ``token``, ``logprob`` and ``top_logprobs`` alternatives (``token``, ``logprob``), as
+    :class:`~advisors_app.core.decision.ChatDecisionModel` reads them; else ``{}``."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return {}
+    return {
+        "logprobs": [
+            {
+                "token": entry.token,
+                "logprob": entry.logprob,
+                "top_logprobs": [
+                    {"token": top.token, "logprob": top.logprob} for top in entry.top_logprobs or ()
+                ],
+            }
+            for entry in content
+        ]
+    }
 
 
 def _user_content(message: UserMessage) -> Any:
@@ -322,8 +345,9 @@ class OpenAiCompatibleChatModel:
                 text = head + rest
             refusal = getattr(message, "refusal", None)
             metadata = {"refusal": refusal} if refusal else {}
+            generation_metadata = ChatGenerationMetadata(finish, _logprobs(choice))
             generations.append(
-                Generation(AssistantMessage(text, metadata, calls), ChatGenerationMetadata(finish))
+                Generation(AssistantMessage(text, metadata, calls), generation_metadata)
             )
         return ChatResponse(
             tuple(generations),
