@@ -22,8 +22,16 @@ def test_one_entry_per_source_with_its_best_score_in_retrieval_order() -> None:
             "source": "pydoc:with",
             "score": 0.7,
             "snippet": "c",
+            "retrieval": None,
         },
-        {"document_id": None, "title": "For", "source": "pydoc:for", "score": 0.4, "snippet": "b"},
+        {
+            "document_id": None,
+            "title": "For",
+            "source": "pydoc:for",
+            "score": 0.4,
+            "snippet": "b",
+            "retrieval": None,
+        },
     ]
 
 
@@ -37,13 +45,21 @@ def test_question_answer_documents_objects_and_missing_titles() -> None:
     }
     result = cited_sources(metadata)
     assert result == [
-        {"document_id": "d1", "title": "faq.md", "source": "faq.md", "score": 0.9, "snippet": "x"},
+        {
+            "document_id": "d1",
+            "title": "faq.md",
+            "source": "faq.md",
+            "score": 0.9,
+            "snippet": "x",
+            "retrieval": None,
+        },
         {
             "document_id": result[1]["document_id"],
             "title": "Untitled",
             "source": "Untitled",
             "score": None,
             "snippet": "z",
+            "retrieval": None,
         },
     ]
     assert (
@@ -52,3 +68,17 @@ def test_question_answer_documents_objects_and_missing_titles() -> None:
         == cited_sources({"qa_retrieved_documents": 3})
         == []
     )
+
+
+def test_a_source_says_how_the_search_found_its_chunk() -> None:
+    how = {"mode": "hybrid", "vector_rank": 3, "lexical_rank": 1, "fused_score": 0.3}
+    reranked = {**how, "rerank_score": 2.5, "internal": "not shown"}
+    metadata = {
+        "qa_retrieved_documents": [
+            Document("x", {"source": "a.md", "retrieval": reranked}, score=0.8, id="d1"),
+            Document("y", {"source": "b.md", "retrieval": "not a record"}, id="d2"),
+        ]
+    }
+    first, second = cited_sources(metadata)
+    assert first["retrieval"] == {**how, "rerank_score": 2.5}
+    assert second["retrieval"] is None

@@ -146,6 +146,8 @@ async def test_retrieval_sends_its_sources_before_the_first_delta(
         "Refunds take 5 days.",
     )
     assert source["document_id"] and isinstance(source["score"], float)
+    # How the search found it: a vector-only collection ranks by one leg.
+    assert source["retrieval"]["mode"] == "vector" and source["retrieval"]["vector_rank"] == 1
     done = events[-1].to_dict()
     assert done["sources"] == [source]
     await sync_to_async(check_stored)(done["message_id"], done)

@@ -437,11 +437,16 @@ class PgVectorStore(VectorStore):
         return [
             Document(
                 content,
-                {**metadata, SCORE: 1.0 - distance, DISTANCE: distance},
+                {
+                    **metadata,
+                    SCORE: 1.0 - distance,
+                    DISTANCE: distance,
+                    RETRIEVAL: {"mode": "vector", "vector_rank": rank},
+                },
                 id=pk,
                 score=1.0 - distance,
             )
-            for pk, content, metadata, distance in found
+            for rank, (pk, content, metadata, distance) in enumerate(found, start=1)
         ]
 
     def search_mode_for(self, search: SearchRequest) -> str:

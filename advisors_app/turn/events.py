@@ -10,7 +10,7 @@ each tool round, any number of ``delta``, then exactly one of ``done`` or ``erro
 type         payload (besides ``"type"``)
 ===========  ===============================================================================
 start        ``conversation_id``, ``chain``, ``trace_id``, ``version``
-sources      ``sources``: ``[{"document_id", "title", "source", "score", "snippet"}]``
+sources      ``sources``: ``[{"document_id", "title", "source", "score", "snippet", "retrieval"}]``
 tool_call    ``id``, ``name``, ``arguments`` (the JSON text the model sent)
 tool_result  ``id``, ``name``, ``ok``, ``error`` (text the model got instead, or ``None``),
              ``duration_ms``

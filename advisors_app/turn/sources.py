@@ -21,6 +21,7 @@ from typing import Any
 
 from advisors_app.core.advisors.question_answer import RETRIEVED_DOCUMENTS
 from advisors_app.core.rag.advisor import DOCUMENT_CONTEXT
+from advisors_app.core.vectorstore.document import RETRIEVAL
 
 __all__ = ["RETRIEVAL_KEYS", "TurnSources", "cited_sources"]
 
@@ -50,19 +51,34 @@ def _document(item: Any) -> tuple[Mapping[str, Any], Any, Any, Any]:
     )
 
 
+#: What a search records of how it found a chunk, as a cited source shows it.
+RETRIEVAL_FIELDS = ("mode", "vector_rank", "lexical_rank", "fused_score", "rerank_score")
+
+
+def _how_found(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The chunk's ``retrieval`` record (which leg found it and at what rank, the fused and
+    rerank scores) limited to :data:`RETRIEVAL_FIELDS`; ``None`` from a store that keeps none."""
+    how = metadata.get(RETRIEVAL)
+    if not isinstance(how, Mapping):
+        return None
+    return {field: how[field] for field in RETRIEVAL_FIELDS if field in how}
+
+
 def _better(score: Any, than: Any) -> bool:
     return isinstance(score, (int, float)) and (than is None or score > than)
 
 
 def cited_sources(metadata: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """One ``{"document_id", "title", "source", "score", "snippet"}`` per cited source, in
-    retrieval order.
+    """One ``{"document_id", "title", "source", "score", "snippet", "retrieval"}`` per cited
+    source, in retrieval order.
 
     ``metadata`` is a response's metadata (a ``done`` event's ``metadata``, or
     ``ChatResponseMetadata``). ``title`` is the document's ``title`` metadata, else its
     ``source``; chunks of one source are merged, keeping the best score (cosine similarity,
-    or ``None`` when the store gives none) with that chunk's id and the start of its text
-    (``SNIPPET_CHARS``). Other metadata keys are ignored; no documents gives ``[]``.
+    or ``None`` when the store gives none) with that chunk's id, the start of its text
+    (``SNIPPET_CHARS``) and how the search found it (``retrieval``: ``mode``, ``vector_rank``,
+    ``lexical_rank``, ``fused_score``, ``rerank_score`` as far as they apply; ``None`` from a
+    store that records none). Other metadata keys are ignored; no documents gives ``[]``.
     """
     if not metadata:
         return []
@@ -84,12 +100,14 @@ def cited_sources(metadata: Mapping[str, Any] | None) -> list[dict[str, Any]]:
                     "source": source,
                     "score": None,
                     "snippet": "",
+                    "retrieval": None,
                 }
             elif not _better(score, entry["score"]):
                 continue
             entry["document_id"] = None if document_id is None else str(document_id)
             entry["score"] = score if isinstance(score, (int, float)) else None
             entry["snippet"] = text[:SNIPPET_CHARS] if isinstance(text, str) else ""
+            entry["retrieval"] = _how_found(meta)
     return list(found.values())
 
 

@@ -207,7 +207,7 @@ def test_the_collection_default_mode_applies_and_a_request_overrides_it() -> Non
     by_default = store.similarity_search(SearchRequest("co_varnames", top_k=2))
     by_vector = store.similarity_search(SearchRequest("co_varnames", top_k=2, search_mode="vector"))
     assert by_default[0].metadata[RETRIEVAL]["mode"] == "lexical"
-    assert RETRIEVAL not in by_vector[0].metadata
+    assert by_vector[0].metadata[RETRIEVAL] == {"mode": "vector", "vector_rank": 1}
 
 
 @pytest.mark.parametrize(

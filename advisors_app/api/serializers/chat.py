@@ -144,6 +144,12 @@ class SourceSerializer(serializers.Serializer):
     source = serializers.CharField()
     score = serializers.FloatField(allow_null=True, help_text="Cosine similarity.")
     snippet = serializers.CharField(allow_blank=True, help_text="The start of that chunk.")
+    retrieval = serializers.DictField(
+        allow_null=True,
+        required=False,
+        help_text="How the search found that chunk: mode, vector_rank, lexical_rank, "
+        "fused_score, rerank_score (as far as they apply); null from a store that records none.",
+    )
 
     class Meta:
         ref_name = "ChatSource"

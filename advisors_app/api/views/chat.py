@@ -99,7 +99,7 @@ exactly one `done` or `error`:
 - `start`: `{"type": "start", "conversation_id", "chain", "trace_id", "version"}` — `version`
   is the number of the chain version that runs (null: the draft)
 - `sources`: `{"type": "sources", "sources": [{"document_id", "title", "source", "score",
-  "snippet"}]}` — the documents retrieval found, before the first `delta`
+  "snippet", "retrieval"}]}` — the documents retrieval found, before the first `delta`
 - `tool_call`: `{"type": "tool_call", "id", "name", "arguments"}` — a tool starts to run
   (`arguments`: the JSON text the model sent)
 - `tool_result`: `{"type": "tool_result", "id", "name", "ok", "error", "duration_ms"}` — it

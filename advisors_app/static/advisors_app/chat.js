@@ -322,6 +322,16 @@
     return typeof value === "number" && isFinite(value);
   }
 
+  /* Which leg of the search found a chunk: "lexical #1 · vector #3", "" when not told. */
+  function foundBy(how) {
+    if (!how || typeof how !== "object") return "";
+    var legs = [];
+    if (isNumber(how.lexical_rank)) legs.push("lexical #" + how.lexical_rank);
+    if (isNumber(how.vector_rank)) legs.push("vector #" + how.vector_rank);
+    if (isNumber(how.rerank_score)) legs.push("reranked");
+    return legs.join(" · ");
+  }
+
   /* "first token 0.12 s · total 0.80 s · 31 prompt + 9 completion tokens · finish STOP":
    * details holds a reply's timings (milliseconds), usage and finish_reason, as the done frame
    * and the stored reply's metadata carry them; missing parts are left out. */
@@ -403,6 +413,8 @@
       }
       li.appendChild(title);
       if (isNumber(source.score)) li.appendChild(el("span", "source-score", " " + source.score.toFixed(2)));
+      var found = foundBy(source.retrieval);
+      if (found) li.appendChild(el("span", "source-found", " " + found));
       if (source.snippet) li.appendChild(el("p", "source-snippet", String(source.snippet)));
       ol.appendChild(li);
     });
