@@ -59,8 +59,11 @@ def chat_server(django_db_setup: Any) -> Iterator[LiveServer]:
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.skip("no /usr/bin/chromium (Debian: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # expect() waits 5 s by default, whatever the context's timeout: too short for a page on a
+    # loaded two-core machine (CI runs there), so assertions wait as long as actions do.
+    expect.set_options(timeout=20_000)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield chromium
