@@ -49,6 +49,7 @@ from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerializer
 from advisors_app.conf import app_settings
 from advisors_app.exceptions import TurnError
+from advisors_app.security.rates import ResumeRateThrottle, count_request
 from advisors_app.turn import PreparedTurn, TurnInput, TurnStream, prepare_turn
 from advisors_app.turn.buffer import TurnPublisher, turn_buffer
 from advisors_app.turn.delivery import (
@@ -132,7 +133,8 @@ While the turn is silent (a slow model, a tool round), a `: keep-alive` comment 
 every `ADVISORS["SSE_KEEPALIVE_SECONDS"]` (default 15); SSE clients ignore comments.
 Every event has an `id:` line, its `event_id` (`<trace_id>-<n>`). Resume a lost stream with
 `{"conversation_id", "resume": true}` and the `Last-Event-ID` header: the events after that id
-of the conversation's last turn, then the rest live (404 `not_found` when none is kept).
+of the conversation's last turn, then the rest live (404 `not_found` when none is kept; 429
+`throttled` past `ADVISORS["RESUME_THROTTLE_RATE"]` resumes per user).
 Closing the connection stops the model at once; the partial answer is stored flagged as
 interrupted and the call log says cancelled (with `ADVISORS["DISCONNECT_POLICY"] = "continue"`
 the turn runs on to its end and is stored whole). Use `curl -N` to see events as they come.
@@ -304,12 +306,20 @@ class _ChatView(AsyncAPIView):
         """DRF's checks, then the turn's own (:func:`~advisors_app.turn.prepare_turn`) in the
         same worker thread: a turn costs no thread hop of its own before it runs."""
         super()._prepare(request, *args, **kwargs)
-        if request.method == "POST" and self._starts_turn(request.data):
+        if request.method != "POST":
+            return
+        if self._starts_turn(request.data):
             data = TurnInput.from_data(request.data)
             self.turn = prepare_turn(kwargs["slug"], request.user, data)
+        else:
+            self._check_resume(request)
 
     def _starts_turn(self, data: Any) -> bool:
         return True
+
+    def _check_resume(self, request: Request) -> None:
+        """A request that resumes a turn instead of running one: checked by the view that
+        takes it, in DRF's worker thread."""
 
 
 class ChainCallView(_ChatView):
@@ -342,6 +352,18 @@ class ChainStreamView(_ChatView):
     def _starts_turn(self, data: Any) -> bool:
         return not _resumes(data)
 
+    def _check_resume(self, request: Request) -> None:
+        """Refuse a malformed resume (400), then count it against
+        ``ADVISORS["RESUME_THROTTLE_RATE"]`` (429 ``throttled`` past it): found or not, as the
+        websocket's ``resume`` frames (:mod:`advisors_app.security.rates`)."""
+        data = request.data
+        errors = resume_errors(data, ("resume",))
+        if data["resume"] is not True:
+            errors["resume"] = ["Send true to resume a turn (leave it out to run one)."]
+        if errors:
+            raise TurnError("invalid", "The request is invalid.", errors=errors)
+        count_request(ResumeRateThrottle, request.user)
+
     @extend_schema(
         operation_id="chains_stream",
         tags=["chat"],
@@ -370,12 +392,7 @@ class ChainStreamView(_ChatView):
     async def _resume(self, request: Request, data: dict[str, Any]) -> Any:
         """``{"conversation_id", "resume": true}`` + ``Last-Event-ID``: the missed events, then
         the rest live; 404 ``not_found`` when no turn of the conversation is kept (another
-        user's conversation is unknown)."""
-        errors = resume_errors(data, ("resume",))
-        if data["resume"] is not True:
-            errors["resume"] = ["Send true to resume a turn (leave it out to run one)."]
-        if errors:
-            raise TurnError("invalid", "The request is invalid.", errors=errors)
+        user's conversation is unknown). Checked and counted already (:meth:`_check_resume`)."""
         conversation_id = data["conversation_id"]
         last_event_id = request.headers.get("Last-Event-ID") or None
         events = await resumed_events(request.user, conversation_id, last_event_id)
