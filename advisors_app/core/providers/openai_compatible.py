@@ -40,7 +40,8 @@ from ..messages import (
 )
 from ..prompt import ChatOptions, Prompt, ToolCallingChatOptions, merge_options
 from ..response import ChatGenerationMetadata, ChatResponse, ChatResponseMetadata, Generation, Usage
-from ._openai_client import ClientSettings, map_openai_error
+from ._openai_client import NO_KEY, ClientSettings, map_openai_error
+from .echoed_secrets import SecretFilter, StreamFilter, reply_filter
 from .openai_embedding import OpenAiCompatibleEmbeddingModel
 from .tool_emulation import EmulatedOutput, ToolCallEmulation, plain_json, tool_spec
 
@@ -161,12 +162,15 @@ def _tool_rounds(messages: Sequence[Message]) -> int:
 
 
 class _StreamState:
-    """Per-stream bookkeeping: emulation decoders per choice and whether the model finished."""
+    """Per-stream bookkeeping: emulation decoders and secret filters per choice, and whether
+    the model finished."""
 
-    __slots__ = ("decoders", "finished")
+    __slots__ = ("decoders", "filters", "finished", "secrets")
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: SecretFilter) -> None:
         self.decoders: dict[int, EmulatedOutput] = {}
+        self.secrets = secrets
+        self.filters: dict[int, StreamFilter] = {}
         self.finished = False
 
 
@@ -186,6 +190,11 @@ class OpenAiCompatibleChatModel:
     the model may only answer. ``context_window`` is the tokens one request holds, prompt and
     answer (``None``: unknown, prompts are not checked; see
     :mod:`advisors_app.core.context_window`).
+
+    Known secret values in a reply — the key itself, echoed by the provider or a proxy, and
+    whatever the process declared (:mod:`.echoed_secrets`) — are replaced with
+    ``[REDACTED]`` in the text and tool-call arguments of ``call`` and in the text of
+    ``stream`` (a key split across chunks too), before any advisor sees the reply.
 
     ``ChatOptions.extra`` entries are sent in the request body as given (``top_k`` too, as
     llama.cpp and vLLM read it). Errors: the provider errors of
@@ -261,6 +270,14 @@ class OpenAiCompatibleChatModel:
         base_url, api_key = await self._endpoint()
         return await self._settings.client(base_url, api_key)
 
+    def _secrets(self) -> SecretFilter:
+        """What to redact from this call's reply: the known secrets and the key it sent."""
+        try:
+            own: str | None = self._settings.api_key()
+        except Exception:  # its variable is unset: the request did not send one
+            own = None
+        return reply_filter(own if own != NO_KEY else None)
+
     def _request(
         self, prompt: Prompt, stream: bool
     ) -> tuple[dict[str, Any], ToolCallEmulation | None]:
@@ -328,12 +345,13 @@ class OpenAiCompatibleChatModel:
                 body=str(completion)[:2000],
                 provider=self.provider,
             )
+        secrets = self._secrets()
         generations = []
         for choice in sorted(choices, key=lambda c: c.index or 0):
             message = choice.message
             text = message.content or ""
             calls = tuple(
-                ToolCall(tc.id, tc.function.name, tc.function.arguments or "{}")
+                ToolCall(tc.id, tc.function.name, secrets.text(tc.function.arguments or "{}"))
                 for tc in message.tool_calls or ()
                 if getattr(tc, "function", None) is not None
             )
@@ -343,6 +361,7 @@ class OpenAiCompatibleChatModel:
                 head = output.feed(text)
                 rest, calls, finish = output.finish(finish)
                 text = head + rest
+            text = secrets.text(text)
             refusal = getattr(message, "refusal", None)
             metadata = {"refusal": refusal} if refusal else {}
             generation_metadata = ChatGenerationMetadata(finish, _logprobs(choice))
@@ -373,7 +392,7 @@ class OpenAiCompatibleChatModel:
             sdk_stream = await client.chat.completions.create(**request)
         except Exception as exc:
             self._raise(exc)
-        state = _StreamState()
+        state = _StreamState(self._secrets())
         try:
             chunks = sdk_stream.__aiter__()
             while True:
@@ -423,7 +442,12 @@ class OpenAiCompatibleChatModel:
                 if finish is not None:
                     rest, calls, finish = output.finish(finish)
                     text += rest
+            secrets = state.filters.get(choice.index or 0)
+            if secrets is None:
+                secrets = state.filters[choice.index or 0] = state.secrets.stream()
+            text = secrets.feed(text)
             if finish is not None:
+                text += secrets.flush()
                 state.finished = True
             if text or calls or finish:
                 meaningful = True
