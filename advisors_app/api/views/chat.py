@@ -38,11 +38,13 @@ from typing import Any
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.mediatypes import media_type_matches
 
 from advisors_app.api.base import AsyncAPIView
 from advisors_app.api.errors import ErrorSerializer
@@ -75,6 +77,11 @@ _ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Refused input (code invalid)."),
     401: OpenApiResponse(ErrorSerializer, description="Not authenticated."),
     404: OpenApiResponse(ErrorSerializer, description="No enabled chain with this slug."),
+    406: OpenApiResponse(
+        ErrorSerializer,
+        description="The Accept header admits neither JSON nor, for the stream, "
+        "text/event-stream (code not_acceptable).",
+    ),
     415: OpenApiResponse(ErrorSerializer, description="The body is not JSON."),
     429: OpenApiResponse(
         ErrorSerializer,
@@ -283,14 +290,37 @@ async def resumed_events(user: Any, conversation_id: str, last_event_id: str | N
 
 
 class JSONOnlyNegotiation(BaseContentNegotiation):
-    """JSON whatever ``Accept`` says: a stream client sends ``Accept: text/event-stream`` and
-    still needs a JSON error when its turn is refused (DRF would answer 406)."""
+    """The chat views' negotiation: answers are JSON (a refusal, a call's reply) or the view's
+    own ``media_types`` (the stream's ``text/event-stream``) — DRF would answer a stream client
+    that sends ``Accept: text/event-stream`` 406 when its turn is refused, as it knows no
+    renderer for it. An ``Accept`` that admits none of them (``text/html`` alone, say) is 406
+    ``not_acceptable``, before the turn is opened; none, or ``*/*``, takes the usual answer."""
 
     def select_parser(self, request: Request, parsers: Any) -> Any:
         return parsers[0]
 
     def select_renderer(self, request: Request, renderers: Any, format_suffix: Any = None) -> Any:
+        view = request.parser_context.get("view") if request.parser_context else None
+        offered = (renderers[0].media_type, *getattr(view, "media_types", ()))
+        header = request.META.get("HTTP_ACCEPT", "")
+        if header.strip() and not _accepts(header, offered):
+            raise NotAcceptable(
+                detail=f"This endpoint answers {' or '.join(offered)}; the Accept header "
+                f"{header[:200]!r} admits none of them."
+            )
         return renderers[0], renderers[0].media_type
+
+
+def _accepts(header: str, offered: tuple[str, ...]) -> bool:
+    """Whether the ``Accept`` header admits one of ``offered`` (a range with ``q=0`` does
+    not)."""
+    for item in header.split(","):
+        media_range, *params = (part.strip() for part in item.split(";"))
+        if any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in params):
+            continue
+        if media_range and any(media_type_matches(kind, media_range) for kind in offered):
+            return True
+    return False
 
 
 class _ChatView(AsyncAPIView):
@@ -348,6 +378,9 @@ def _resumes(data: Any) -> bool:
 
 class ChainStreamView(_ChatView):
     """``POST /api/chains/<slug>/stream/``: run one turn as Server-Sent Events."""
+
+    #: What it answers besides JSON (:class:`JSONOnlyNegotiation`).
+    media_types = ("text/event-stream",)
 
     def _starts_turn(self, data: Any) -> bool:
         return not _resumes(data)
