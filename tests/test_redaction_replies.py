@@ -11,12 +11,18 @@ at every split point.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 
+from advisors_app.core.aggregation import merge_tool_call_deltas
+from advisors_app.core.messages import ToolCall
+from advisors_app.core.prompt import Prompt
 from advisors_app.core.providers.echoed_secrets import MARKER, SecretFilter, reply_filter
+from advisors_app.core.providers.openai_compatible import OpenAiCompatibleChatModel
 from advisors_app.models import ChatMessage, ChatModelConfig
 from tests.api.conftest import client_for
 from tests.api.views.test_chat import parse_sse, read_stream
@@ -146,3 +152,26 @@ async def test_the_websocket_redacts_an_echoed_key(
     await socket.disconnect()
     assert text_of(frames) == expected() and frames[-1]["content"] == expected()
     assert all(KEY not in str(frame) for frame in frames)
+
+
+def test_tool_call_arguments_echoing_the_key_are_redacted_in_call_and_stream(
+    server: ScriptedOpenAiServer,
+) -> None:
+    arguments = json.dumps({"note": f"key={KEY}", "n": 1})
+    call = {"id": "c1", "function": {"name": "remember", "arguments": arguments}}
+    model = OpenAiCompatibleChatModel(
+        model="scripted-model", base_url=server.base_url, api_key_env=KEY_VARIABLE, max_retries=0
+    )
+    server.add(Completion("", tool_calls=[call], finish_reason="tool_calls"))
+    server.add(Completion("", tool_calls=[call], finish_reason="tool_calls", chunk_size=3))
+
+    async def run() -> tuple[str, str]:
+        called = await model.call(Prompt("hi"))
+        calls: list[ToolCall] = []
+        async for chunk in model.stream(Prompt("hi")):
+            for generation in chunk.results:
+                merge_tool_call_deltas(calls, generation.output.tool_calls)
+        return called.result.output.tool_calls[0].arguments, calls[0].arguments
+
+    redacted = json.dumps({"note": f"key={MARKER}", "n": 1})
+    assert async_to_sync(run)() == (redacted, redacted)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from ..context_window import validated_context_window
@@ -170,7 +171,8 @@ class _StreamState:
     def __init__(self, secrets: SecretFilter) -> None:
         self.decoders: dict[int, EmulatedOutput] = {}
         self.secrets = secrets
-        self.filters: dict[int, StreamFilter] = {}
+        #: ``(choice, None)``: the choice's text; ``(choice, tool index)``: a call's arguments.
+        self.filters: dict[tuple[int, int | None], StreamFilter] = {}
         self.finished = False
 
 
@@ -193,8 +195,8 @@ class OpenAiCompatibleChatModel:
 
     Known secret values in a reply — the key itself, echoed by the provider or a proxy, and
     whatever the process declared (:mod:`.echoed_secrets`) — are replaced with
-    ``[REDACTED]`` in the text and tool-call arguments of ``call`` and in the text of
-    ``stream`` (a key split across chunks too), before any advisor sees the reply.
+    ``[REDACTED]`` in the text and tool-call arguments of ``call`` and ``stream`` (a key split
+    across chunks too), before any advisor sees the reply.
 
     ``ChatOptions.extra`` entries are sent in the request body as given (``top_k`` too, as
     llama.cpp and vLLM read it). Errors: the provider errors of
@@ -413,6 +415,39 @@ class OpenAiCompatibleChatModel:
                 provider=self.provider,
             )
 
+    @staticmethod
+    def _redacted(
+        state: _StreamState,
+        choice: int,
+        text: str,
+        calls: tuple[ToolCall, ...],
+        finish: str | None,
+    ) -> tuple[str, tuple[ToolCall, ...]]:
+        """A choice's chunk with known secrets held back or redacted: its text, and each tool
+        call's argument fragments (one filter per streamed call); at the choice's finish, what
+        was held back goes out redacted — a call's as one more fragment of that call."""
+        filters = state.filters
+        stream = filters.get((choice, None))
+        if stream is None:
+            stream = filters[(choice, None)] = state.secrets.stream()
+        text = stream.feed(text)
+        redacted = []
+        for call in calls:
+            if call.index is None:  # a whole call (tool emulation decodes them at the end)
+                redacted.append(replace(call, arguments=state.secrets.text(call.arguments)))
+                continue
+            arguments = filters.get((choice, call.index))
+            if arguments is None:
+                arguments = filters[(choice, call.index)] = state.secrets.stream()
+            redacted.append(replace(call, arguments=arguments.feed(call.arguments)))
+        if finish is not None:
+            text += stream.flush()
+            for (owner, index), held in filters.items():
+                rest = held.flush() if owner == choice and index is not None else ""
+                if rest:
+                    redacted.append(ToolCall("", "", rest, index=index))
+        return text, tuple(redacted)
+
     def _chunk_response(
         self, chunk: Any, emulation: ToolCallEmulation | None, state: _StreamState
     ) -> ChatResponse | None:
@@ -442,12 +477,8 @@ class OpenAiCompatibleChatModel:
                 if finish is not None:
                     rest, calls, finish = output.finish(finish)
                     text += rest
-            secrets = state.filters.get(choice.index or 0)
-            if secrets is None:
-                secrets = state.filters[choice.index or 0] = state.secrets.stream()
-            text = secrets.feed(text)
+            text, calls = self._redacted(state, choice.index or 0, text, calls, finish)
             if finish is not None:
-                text += secrets.flush()
                 state.finished = True
             if text or calls or finish:
                 meaningful = True
