@@ -308,14 +308,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if not limit:
             return True
         slot = uuid.uuid4().hex
+        slots = socket_slots()
         try:
-            if not await socket_slots().acquire(self.user.pk, slot, limit):
+            if not await slots.acquire(self.user.pk, slot, limit):
                 return False
         except Exception:
             logger.warning("Could not count the sockets of user %s", self.user.pk, exc_info=True)
             return True
         self._slot = slot
-        self._renewal = asyncio.create_task(self._renew_slot(slot))
+        if slots.leased:
+            self._renewal = asyncio.create_task(self._renew_slot(slot))
         return True
 
     async def _renew_slot(self, slot: str) -> None:

@@ -48,6 +48,9 @@ RENEW_SECONDS = 30.0
 class SocketSlots(ABC):
     """The open chat sockets of each user (by ``user.pk``), each under an id of its own."""
 
+    #: Whether a slot lapses unless renewed (:meth:`renew`).
+    leased = False
+
     @abstractmethod
     async def acquire(self, owner: int, socket: str, limit: int) -> bool:
         """Take a slot for ``socket``; ``False`` (and nothing taken) when ``owner`` holds
@@ -103,6 +106,8 @@ return 1
 class RedisSocketSlots(SocketSlots):
     """The slots as one Redis sorted set per user (socket id → the time its lease lapses),
     shared by every process on the same Redis."""
+
+    leased = True
 
     def __init__(self, url: str, prefix: str, lease: int = LEASE_SECONDS, **options: Any) -> None:
         self.url, self.prefix, self.lease = url, prefix, lease
