@@ -1,7 +1,8 @@
 """Django app configuration: registers the system checks and the ``conversation_search`` tool
 (:mod:`advisors_app.memory.recall`) when the app registry is ready, and redacts secrets from every
-log record of the process (:mod:`advisors_app.security.redaction`); in a task worker, it recovers
-the ingestion jobs of dead workers as the worker starts (:mod:`advisors_app.ingestion.recovery`)."""
+log record of the process and from chat models' replies
+(:mod:`advisors_app.security.redaction`); in a task worker, it recovers the ingestion jobs of
+dead workers as the worker starts (:mod:`advisors_app.ingestion.recovery`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class AdvisorsAppConfig(AppConfig):
             check_project,
             check_settings,
         )
+        from advisors_app.core.providers.echoed_secrets import set_known_secrets
         from advisors_app.definition import advisor_types
         from advisors_app.definition.snapshot import register_reference_kinds
         from advisors_app.ingestion import recovery
@@ -41,4 +43,6 @@ class AdvisorsAppConfig(AppConfig):
         protection.connect()
         redaction.connect()
         redaction.install_log_redaction()
+        # A provider echoing a key in a successful reply: redacted before anyone sees it.
+        set_known_secrets(redaction.secret_values)
         recovery.connect()

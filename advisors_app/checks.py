@@ -11,7 +11,7 @@ names one problem, so silencing it (``SILENCED_SYSTEM_CHECKS``) silences only th
 - ``advisors_app.E006``: ``settings.ADVISORS`` has an unknown key.
 - ``advisors_app.E007``: an ``ADVISORS`` number is out of range (or ``EMBEDDING_DIMENSIONS``
   differs from the document embedding column).
-- ``advisors_app.E008``: ``ADVISORS["CHAT_THROTTLE_RATE"]`` is a rate DRF cannot parse.
+- ``advisors_app.E008``: an ``ADVISORS["*_THROTTLE_RATE"]`` is a rate DRF cannot parse.
 - ``advisors_app.E009``: an ``ADVISORS["MCP_SERVERS"]`` entry is not a stdio server
   (``{"command", "args"?, "env"?, "cwd"?, "connect_timeout"?, "call_timeout"?}``).
 - ``advisors_app.E012``: ``ADVISORS["TENANT_RESOLVER"]`` does not import or is not callable.
@@ -169,7 +169,12 @@ def _shown(item: Any, expected: type) -> str:
 _POSITIVE = ("MAX_MESSAGE_CHARS", "MAX_UPLOAD_BYTES")
 # DRF's parse_rate reads nothing from its instance; an uninitialised one avoids its settings.
 _RATE_PARSER = SimpleRateThrottle.__new__(SimpleRateThrottle)
-_NOT_NEGATIVE = ("STREAM_COALESCE_MS", "STREAM_COALESCE_CHARS", "SSE_KEEPALIVE_SECONDS")
+_NOT_NEGATIVE = (
+    "STREAM_COALESCE_MS",
+    "STREAM_COALESCE_CHARS",
+    "SSE_KEEPALIVE_SECONDS",
+    "MAX_SOCKETS_PER_USER",
+)
 
 
 def _value_errors(key: str, value: Any) -> list[CheckMessage]:
@@ -185,7 +190,7 @@ def _value_errors(key: str, value: Any) -> list[CheckMessage]:
                 id="advisors_app.E007",
             )
         ]
-    if key == "CHAT_THROTTLE_RATE" and value and not _is_rate(value):
+    if key.endswith("_THROTTLE_RATE") and value and not _is_rate(value):
         return [
             Error(
                 f"{name}: not a rate.",

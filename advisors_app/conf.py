@@ -35,6 +35,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_REQUEST_BODY_BYTES": 1024 * 1024,
     "UPLOAD_THROTTLE_RATE": "10/minute",
     "SEARCH_THROTTLE_RATE": "60/minute",
+    "FEEDBACK_THROTTLE_RATE": "60/minute",
+    "RESUME_THROTTLE_RATE": "30/minute",
+    "MAX_SOCKETS_PER_USER": 20,
     "UPLOAD_MAX_FILES": 10,
     "UPLOAD_BYTES_PER_DAY": 100 * 1024 * 1024,
     "MAX_CHUNKS_PER_COLLECTION": 10_000,
@@ -176,6 +179,29 @@ class AdvisorsSettings:
         (``"60/minute"``); ``""``: no limit. Every search counts, answered or refused, in
         Django's default cache (per process unless the cache is shared)."""
         return str(self._get("SEARCH_THROTTLE_RATE"))
+
+    @property
+    def FEEDBACK_THROTTLE_RATE(self) -> str:
+        """Votes on replies allowed per user, as DRF writes rates (``"60/minute"``); ``""``: no
+        limit. Shared by ``PUT``/``DELETE /api/messages/<id>/feedback/`` and the websocket's
+        ``feedback`` frames; every vote counts, stored or refused
+        (:mod:`advisors_app.security.rates`)."""
+        return str(self._get("FEEDBACK_THROTTLE_RATE"))
+
+    @property
+    def RESUME_THROTTLE_RATE(self) -> str:
+        """Resumes of a turn's stream allowed per user, as DRF writes rates (``"30/minute"``);
+        ``""``: no limit. Shared by the SSE resume (``"resume": true`` on the stream endpoint)
+        and the websocket's ``resume`` frames; every well-formed resume counts, found or not
+        (:mod:`advisors_app.security.rates`)."""
+        return str(self._get("RESUME_THROTTLE_RATE"))
+
+    @property
+    def MAX_SOCKETS_PER_USER(self) -> int:
+        """Chat websockets one user may hold open at once, counted across every server process
+        (Redis with the channels_redis layer; this process otherwise); one more is closed with
+        4429. 0: no limit (:mod:`advisors_app.channels.sockets`)."""
+        return int(self._get("MAX_SOCKETS_PER_USER"))
 
     @property
     def UPLOAD_MAX_FILES(self) -> int:

@@ -32,6 +32,9 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.turn.events`):
   undone) or an ``error`` frame with ``"in_reply_to": "feedback"`` and the ``message_id`` sent
   (code ``invalid`` with field ``errors``, or ``not_found`` for a message that is not one of
   the user's); the running turn is never disturbed.
+* ``feedback`` frames count against ``ADVISORS["FEEDBACK_THROTTLE_RATE"]`` per user, shared
+  with ``PUT``/``DELETE /api/messages/<id>/feedback/`` (:mod:`advisors_app.security.rates`):
+  past it, the ``error`` frame has code ``"throttled"`` and ``retry_after`` (seconds).
 * Client ``{"type": "cancel"}`` stops the turn being generated: the model stream is closed at
   once, the partial answer stored flagged ``interrupted`` (bug cases B06/B31), any text not yet
   sent is sent, then one ``done`` frame with ``"reason": "cancelled"`` (``"complete"`` if the
@@ -63,7 +66,10 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.turn.events`):
   conversation's last turn after ``last_event_id``, then the rest live, unflagged; an
   ``error`` frame with ``code`` ``not_found`` and ``"in_reply_to": "resume"`` when nothing of
   it is kept (or it is another user's). ``conversation_id`` is checked as a message frame's
-  (``invalid`` past 128 characters), ``last_event_id`` is at most 64 characters.
+  (``invalid`` past 128 characters), ``last_event_id`` is at most 64 characters. Each
+  well-formed ``resume`` counts against ``ADVISORS["RESUME_THROTTLE_RATE"]`` per user, shared
+  with the SSE resume: past it, an ``error`` frame with code ``"throttled"``, ``retry_after``,
+  ``"in_reply_to": "resume"`` and the ``conversation_id``.
 * **Frames waiting are bounded per connection.** ``resume`` and ``feedback`` frames are handled
   off the receive path, one at a time and in order, so a resume that waits for its turn's
   buffer never holds up the frames behind it. A connection with more than
@@ -78,6 +84,11 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.turn.events`):
   chat socket of the same user — on any server process, through the channel layer (Redis with
   ``REDIS_URL``) — when one of their conversations got a turn, so other tabs and devices can
   refresh their conversation list.
+
+**Sockets per user are bounded**: a user holding ``ADVISORS["MAX_SOCKETS_PER_USER"]`` (20) chat
+sockets open — on any server process (:mod:`advisors_app.channels.sockets`) — gets, on one
+more, one ``error`` frame with code ``"too_many_sockets"``, then it is closed with **4429**.
+Closing one frees its place at once.
 
 Anonymous users: the connection is accepted, sent one ``error`` frame with code
 ``"not_authenticated"``, and closed with code **4401**, so a browser can tell "log in again"
@@ -97,6 +108,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections import deque
 from typing import Any
 
@@ -104,11 +116,13 @@ from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from advisors_app.channels.sockets import RENEW_SECONDS, socket_slots
 from advisors_app.conf import app_settings
 from advisors_app.db.threads import TurnThread, db_sync_to_async, own_thread
 from advisors_app.evaluation.feedback import feedback_frame, parse_vote, record_vote
 from advisors_app.exceptions import Refusal
 from advisors_app.memory.conversations import afind_conversation
+from advisors_app.security.rates import FeedbackRateThrottle, ResumeRateThrottle, count_request
 from advisors_app.turn import TurnInput, TurnStream, stream_turn
 from advisors_app.turn import shutdown as server_shutdown
 from advisors_app.turn.buffer import (
@@ -261,6 +275,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         #: Where this socket's turns and votes do their database work, one after the other.
         self._thread = TurnThread()
         self._authenticated = bool(getattr(self.user, "is_authenticated", False))
+        #: This socket's place among its user's open sockets (``None``: it holds none).
+        self._slot: str | None = None
+        self._renewal: asyncio.Task[None] | None = None
         await self.accept()
         if not self._authenticated:
             await self.send_json(
@@ -268,10 +285,61 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 close=CLOSE_NOT_AUTHENTICATED,
             )
             return
+        if not await self._take_slot():
+            limit = app_settings.MAX_SOCKETS_PER_USER
+            refusal = ErrorEvent(
+                "too_many_sockets",
+                f"You have {limit} chat connections open already "
+                "(ADVISORS['MAX_SOCKETS_PER_USER']): close one before opening another.",
+            )
+            self._authenticated = False  # nothing it sends is read: it is being closed
+            await self.send_json(refusal.to_dict(), close=CLOSE_TOO_MANY_FRAMES)
+            return
         if self.channel_layer is not None:
             group = user_group(self.user)
             await self.channel_layer.group_add(group, self.channel_name)
             self.groups.append(group)  # discarded by websocket_disconnect
+
+    async def _take_slot(self) -> bool:
+        """Take a place among the user's open sockets (:mod:`advisors_app.channels.sockets`);
+        ``False`` when they hold ``MAX_SOCKETS_PER_USER`` already. A store that fails lets
+        the socket in (logged): the bound guards memory, and chat must not depend on it."""
+        limit = app_settings.MAX_SOCKETS_PER_USER
+        if not limit:
+            return True
+        slot = uuid.uuid4().hex
+        slots = socket_slots()
+        try:
+            if not await slots.acquire(self.user.pk, slot, limit):
+                return False
+        except Exception:
+            logger.warning("Could not count the sockets of user %s", self.user.pk, exc_info=True)
+            return True
+        self._slot = slot
+        if slots.leased:
+            self._renewal = asyncio.create_task(self._renew_slot(slot))
+        return True
+
+    async def _renew_slot(self, slot: str) -> None:
+        """Renew the socket's place while it is open (a lease: a dead process's lapses)."""
+        while True:
+            await asyncio.sleep(RENEW_SECONDS)
+            try:
+                await socket_slots().renew(self.user.pk, slot)
+            except Exception:
+                logger.warning("Could not renew socket %s", slot, exc_info=True)
+
+    async def _give_slot_back(self) -> None:
+        slot, self._slot = getattr(self, "_slot", None), None
+        renewal = getattr(self, "_renewal", None)
+        if renewal is not None:
+            renewal.cancel()
+        if slot is None:
+            return
+        try:
+            await socket_slots().release(self.user.pk, slot)
+        except Exception:  # its lease lapses on its own
+            logger.warning("Could not give back socket %s", slot, exc_info=True)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         size = len(bytes_data or b"") if text_data is None else _utf8_size(text_data)
@@ -369,10 +437,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 self._deferred.popleft()
 
     async def _feedback(self, content: dict[str, Any]) -> None:
-        """Store or undo a vote (:mod:`advisors_app.evaluation.feedback`) and acknowledge it."""
+        """Count the vote (``FEEDBACK_THROTTLE_RATE``), then store or undo it
+        (:mod:`advisors_app.evaluation.feedback`) and acknowledge it."""
         try:
-            vote = parse_vote(content, envelope=("type",), allow_withdraw=True)
             async with own_thread(self._thread):
+                await db_sync_to_async(count_request)(FeedbackRateThrottle, self.user)
+                vote = parse_vote(content, envelope=("type",), allow_withdraw=True)
                 score, _ = await db_sync_to_async(record_vote)(self.user, vote)
         except Refusal as refused:
             event = error_event(refused)
@@ -519,7 +589,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         frames follow live from the group (:meth:`turn_events`). Handled off the receive path
         (:meth:`_handle_deferred`): the group's batches of the conversation that arrive
         meanwhile are held, then delivered after the buffer's frames — none missed, sent
-        twice or out of order."""
+        twice or out of order. Counted first (``RESUME_THROTTLE_RATE``)."""
+        try:
+            async with own_thread(self._thread):
+                await db_sync_to_async(count_request)(ResumeRateThrottle, self.user)
+        except Refusal as refused:
+            frame = error_event(refused).to_dict()
+            await self.send_json(
+                frame | {"in_reply_to": "resume", "conversation_id": conversation_id}
+            )
+            return
         self._held.setdefault(conversation_id, [])
         try:
             await self._send_resumed(conversation_id, last_event_id)
@@ -611,6 +690,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         with ``ADVISORS["DISCONNECT_POLICY"] = "continue"``, leave the running turn to end and
         be stored whole while its frames go on to the buffer and the user's other sockets."""
         self._closing = True
+        await self._give_slot_back()  # first: a "continue" turn may outlive the socket
         deferred = getattr(self, "_deferred_task", None)
         if deferred is not None and not deferred.done():
             deferred.cancel()  # a resume waiting, a vote being stored: nobody is listening

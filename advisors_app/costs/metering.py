@@ -50,7 +50,14 @@ from advisors_app.core.providers.registry import create_chat_model
 from advisors_app.core.response import Usage
 from advisors_app.core.tokens import TiktokenTokenCountEstimator
 from advisors_app.costs.budgets import ApplicableBudget, BudgetWarning, clamp, money, period_bounds
-from advisors_app.costs.pricing import Cost, ModelRef, Price, PriceBook, cost_of
+from advisors_app.costs.pricing import (
+    MODEL_REF_ATTRIBUTE,
+    Cost,
+    ModelRef,
+    Price,
+    PriceBook,
+    cost_of,
+)
 from advisors_app.costs.reservations import Reservation, reserve, settle
 from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models.costs import PriceSource
@@ -254,8 +261,8 @@ class TurnMeter:
         return floors
 
     def _ref(self, model: ChatModel) -> ModelRef:
-        ref = self.models.get(id(model))
-        if ref is not None:
+        ref = self.models.get(id(model)) or getattr(model, MODEL_REF_ATTRIBUTE, None)
+        if isinstance(ref, ModelRef):
             return ref
         name = getattr(getattr(model, "default_options", None), "model", None) or ""
         return ModelRef("", type(model).__name__, name)

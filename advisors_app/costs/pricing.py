@@ -46,8 +46,12 @@ __all__ = [
     "clear_price_cache",
     "cost_of",
     "price_book",
+    "priced_as",
     "pricing_mode",
 ]
+
+#: The attribute :func:`priced_as` sets on a chat model.
+MODEL_REF_ATTRIBUTE = "advisors_model_ref"
 
 #: How long a process keeps admin prices and pricing modes before reading them again.
 CACHE_SECONDS = 30.0
@@ -74,6 +78,13 @@ class ModelRef:
             str(config.get("model") or ""),
             str(config.get("base_url") or ""),
         )
+
+
+def priced_as(model: Any, slug: str, config: Mapping[str, Any]) -> Any:
+    """``model``, marked as built from configuration ``slug``: a meter that did not build it
+    (a judge's model, resolved by the evaluator) prices its calls by that configuration."""
+    setattr(model, MODEL_REF_ATTRIBUTE, ModelRef.of(slug, config))
+    return model
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,11 +55,13 @@ from django.utils import timezone
 from advisors_app.core.advisors.question_answer import RETRIEVED_DOCUMENTS
 from advisors_app.core.messages import AssistantMessage, Message, UserMessage
 from advisors_app.core.rag.advisor import DOCUMENT_CONTEXT
+from advisors_app.costs.side_calls import SideCalls
 from advisors_app.definition.runtime import DRAFT, ChainNotFound, VersionNotFound, resolve_target
 from advisors_app.evaluation.run_options import PINNED_OPTIONS, item_params, run_option_problems
 from advisors_app.exceptions import Refusal
 from advisors_app.memory.conversations import conversation_key, create_conversation
 from advisors_app.models import (
+    AdvisorChain,
     CallLog,
     Conversation,
     Dataset,
@@ -453,6 +455,10 @@ def _evaluate_item(
     async def turn_and_judge() -> tuple[TurnOutcome | None, str, Any, dict[str, Any]]:
         outcome, error = await _run_turn(run, item, user, public, repeat)
         documents = await _adocuments(outcome)
+        # The judges' model calls: charged to the run's user, logged with the item's turn.
+        trace_id = outcome.trace_id if outcome is not None else None
+        chain_id = await _chain_id(run)
+        calls = await sync_to_async(SideCalls)(user, chain_id, purpose="judge", trace_id=trace_id)
         case = EvalCase(
             input=item.input,
             expected=item.expected,
@@ -461,8 +467,12 @@ def _evaluate_item(
             tool_calls=_tool_calls(outcome),
             latency_ms=(outcome.timings.get("latency_ms") if outcome is not None else None),
             cost=_cost(outcome),
+            meter=calls.meter,
         )
-        return outcome, error, case, await _judge(evaluators, case)
+        try:
+            return outcome, error, case, await _judge(evaluators, case)
+        finally:
+            await sync_to_async(calls.close)()
 
     try:
         outcome, error, case, scores = async_to_sync(turn_and_judge)()
@@ -472,6 +482,13 @@ def _evaluate_item(
     if outcome is not None and outcome.conversation_id:
         _discard(user, outcome.conversation_id)  # the conversation the turn started
     _store(run, item, repeat, outcome, error, case, scores)
+
+
+async def _chain_id(run: EvalRun) -> int | None:
+    """The id of the run's chain (the budgets of a chain count its judges' calls too)."""
+    return await (
+        AdvisorChain.objects.filter(slug=run.chain_slug).values_list("pk", flat=True).afirst()
+    )
 
 
 def _discard(user: Any, public: str) -> None:

@@ -11,7 +11,9 @@ The task carries the chain's **policy** as JSON (:func:`policy_json`, built when
 compiled): the trigger, the strategy, how many turns stay verbatim, and for summarization the
 summary model's provider configuration (it holds no secret: keys are named by variable) and the
 prompt text (key facts need no model: only the bound of the list), so a worker needs neither the
-chain nor its version.
+chain nor its version. The summary model's calls are metered for the conversation's owner
+(:mod:`advisors_app.costs.side_calls`): priced, held to their budgets, and added to the call log
+of the conversation's latest turn.
 
 :func:`compact_now` compacts a conversation at once (forced by default) with the policy of the
 chain version it started on, or one given: what an admin action or a script calls.
@@ -25,6 +27,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
+from advisors_app.conf import app_settings
 from advisors_app.core.memory import (
     CompactionPolicy,
     CompactionResult,
@@ -41,6 +44,7 @@ from advisors_app.core.memory.compaction import (
     CompactionTrigger,
 )
 from advisors_app.core.providers.registry import create_chat_model
+from advisors_app.costs.side_calls import SideCalls
 
 try:
     from django.tasks import task  # type: ignore[import-not-found, unused-ignore]
@@ -73,9 +77,11 @@ def policy_json(
     summary_model: Mapping[str, Any] | None,
     summary_prompt: str | None,
     context_window: int | None,
+    summary_model_slug: str | None = None,
 ) -> dict[str, Any]:
     """The JSON policy of a ``session_memory`` row: its params (schema defaults filled in), the
-    summary model's configuration (``None`` for a window), the prompt text and the chain
+    summary model's configuration (``None`` for a window) and its slug (``None``: the
+    deployment's default alias; what its calls are priced by), the prompt text and the chain
     model's context window (tokens, ``None``: unknown)."""
     return {
         "trigger": dict(params["trigger"]),
@@ -83,6 +89,7 @@ def policy_json(
         "keep_last_turns": params["keep_last_turns"],
         "summary_max_tokens": params["summary_max_tokens"],
         "summary_model": dict(summary_model) if summary_model is not None else None,
+        "summary_model_slug": summary_model_slug,
         "summary_prompt": summary_prompt,
         "context_window": context_window,
     }
@@ -106,7 +113,7 @@ def _trigger(policy: Mapping[str, Any]) -> CompactionTrigger:
     return TokenCountTrigger.share_of(int(window), float(trigger.get("share", 0.6)))
 
 
-def _strategy(policy: Mapping[str, Any]) -> CompactionStrategy:
+def _strategy(policy: Mapping[str, Any], calls: SideCalls | None = None) -> CompactionStrategy:
     keep = int(policy["keep_last_turns"])
     if policy["strategy"] == "window":
         return WindowCompactionStrategy(keep)
@@ -116,6 +123,9 @@ def _strategy(policy: Mapping[str, Any]) -> CompactionStrategy:
     if config is None:
         raise ValueError("strategy summarize: no summary model")
     model = create_chat_model(config)
+    if calls is not None:  # metered for the conversation's owner (advisors_app.costs.side_calls)
+        slug = policy.get("summary_model_slug") or app_settings.DEFAULT_CHAT_MODEL
+        model = calls.model(model, slug, config)
     window = getattr(model, "context_window", None)
     return RecursiveSummarizationCompactionStrategy(
         model,
@@ -136,9 +146,10 @@ def _model_name(model: Any, config: Mapping[str, Any]) -> str:
     return str(name or config.get("model") or config.get("provider") or "")
 
 
-def build_policy(policy: Mapping[str, Any]) -> CompactionPolicy:
-    """The core :class:`CompactionPolicy` a JSON policy describes; ``ValueError`` if invalid."""
-    return CompactionPolicy(_trigger(policy), _strategy(policy))
+def build_policy(policy: Mapping[str, Any], calls: SideCalls | None = None) -> CompactionPolicy:
+    """The core :class:`CompactionPolicy` a JSON policy describes; ``ValueError`` if invalid.
+    With ``calls``, the summary model's calls are metered by it."""
+    return CompactionPolicy(_trigger(policy), _strategy(policy, calls))
 
 
 def policy_from_snapshot(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -163,8 +174,34 @@ def _compact(conversation_key: str, policy: Mapping[str, Any], force: bool) -> C
     from advisors_app.stores.sessions import DjangoSessionRepository
 
     repository = DjangoSessionRepository(policy)
-    compaction = build_policy(policy)
-    return async_to_sync(compaction.compact)(repository, conversation_key, force=force)
+    calls = _side_calls(conversation_key)
+    compaction = build_policy(policy, calls)
+    try:
+        return async_to_sync(compaction.compact)(repository, conversation_key, force=force)
+    finally:
+        calls.close()
+
+
+def _side_calls(conversation_key: str) -> SideCalls:
+    """The meter of a compaction's model calls: charged to the conversation's owner on the
+    chain it started on, and logged with the conversation's latest turn (the one that asked
+    for the compaction, or a later one)."""
+    from advisors_app.models import CallLog, Conversation
+
+    row = (
+        Conversation.objects.filter(conversation_id=conversation_key)
+        .select_related("owner", "chain_version")
+        .first()
+    )
+    trace_id = (
+        CallLog.objects.filter(conversation_id=conversation_key)
+        .order_by("-created", "-pk")
+        .values_list("trace_id", flat=True)
+        .first()
+    )
+    owner = row.owner if row is not None else None
+    chain_id = row.chain_version.chain_id if row is not None and row.chain_version else None
+    return SideCalls(owner, chain_id, purpose="compaction", trace_id=trace_id)
 
 
 def _summary(result: CompactionResult) -> dict[str, Any]:

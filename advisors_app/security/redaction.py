@@ -24,7 +24,8 @@ its own (never on the caller's connection or transaction, and allowed from async
 once for rows this process saves and snapshots it builds (:func:`learn_snapshot`).
 
 Cost: one precompiled regular expression per set of secret values; about 1 µs for a short
-message, linear in the text's length. :func:`install_log_redaction` (run by the app's
+message, linear in the text's length. Chat models redact the same configured values from their
+successful replies (:func:`secret_values`). :func:`install_log_redaction` (run by the app's
 ``ready()``) redacts every log record of the process as it is made, whichever logger makes it.
 """
 
@@ -52,6 +53,7 @@ __all__ = [
     "redact",
     "redact_data",
     "secret_header_problems",
+    "secret_values",
 ]
 
 #: What a secret is replaced with.
@@ -132,6 +134,15 @@ def redact_data(value: Any) -> Any:
     """A copy of JSON-like ``value`` (dicts, lists, tuples, scalars) with :func:`redact` applied
     to every string in it, dictionary keys included; other values are kept as they are."""
     return _current(load=True).data(value)
+
+
+def secret_values() -> frozenset[str]:
+    """The configured secret values :func:`redact` knows at this moment (no credential
+    shapes), without reading the database: what the chat models redact from their replies
+    (:mod:`advisors_app.core.providers.echoed_secrets`; a model call must not wait on a
+    query). Installed as the core's source by the app's ``ready()``."""
+    _current(load=False)
+    return _last[0]
 
 
 def secret_header_problems(headers: Any) -> list[str]:

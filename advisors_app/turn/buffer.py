@@ -47,6 +47,7 @@ __all__ = [
     "TurnPublisher",
     "events_after",
     "parse_event_id",
+    "redis_location",
     "turn_buffer",
     "user_group",
 ]
@@ -371,7 +372,9 @@ class RedisTurnBuffer(TurnBuffer):
                     return
 
 
-def _redis_location(layer: Any) -> tuple[str, str, dict[str, Any]] | None:
+def redis_location(layer: Any) -> tuple[str, str, dict[str, Any]] | None:
+    """``(url, key prefix, pool options)`` of a channels_redis ``layer``'s first server (what
+    the buffer, and the count of open sockets, share with it); ``None`` for any other layer."""
     hosts = getattr(layer, "hosts", None)
     from_channels_redis = any(
         c.__module__.split(".")[0] == "channels_redis" for c in type(layer).__mro__
@@ -393,7 +396,7 @@ _buffers: dict[tuple[Any, ...], TurnBuffer] = {}
 def turn_buffer() -> TurnBuffer:
     """The buffer for the configured channel layer (Redis stream or this process's memory)."""
     ttl = app_settings.TURN_BUFFER_SECONDS
-    location = _redis_location(get_channel_layer())
+    location = redis_location(get_channel_layer())
     key: tuple[Any, ...] = (ttl, location[0], location[1]) if location else (ttl,)
     buffer = _buffers.get(key)
     if buffer is None:

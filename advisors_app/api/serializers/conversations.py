@@ -3,6 +3,7 @@ log's boundaries (:mod:`advisors_app.api.views.conversations`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -34,6 +35,19 @@ class ConversationSerializer(serializers.ModelSerializer):
 
     def get_id(self, conversation: Conversation) -> str:
         return public_conversation_id(conversation.conversation_id)
+
+    def to_internal_value(self, data: Any) -> Any:
+        """A ``PATCH`` naming a field it cannot change is refused (400, per field) rather than
+        half applied: a read-only field, or one the conversation does not have."""
+        if isinstance(data, Mapping):
+            writable = {name for name, field in self.fields.items() if not field.read_only}
+            errors = {
+                name: ["This field is read-only." if name in self.fields else "Unknown field."]
+                for name in sorted(set(data) - writable, key=str)
+            }
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
 
 
 class OwnVoteSerializer(serializers.Serializer):

@@ -11,7 +11,6 @@ from rest_framework import serializers
 
 from advisors_app.core.vectorstore import Filter, FilterExpressionTextParser
 from advisors_app.models import Collection, Document, IngestionJob
-from advisors_app.stores.scoped import visible_collections
 from advisors_app.validation import validate_json_value
 
 __all__ = [
@@ -30,10 +29,12 @@ __all__ = [
 class CollectionSerializer(serializers.ModelSerializer):
     """A collection the caller may use; a new one is theirs.
 
-    Slugs are unique across every user's collections (a chain names its collections by slug).
-    A slug already taken says so in words that tell the caller nothing they may not see: "a
-    collection you may use has it" for one in their list, and only "not available" for another
-    user's or tenant's, never whose it is or what it is called.
+    Slugs are unique across every user's collections: a chain names its collections by slug,
+    and every store, upload and search finds one by it (scoping slugs per owner would give a
+    chain's slug a different collection per user). A slug already taken gets one answer
+    whoever holds it — shared, the caller's own, another user's or another tenant's — so the
+    answer says only that the slug is in use, never whose collection it is, whether the caller
+    could see it, or what it is called (issue 36).
     """
 
     slug = serializers.SlugField(max_length=100, help_text="Unique across all collections.")
@@ -47,10 +48,8 @@ class CollectionSerializer(serializers.ModelSerializer):
     def get_shared(self, collection: Collection) -> bool:
         return collection.owner_id is None
 
-    def _slug_taken(self, slug: str) -> str:
-        request = self.context.get("request")
-        if request is not None and visible_collections(request.user).filter(slug=slug).exists():
-            return f"A collection you may use has the slug {slug!r} already: choose another."
+    @staticmethod
+    def _slug_taken(slug: str) -> str:
         return f"The slug {slug!r} is not available: choose another."
 
     def validate_slug(self, value: str) -> str:

@@ -38,17 +38,20 @@ from typing import Any
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.mediatypes import media_type_matches
 
 from advisors_app.api.base import AsyncAPIView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers import ChatRequestSerializer, ChatResultSerializer
 from advisors_app.conf import app_settings
 from advisors_app.exceptions import TurnError
+from advisors_app.security.rates import ResumeRateThrottle, count_request
 from advisors_app.turn import PreparedTurn, TurnInput, TurnStream, prepare_turn
 from advisors_app.turn.buffer import TurnPublisher, turn_buffer
 from advisors_app.turn.delivery import (
@@ -74,6 +77,11 @@ _ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Refused input (code invalid)."),
     401: OpenApiResponse(ErrorSerializer, description="Not authenticated."),
     404: OpenApiResponse(ErrorSerializer, description="No enabled chain with this slug."),
+    406: OpenApiResponse(
+        ErrorSerializer,
+        description="The Accept header admits neither JSON nor, for the stream, "
+        "text/event-stream (code not_acceptable).",
+    ),
     415: OpenApiResponse(ErrorSerializer, description="The body is not JSON."),
     429: OpenApiResponse(
         ErrorSerializer,
@@ -132,7 +140,8 @@ While the turn is silent (a slow model, a tool round), a `: keep-alive` comment 
 every `ADVISORS["SSE_KEEPALIVE_SECONDS"]` (default 15); SSE clients ignore comments.
 Every event has an `id:` line, its `event_id` (`<trace_id>-<n>`). Resume a lost stream with
 `{"conversation_id", "resume": true}` and the `Last-Event-ID` header: the events after that id
-of the conversation's last turn, then the rest live (404 `not_found` when none is kept).
+of the conversation's last turn, then the rest live (404 `not_found` when none is kept; 429
+`throttled` past `ADVISORS["RESUME_THROTTLE_RATE"]` resumes per user).
 Closing the connection stops the model at once; the partial answer is stored flagged as
 interrupted and the call log says cancelled (with `ADVISORS["DISCONNECT_POLICY"] = "continue"`
 the turn runs on to its end and is stored whole). Use `curl -N` to see events as they come.
@@ -281,14 +290,37 @@ async def resumed_events(user: Any, conversation_id: str, last_event_id: str | N
 
 
 class JSONOnlyNegotiation(BaseContentNegotiation):
-    """JSON whatever ``Accept`` says: a stream client sends ``Accept: text/event-stream`` and
-    still needs a JSON error when its turn is refused (DRF would answer 406)."""
+    """The chat views' negotiation: answers are JSON (a refusal, a call's reply) or the view's
+    own ``media_types`` (the stream's ``text/event-stream``) — DRF would answer a stream client
+    that sends ``Accept: text/event-stream`` 406 when its turn is refused, as it knows no
+    renderer for it. An ``Accept`` that admits none of them (``text/html`` alone, say) is 406
+    ``not_acceptable``, before the turn is opened; none, or ``*/*``, takes the usual answer."""
 
     def select_parser(self, request: Request, parsers: Any) -> Any:
         return parsers[0]
 
     def select_renderer(self, request: Request, renderers: Any, format_suffix: Any = None) -> Any:
+        view = request.parser_context.get("view") if request.parser_context else None
+        offered = (renderers[0].media_type, *getattr(view, "media_types", ()))
+        header = request.META.get("HTTP_ACCEPT", "")
+        if header.strip() and not _accepts(header, offered):
+            raise NotAcceptable(
+                detail=f"This endpoint answers {' or '.join(offered)}; the Accept header "
+                f"{header[:200]!r} admits none of them."
+            )
         return renderers[0], renderers[0].media_type
+
+
+def _accepts(header: str, offered: tuple[str, ...]) -> bool:
+    """Whether the ``Accept`` header admits one of ``offered`` (a range with ``q=0`` does
+    not)."""
+    for item in header.split(","):
+        media_range, *params = (part.strip() for part in item.split(";"))
+        if any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in params):
+            continue
+        if media_range and any(media_type_matches(kind, media_range) for kind in offered):
+            return True
+    return False
 
 
 class _ChatView(AsyncAPIView):
@@ -304,12 +336,20 @@ class _ChatView(AsyncAPIView):
         """DRF's checks, then the turn's own (:func:`~advisors_app.turn.prepare_turn`) in the
         same worker thread: a turn costs no thread hop of its own before it runs."""
         super()._prepare(request, *args, **kwargs)
-        if request.method == "POST" and self._starts_turn(request.data):
+        if request.method != "POST":
+            return
+        if self._starts_turn(request.data):
             data = TurnInput.from_data(request.data)
             self.turn = prepare_turn(kwargs["slug"], request.user, data)
+        else:
+            self._check_resume(request)
 
     def _starts_turn(self, data: Any) -> bool:
         return True
+
+    def _check_resume(self, request: Request) -> None:
+        """A request that resumes a turn instead of running one: checked by the view that
+        takes it, in DRF's worker thread."""
 
 
 class ChainCallView(_ChatView):
@@ -339,8 +379,23 @@ def _resumes(data: Any) -> bool:
 class ChainStreamView(_ChatView):
     """``POST /api/chains/<slug>/stream/``: run one turn as Server-Sent Events."""
 
+    #: What it answers besides JSON (:class:`JSONOnlyNegotiation`).
+    media_types = ("text/event-stream",)
+
     def _starts_turn(self, data: Any) -> bool:
         return not _resumes(data)
+
+    def _check_resume(self, request: Request) -> None:
+        """Refuse a malformed resume (400), then count it against
+        ``ADVISORS["RESUME_THROTTLE_RATE"]`` (429 ``throttled`` past it): found or not, as the
+        websocket's ``resume`` frames (:mod:`advisors_app.security.rates`)."""
+        data = request.data
+        errors = resume_errors(data, ("resume",))
+        if data["resume"] is not True:
+            errors["resume"] = ["Send true to resume a turn (leave it out to run one)."]
+        if errors:
+            raise TurnError("invalid", "The request is invalid.", errors=errors)
+        count_request(ResumeRateThrottle, request.user)
 
     @extend_schema(
         operation_id="chains_stream",
@@ -370,12 +425,7 @@ class ChainStreamView(_ChatView):
     async def _resume(self, request: Request, data: dict[str, Any]) -> Any:
         """``{"conversation_id", "resume": true}`` + ``Last-Event-ID``: the missed events, then
         the rest live; 404 ``not_found`` when no turn of the conversation is kept (another
-        user's conversation is unknown)."""
-        errors = resume_errors(data, ("resume",))
-        if data["resume"] is not True:
-            errors["resume"] = ["Send true to resume a turn (leave it out to run one)."]
-        if errors:
-            raise TurnError("invalid", "The request is invalid.", errors=errors)
+        user's conversation is unknown). Checked and counted already (:meth:`_check_resume`)."""
         conversation_id = data["conversation_id"]
         last_event_id = request.headers.get("Last-Event-ID") or None
         events = await resumed_events(request.user, conversation_id, last_event_id)

@@ -3,10 +3,14 @@
 Thin: :mod:`advisors_app.evaluation.feedback` validates and stores the vote, as it does for the chat
 websocket's ``feedback`` frame. Only the owner of the reply's conversation may rate it (another
 user's message answers 404, as an id never used); that is the only permission a vote needs, as
-for the chat endpoints.
+for the chat endpoints. Every vote, stored or refused, counts against
+``ADVISORS["FEEDBACK_THROTTLE_RATE"]`` per user, as the websocket's ``feedback`` frames do
+(:mod:`advisors_app.security.rates`): 429 ``throttled`` with ``Retry-After`` past it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -24,12 +28,18 @@ from advisors_app.evaluation.feedback import (
     score_payload,
     withdraw_vote,
 )
+from advisors_app.security.rates import FeedbackRateThrottle, rate_refusal
 
 __all__ = ["MessageFeedbackView"]
 
 _ERRORS = {
     401: OpenApiResponse(ErrorSerializer, description="Not authenticated."),
     404: OpenApiResponse(ErrorSerializer, description="No reply of yours has this id."),
+    429: OpenApiResponse(
+        ErrorSerializer,
+        description="Too many votes (code throttled): ADVISORS['FEEDBACK_THROTTLE_RATE']; "
+        "see Retry-After.",
+    ),
 }
 
 
@@ -37,6 +47,10 @@ class MessageFeedbackView(ApiView):
     """``/api/messages/<message_id>/feedback/``: vote on one of your replies, or undo it."""
 
     parser_classes = [JSONParser]
+    throttle_classes = [FeedbackRateThrottle]
+
+    def throttled(self, request: Request, wait: float | None) -> Any:
+        raise rate_refusal(FeedbackRateThrottle, wait)
 
     @extend_schema(
         tags=["feedback"],

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from ..context_window import validated_context_window
@@ -40,7 +41,8 @@ from ..messages import (
 )
 from ..prompt import ChatOptions, Prompt, ToolCallingChatOptions, merge_options
 from ..response import ChatGenerationMetadata, ChatResponse, ChatResponseMetadata, Generation, Usage
-from ._openai_client import ClientSettings, map_openai_error
+from ._openai_client import NO_KEY, ClientSettings, map_openai_error
+from .echoed_secrets import SecretFilter, StreamFilter, reply_filter
 from .openai_embedding import OpenAiCompatibleEmbeddingModel
 from .tool_emulation import EmulatedOutput, ToolCallEmulation, plain_json, tool_spec
 
@@ -161,12 +163,16 @@ def _tool_rounds(messages: Sequence[Message]) -> int:
 
 
 class _StreamState:
-    """Per-stream bookkeeping: emulation decoders per choice and whether the model finished."""
+    """Per-stream bookkeeping: emulation decoders and secret filters per choice, and whether
+    the model finished."""
 
-    __slots__ = ("decoders", "finished")
+    __slots__ = ("decoders", "filters", "finished", "secrets")
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: SecretFilter) -> None:
         self.decoders: dict[int, EmulatedOutput] = {}
+        self.secrets = secrets
+        #: ``(choice, None)``: the choice's text; ``(choice, tool index)``: a call's arguments.
+        self.filters: dict[tuple[int, int | None], StreamFilter] = {}
         self.finished = False
 
 
@@ -186,6 +192,11 @@ class OpenAiCompatibleChatModel:
     the model may only answer. ``context_window`` is the tokens one request holds, prompt and
     answer (``None``: unknown, prompts are not checked; see
     :mod:`advisors_app.core.context_window`).
+
+    Known secret values in a reply — the key itself, echoed by the provider or a proxy, and
+    whatever the process declared (:mod:`.echoed_secrets`) — are replaced with
+    ``[REDACTED]`` in the text and tool-call arguments of ``call`` and ``stream`` (a key split
+    across chunks too), before any advisor sees the reply.
 
     ``ChatOptions.extra`` entries are sent in the request body as given (``top_k`` too, as
     llama.cpp and vLLM read it). Errors: the provider errors of
@@ -261,6 +272,14 @@ class OpenAiCompatibleChatModel:
         base_url, api_key = await self._endpoint()
         return await self._settings.client(base_url, api_key)
 
+    def _secrets(self) -> SecretFilter:
+        """What to redact from this call's reply: the known secrets and the key it sent."""
+        try:
+            own: str | None = self._settings.api_key()
+        except Exception:  # its variable is unset: the request did not send one
+            own = None
+        return reply_filter(own if own != NO_KEY else None)
+
     def _request(
         self, prompt: Prompt, stream: bool
     ) -> tuple[dict[str, Any], ToolCallEmulation | None]:
@@ -328,12 +347,13 @@ class OpenAiCompatibleChatModel:
                 body=str(completion)[:2000],
                 provider=self.provider,
             )
+        secrets = self._secrets()
         generations = []
         for choice in sorted(choices, key=lambda c: c.index or 0):
             message = choice.message
             text = message.content or ""
             calls = tuple(
-                ToolCall(tc.id, tc.function.name, tc.function.arguments or "{}")
+                ToolCall(tc.id, tc.function.name, secrets.text(tc.function.arguments or "{}"))
                 for tc in message.tool_calls or ()
                 if getattr(tc, "function", None) is not None
             )
@@ -343,6 +363,7 @@ class OpenAiCompatibleChatModel:
                 head = output.feed(text)
                 rest, calls, finish = output.finish(finish)
                 text = head + rest
+            text = secrets.text(text)
             refusal = getattr(message, "refusal", None)
             metadata = {"refusal": refusal} if refusal else {}
             generation_metadata = ChatGenerationMetadata(finish, _logprobs(choice))
@@ -373,7 +394,7 @@ class OpenAiCompatibleChatModel:
             sdk_stream = await client.chat.completions.create(**request)
         except Exception as exc:
             self._raise(exc)
-        state = _StreamState()
+        state = _StreamState(self._secrets())
         try:
             chunks = sdk_stream.__aiter__()
             while True:
@@ -393,6 +414,39 @@ class OpenAiCompatibleChatModel:
                 "the stream ended before the model finished (no finish reason was sent)",
                 provider=self.provider,
             )
+
+    @staticmethod
+    def _redacted(
+        state: _StreamState,
+        choice: int,
+        text: str,
+        calls: tuple[ToolCall, ...],
+        finish: str | None,
+    ) -> tuple[str, tuple[ToolCall, ...]]:
+        """A choice's chunk with known secrets held back or redacted: its text, and each tool
+        call's argument fragments (one filter per streamed call); at the choice's finish, what
+        was held back goes out redacted — a call's as one more fragment of that call."""
+        filters = state.filters
+        stream = filters.get((choice, None))
+        if stream is None:
+            stream = filters[(choice, None)] = state.secrets.stream()
+        text = stream.feed(text)
+        redacted = []
+        for call in calls:
+            if call.index is None:  # a whole call (tool emulation decodes them at the end)
+                redacted.append(replace(call, arguments=state.secrets.text(call.arguments)))
+                continue
+            arguments = filters.get((choice, call.index))
+            if arguments is None:
+                arguments = filters[(choice, call.index)] = state.secrets.stream()
+            redacted.append(replace(call, arguments=arguments.feed(call.arguments)))
+        if finish is not None:
+            text += stream.flush()
+            for (owner, index), held in filters.items():
+                rest = held.flush() if owner == choice and index is not None else ""
+                if rest:
+                    redacted.append(ToolCall("", "", rest, index=index))
+        return text, tuple(redacted)
 
     def _chunk_response(
         self, chunk: Any, emulation: ToolCallEmulation | None, state: _StreamState
@@ -423,6 +477,7 @@ class OpenAiCompatibleChatModel:
                 if finish is not None:
                     rest, calls, finish = output.finish(finish)
                     text += rest
+            text, calls = self._redacted(state, choice.index or 0, text, calls, finish)
             if finish is not None:
                 state.finished = True
             if text or calls or finish:

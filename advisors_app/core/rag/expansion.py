@@ -89,7 +89,7 @@ class MultiQueryExpander(QueryExpander):
         if query is None:
             raise ValueError("query cannot be null")
         text = self.prompt_template.render(number=self.number_of_queries, query=query.text)
-        answer = await ask(self.chat_client, text, self.options)
+        answer = await ask(self.chat_client, text, self.options, query.context)
         if answer is None:
             return [query]
         seen = {query.text.strip()}

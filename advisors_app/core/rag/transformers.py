@@ -112,7 +112,7 @@ class RewriteQueryTransformer(QueryTransformer):
     async def transform(self, query: Query) -> Query:
         _check(query)
         text = self.prompt_template.render(target=self.target_search_system, query=query.text)
-        answer = await ask(self.chat_client, text, self.options)
+        answer = await ask(self.chat_client, text, self.options, query.context)
         return query if answer is None else query.mutate(text=answer)
 
 
@@ -158,7 +158,7 @@ class CompressionQueryTransformer(QueryTransformer):
     async def transform(self, query: Query) -> Query:
         _check(query)
         text = self.prompt_template.render(history=format_history(query), query=query.text)
-        answer = await ask(self.chat_client, text, self.options)
+        answer = await ask(self.chat_client, text, self.options, query.context)
         return query if answer is None else query.mutate(text=answer)
 
 
@@ -191,5 +191,5 @@ class TranslationQueryTransformer(QueryTransformer):
     async def transform(self, query: Query) -> Query:
         _check(query)
         text = self.prompt_template.render(targetLanguage=self.target_language, query=query.text)
-        answer = await ask(self.chat_client, text, self.options)
+        answer = await ask(self.chat_client, text, self.options, query.context)
         return query if answer is None else query.mutate(text=answer)

@@ -47,7 +47,7 @@ def _session_memory(spec: AdvisorSpec) -> Any:
     services = spec.services
     chain_model = getattr(services, "chain_chat_model", None)
     context_window = getattr(services.chat_model(chain_model), "context_window", None)
-    summary_model = prompt = None
+    summary_model = prompt = slug = None
     if params["strategy"] == "summarize":
         slug = params.get("summary_model") or chain_model
         summary_model = services.chat_model_config(slug)  # type: ignore[attr-defined]
@@ -58,6 +58,7 @@ def _session_memory(spec: AdvisorSpec) -> Any:
         summary_model=summary_model,
         summary_prompt=prompt,
         context_window=context_window if isinstance(context_window, int) else None,
+        summary_model_slug=slug,
     )
     turn, _ = session_advisors(
         DjangoSessionRepository(policy, enqueue=enqueue_compaction),

@@ -15,7 +15,7 @@ the cases that were judged.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
@@ -57,7 +57,10 @@ class EvalCase:
     "arguments"?}]}``; ``output``: the answer's text; ``documents``: the retrieved documents
     in rank order, each ``{"id"?, "metadata": {...}, "score"?, "text"?}``; ``tool_calls``:
     ``[{"name", "arguments"}]`` with arguments as JSON text or a dict; ``latency_ms`` in
-    milliseconds; ``cost`` in the deployment's currency (``None``: unknown).
+    milliseconds; ``cost`` in the deployment's currency (``None``: unknown). ``meter``: the
+    model-call meter (:class:`~advisors_app.core.metering.ModelCallMeter`) an evaluator's own
+    model calls go through — an ``llm_judge``'s, charged as the turn's
+    (:mod:`advisors_app.costs.side_calls`); ``None``: not metered.
     """
 
     input: Mapping[str, Any]
@@ -67,6 +70,7 @@ class EvalCase:
     tool_calls: Sequence[Mapping[str, Any]] = ()
     latency_ms: float | None = None
     cost: Decimal | None = None
+    meter: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,10 @@ The model is ``params.model``: a chat-model configuration's slug, else a setting
 (:class:`~advisors_app.evaluation.evaluators.services.DjangoEvaluatorServices`), resolved at the
 first evaluation and then kept; an unknown one raises
 :class:`~advisors_app.evaluation.evaluators.registry.EvaluatorParamsError` (``params.model``) there.
-The judge's calls are not metered as the chain's turns are.
+The judge's calls go through the case's ``meter`` when it has one: an evaluation run's judge
+is priced, held to the run user's budgets and added to the evaluated turn's call log
+(:mod:`advisors_app.costs.side_calls`); a budget that refuses it makes the score
+:data:`~advisors_app.evaluation.evaluators.base.INVALID`.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from advisors_app.core.exceptions import (
     ContextOverflowError,
     ProviderError,
 )
+from advisors_app.core.metering import MODEL_CALL_METER
 from advisors_app.core.model import ChatModel
 from advisors_app.core.prompt import ChatOptions
 from advisors_app.core.structured import parse_json_output
@@ -191,6 +195,8 @@ class LlmJudgeEvaluator(BaseEvaluator):
             .user(self.user_prompt(case))
             .options(self.options())
         )
+        if case.meter is not None:
+            spec = spec.advisor_param(MODEL_CALL_METER, case.meter)
         try:
             response = await spec.call().achat_client_response()
         except (ProviderError, ContextOverflowError, BudgetExceededError) as exc:

@@ -20,7 +20,8 @@ class DjangoEvaluatorServices:
     a built-in one (``get_chat_model(alias)``). ``None`` means the deployment's default alias
     (``ADVISORS["DEFAULT_CHAT_MODEL"]``), looked up the same way. Neither found, or a
     configuration the provider registry refuses: :class:`EvaluatorParamsError` on
-    ``params.model``. Async: the row is read with the async ORM.
+    ``params.model``. Async: the row is read with the async ORM. The model is priced by its
+    configuration when a meter admits its calls (:func:`advisors_app.costs.pricing.priced_as`).
     """
 
     async def chat_model(self, slug: str | None) -> ChatModel:
@@ -28,6 +29,7 @@ class DjangoEvaluatorServices:
 
         from advisors_app.conf import app_settings
         from advisors_app.core.providers.registry import create_chat_model
+        from advisors_app.costs.pricing import priced_as
         from advisors_app.definition.providers import chat_model_configs, get_chat_model
         from advisors_app.models import ChatModelConfig
 
@@ -35,9 +37,11 @@ class DjangoEvaluatorServices:
         row = await ChatModelConfig.objects.filter(slug=name).afirst()
         try:
             if row is not None:
-                return create_chat_model(row.to_config(), name=name)
-            if name in chat_model_configs():
-                return get_chat_model(name)
+                config = row.to_config()
+                return priced_as(create_chat_model(config, name=name), name, config)
+            configs = chat_model_configs()
+            if name in configs:
+                return priced_as(get_chat_model(name), name, configs[name])
         except (ValueError, ImproperlyConfigured) as exc:
             raise EvaluatorParamsError({"params.model": [f"chat model {name!r}: {exc}"]}) from exc
         known = sorted(chat_model_configs())

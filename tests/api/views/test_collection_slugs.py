@@ -1,4 +1,5 @@
-"""A taken collection slug is refused without revealing collections the caller may not see."""
+"""A taken collection slug is refused with one answer whoever holds it (issue 36): the caller
+learns the slug is in use, never whose collection it is or whether they could see it."""
 
 from __future__ import annotations
 
@@ -42,13 +43,16 @@ def test_another_tenants_shared_slug_is_only_not_available(api: Any) -> None:
     )
 
 
-def test_a_slug_the_caller_can_see_is_named_as_theirs_to_use(api: Any, alice: Any) -> None:
+def test_every_taken_slug_gets_the_same_answer_whoever_holds_it(
+    api: Any, alice: Any, bob: Any
+) -> None:
     Collection.objects.create(slug="kb", name="KB")
     Collection.objects.create(slug="notes", name="Notes", owner=alice)
-    for slug in ("kb", "notes"):
-        assert slug_error(api, slug) == (
-            f"A collection you may use has the slug {slug!r} already: choose another."
-        )
+    Collection.objects.create(slug="bobs", name="Bob's", owner=bob)
+    answers = {
+        slug_error(api, slug).replace(repr(slug), "<slug>") for slug in ("kb", "notes", "bobs")
+    }
+    assert answers == {"The slug <slug> is not available: choose another."}
 
 
 def test_a_slug_taken_between_validation_and_insert_gets_the_same_message(

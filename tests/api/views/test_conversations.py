@@ -160,6 +160,23 @@ def test_renaming_a_conversation(chats: None, alice: Any, api: Any) -> None:
     assert Conversation.objects.get(conversation_id=f"{alice.pk}:trip").title == "Norway"
 
 
+def test_a_patch_with_fields_it_cannot_change_is_refused_whole(
+    chats: None, alice: Any, api: Any
+) -> None:
+    """Issue 36: unknown fields were ignored (the title changed, the rest silently dropped)."""
+    body = {"title": "Oslo", "titel": "typo", "id": "other", "created_at": "2020-01-01"}
+    refused = api.patch("/api/conversations/trip/", body, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "invalid"
+    assert refused.json()["error"]["fields"] == {
+        "created_at": ["This field is read-only."],
+        "id": ["This field is read-only."],
+        "titel": ["Unknown field."],
+    }
+    assert Conversation.objects.get(conversation_id=f"{alice.pk}:trip").title == "Trip"
+    assert api.patch("/api/conversations/trip/", {}, format="json").status_code == 200
+
+
 def test_deleting_a_conversation_forgets_its_messages_and_long_term_memory(
     chats: None, alice: Any, bob: Any, api: Any
 ) -> None:
