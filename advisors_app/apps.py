@@ -24,9 +24,11 @@ class AdvisorsAppConfig(AppConfig):
         )
         from advisors_app.definition import advisor_types
         from advisors_app.definition.snapshot import register_reference_kinds
+        from advisors_app.experiments import serving as experiments
         from advisors_app.ingestion import recovery
         from advisors_app.memory import recall
         from advisors_app.security import protection, redaction
+        from advisors_app.turn import stages
 
         # Tagged "database" so `check --database default` and `migrate` run them, and
         # plain `check` (which must not need a live server) does not.
@@ -42,3 +44,6 @@ class AdvisorsAppConfig(AppConfig):
         redaction.connect()
         redaction.install_log_redaction()
         recovery.connect()
+        # The experiments' turn hooks: the arm a turn runs (assign), and counting the turns
+        # that schedule guardrail checks (after commit).
+        stages.add_hook(stages.Stage.ASSIGN, experiments.assign)

@@ -118,6 +118,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "advisors_app.guards",
             "advisors_app.demo",
             "advisors_app.approvals",  # the package's __init__; its modules are ranked below
+            "advisors_app.experiments",
         ),
     ),
     ("turn", ("advisors_app.turn", "advisors_app.approvals.pauses")),
@@ -127,6 +128,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "advisors_app.approvals.jobs",
             "advisors_app.evaluation.runs",
             "advisors_app.evaluation.gate",
+            "advisors_app.experiments.lifecycle",
         ),
     ),
     (
