@@ -24,6 +24,7 @@ class AdvisorsAppConfig(AppConfig):
         )
         from advisors_app.definition import advisor_types
         from advisors_app.definition.snapshot import register_reference_kinds
+        from advisors_app.experiments import guardrails
         from advisors_app.experiments import serving as experiments
         from advisors_app.ingestion import recovery
         from advisors_app.memory import recall
@@ -47,3 +48,4 @@ class AdvisorsAppConfig(AppConfig):
         # The experiments' turn hooks: the arm a turn runs (assign), and counting the turns
         # that schedule guardrail checks (after commit).
         stages.add_hook(stages.Stage.ASSIGN, experiments.assign)
+        stages.add_hook(stages.Stage.AFTER_COMMIT, guardrails.count_turn)
