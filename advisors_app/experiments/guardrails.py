@@ -24,7 +24,7 @@ from typing import Any
 
 from advisors_app.conf import app_settings
 from advisors_app.experiments.results import METRICS, arm_figures
-from advisors_app.experiments.stats import msprt
+from advisors_app.experiments.stats import beyond_bound
 from advisors_app.experiments.status import change_status
 from advisors_app.models import Experiment
 
@@ -60,11 +60,10 @@ def _breach(rail: dict[str, Any], arm: Any, control: Any, alpha: float) -> dict[
     variance = mine.se**2 + theirs.se**2
     upper = "max" in rail
     bound = float(rail["max"] if upper else rail["min"])
-    beyond = d > bound if upper else d < bound
     control_sd = theirs.se * math.sqrt(theirs.n) if theirs.n else None
     tau = float(rail.get("tau") or default_tau(METRICS[metric], control_sd))
-    statistic = msprt(d, variance, bound, tau)
-    if not beyond or statistic < 1 / alpha:
+    trips, statistic = beyond_bound(d, variance, bound, upper=upper, tau=tau, alpha=alpha)
+    if not trips:
         return None
     return {
         "metric": metric,

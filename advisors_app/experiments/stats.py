@@ -24,7 +24,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Z95", "Estimate", "difference", "mean_estimate", "msprt", "rate_estimate"]
+__all__ = [
+    "Z95",
+    "Estimate",
+    "beyond_bound",
+    "difference",
+    "mean_estimate",
+    "msprt",
+    "rate_estimate",
+]
 
 #: The two-sided 95 % normal quantile.
 Z95 = 1.959963984540054
@@ -86,3 +94,14 @@ def msprt(d: float, variance: float, bound: float, tau: float) -> float:
     tau2 = tau * tau
     total = variance + tau2
     return math.sqrt(variance / total) * math.exp(tau2 * (d - bound) ** 2 / (2 * variance * total))
+
+
+def beyond_bound(
+    d: float, variance: float, bound: float, *, upper: bool, tau: float, alpha: float
+) -> tuple[bool, float]:
+    """Whether the one-sided guardrail trips — ``d`` past ``bound`` (above it when ``upper``)
+    with ``Λ ≥ 1/α`` — and ``Λ``. The mixture is two-sided; requiring the side only makes
+    tripping rarer, so the error rate stays at most ``alpha`` under continuous monitoring."""
+    statistic = msprt(d, variance, bound, tau)
+    past = d > bound if upper else d < bound
+    return past and statistic >= 1 / alpha, statistic
