@@ -22,6 +22,7 @@ from advisors_app.experiments import status as statuses
 from advisors_app.experiments.assignment import rule_errors
 from advisors_app.experiments.editing import arm_errors, guardrail_errors
 from advisors_app.experiments.lifecycle import conclude
+from advisors_app.experiments.ramps import ramp_errors
 from advisors_app.experiments.results import results
 from advisors_app.models import Experiment, ExperimentArm, ExperimentEvent
 
@@ -94,7 +95,14 @@ class ExperimentArmInline(admin.TabularInline):
 class ExperimentForm(forms.ModelForm):
     class Meta:
         model = Experiment
-        fields = ["chain", "name", "label", "unit", "guardrails", "targeting"]
+        fields = ["chain", "name", "label", "unit", "guardrails", "targeting", "ramp"]
+
+    def clean_ramp(self) -> Any:
+        value = self.cleaned_data["ramp"]
+        problems = ramp_errors(value)
+        if problems:
+            raise forms.ValidationError(problems)
+        return value
 
     def clean_guardrails(self) -> Any:
         value = self.cleaned_data["guardrails"]
@@ -151,7 +159,15 @@ class ExperimentAdmin(admin.ModelAdmin):
     change_form_template = "admin/advisors_app/experiment/change_form.html"
     list_display = ("name", "chain", "label", "status", "unit", "started_at", "winner")
     list_filter = ("status", "chain")
-    readonly_fields = ("status", "winner", "revision", "started_at", "ended_at", "history")
+    readonly_fields = (
+        "status",
+        "ramp_step",
+        "winner",
+        "revision",
+        "started_at",
+        "ended_at",
+        "history",
+    )
     actions = ("start_selected", "pause_selected", "stop_selected")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Experiment]:

@@ -19,6 +19,7 @@ from django.db import transaction
 
 from advisors_app.exceptions import Refusal
 from advisors_app.experiments.assignment import rule_errors
+from advisors_app.experiments.ramps import ramp_errors
 from advisors_app.experiments.results import METRICS
 from advisors_app.models import AdvisorChain, ChainVersion, Experiment, ExperimentArm
 from advisors_app.models.experiments import BASIS_POINTS
@@ -136,6 +137,10 @@ def _checked(
         errors.update(arm_problems)
     if "guardrails" in data:
         errors.update(guardrail_errors(data["guardrails"]))
+    if "ramp" in data:
+        problems = ramp_errors(data["ramp"])
+        if problems:
+            errors["ramp"] = problems
     if "targeting" in data:
         names = [name for name, _, _ in parsed] if parsed else _arm_names(current)
         problems = rule_errors(data["targeting"], names)
@@ -172,6 +177,7 @@ def create_experiment(chain: AdvisorChain, data: Mapping[str, Any], *, user: Any
             unit=data.get("unit") or Experiment.Unit.USER,
             guardrails=list(data.get("guardrails") or []),
             targeting=list(data.get("targeting") or []),
+            ramp=dict(data.get("ramp") or {}),
             created_by=user if getattr(user, "is_authenticated", False) else None,
         )
         _write_arms(experiment, parsed)
@@ -209,7 +215,7 @@ def update_experiment(experiment: Experiment, data: Mapping[str, Any]) -> Experi
                     fields={"arms": ["Only the weights may change while it runs."]},
                 )
     with transaction.atomic():
-        for key in ("name", "label", "unit", "guardrails", "targeting"):
+        for key in ("name", "label", "unit", "guardrails", "targeting", "ramp"):
             if key in data:
                 setattr(experiment, key, data[key].strip() if key == "name" else data[key])
         experiment.save()

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from advisors_app.conf import app_settings
+from advisors_app.experiments.ramps import advance
 from advisors_app.experiments.results import METRICS, arm_figures
 from advisors_app.experiments.stats import beyond_bound
 from advisors_app.experiments.status import change_status
@@ -80,10 +81,18 @@ def _breach(rail: dict[str, Any], arm: Any, control: Any, alpha: float) -> dict[
 
 def check(experiment: Experiment) -> dict[str, Any] | None:
     """Blocking: check a running experiment's guardrails (one statement for the figures);
-    pause it when one trips. The breach, or ``None``."""
-    if experiment.status != Experiment.Status.RUNNING or not experiment.guardrails:
+    pause it when one trips, else move its ramp on when the step is done
+    (:func:`~.ramps.advance`). The breach, or ``None``."""
+    if experiment.status != Experiment.Status.RUNNING:
         return None
     arms = list(experiment.arms.order_by("position").values_list("name", flat=True))
+    breach = _guard(experiment, arms) if experiment.guardrails else None
+    if breach is None and experiment.ramp:
+        advance(experiment, arms)
+    return breach
+
+
+def _guard(experiment: Experiment, arms: list[str]) -> dict[str, Any] | None:
     figures = arm_figures(experiment.pk)
     control = figures.get(arms[0])
     minimum = app_settings.EXPERIMENT_MIN_TURNS

@@ -28,6 +28,7 @@ from typing import Any
 
 from advisors_app.definition.runtime import ChainTarget
 from advisors_app.experiments.assignment import arm_at, bucket, matches
+from advisors_app.experiments.ramps import effective_weights
 from advisors_app.models import Experiment, ExperimentArm
 
 __all__ = ["ArmPlan", "Plan", "assign", "clear_plans", "plan_of"]
@@ -72,11 +73,14 @@ class Plan:
 def load_plan(experiment_id: int) -> Plan:
     """Blocking, two queries: the experiment's plan as stored now."""
     experiment = Experiment.objects.get(pk=experiment_id)
-    rows = ExperimentArm.objects.filter(experiment_id=experiment_id).order_by("position")
+    rows = list(
+        ExperimentArm.objects.filter(experiment_id=experiment_id)
+        .order_by("position")
+        .values_list("name", "weight", "version_id", "version__number", "version__snapshot_hash")
+    )
+    weights = effective_weights([row[1] for row in rows], experiment.ramp, experiment.ramp_step)
     arms, upper = [], 0
-    for name, weight, version_id, number, snapshot_hash in rows.values_list(
-        "name", "weight", "version_id", "version__number", "version__snapshot_hash"
-    ):
+    for (name, _, version_id, number, snapshot_hash), weight in zip(rows, weights, strict=True):
         upper += weight
         arms.append(ArmPlan(name, version_id, number, snapshot_hash, upper))
     return Plan(

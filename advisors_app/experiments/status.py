@@ -67,7 +67,7 @@ def change_status(
         locked.status = to
         now = timezone.now()
         if to == Status.RUNNING and locked.started_at is None:
-            locked.started_at = now
+            locked.started_at = locked.step_started_at = now
         if to in (Status.STOPPED, Status.CONCLUDED):
             locked.ended_at = now
         try:

@@ -35,7 +35,8 @@ class Experiment(models.Model):
 
     ``guardrails``: ``[{"metric", "max"|"min"}]``, bounds on the difference arm − control
     (:data:`advisors_app.experiments.guardrails.METRICS`); ``targeting``: ordered rules
-    ``[{"arm", "users"?|"groups"?|"metadata"?}]`` applied before the split.
+    ``[{"arm", "users"?|"groups"?|"param"?}]`` applied before the split; ``ramp``: the
+    candidates' share step by step.
     """
 
     class Status(models.TextChoices):
@@ -63,6 +64,12 @@ class Experiment(models.Model):
     salt = models.CharField(max_length=64, default=_salt)
     guardrails = models.JSONField(default=list, blank=True)
     targeting = models.JSONField(default=list, blank=True)
+    #: ``{"steps": [bp, ...], "min_turns": n}``: the share of units the candidate arms get
+    #: together, step by step (``{}``: their weights from the start); see
+    #: :mod:`advisors_app.experiments.ramps`.
+    ramp = models.JSONField(default=dict, blank=True)
+    ramp_step = models.PositiveSmallIntegerField(default=0)
+    step_started_at = models.DateTimeField(null=True, blank=True)
     #: Grows with every change of the experiment or its arms (the turns' cache key).
     revision = models.PositiveIntegerField(default=1)
     #: The arm a conclusion chose (blank until concluded).

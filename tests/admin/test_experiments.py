@@ -55,6 +55,7 @@ def form(chain: Any, arms: list[tuple[str, int, int]], **fields: Any) -> dict[st
         "unit": "user",
         "guardrails": '[{"metric": "error_rate", "max": 0.02}]',
         "targeting": "[]",
+        "ramp": "{}",
         "arms-TOTAL_FORMS": str(len(arms)),
         "arms-INITIAL_FORMS": "0",
         "arms-MIN_NUM_FORMS": "2",

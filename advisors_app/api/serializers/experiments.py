@@ -48,6 +48,8 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "arms",
             "guardrails",
             "targeting",
+            "ramp",
+            "ramp_step",
             "winner",
             "revision",
             "created_at",
@@ -91,4 +93,8 @@ class ExperimentWriteSerializer(serializers.Serializer):
         child=serializers.DictField(),
         required=False,
         help_text='[{"arm", "users"|"groups"|"param" + "equals"|"in"}], first match wins',
+    )
+    ramp = serializers.DictField(
+        required=False,
+        help_text='{"steps": [basis points, ...], "min_turns": n}: the candidates\' share',
     )
