@@ -39,3 +39,8 @@ def make_experiment(
             position=position,
         )
     return experiment
+
+
+def tenant_of(user: Any) -> str | None:
+    """A tenant resolver for tests: ``acme-*`` users are tenant ``acme``, others have none."""
+    return "acme" if user.username.startswith("acme-") else None

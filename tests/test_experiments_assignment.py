@@ -192,3 +192,32 @@ async def _touch(experiment: Experiment) -> None:
     from asgiref.sync import sync_to_async
 
     await sync_to_async(experiment.touch)()
+
+
+@pytestmark_db
+@pytest.mark.usefixtures("fresh")
+async def test_a_tenant_unit_gives_a_tenant_one_arm(django_user_model: Any) -> None:
+    from asgiref.sync import sync_to_async
+    from django.test import override_settings
+
+    from advisors_app.experiments.editing import ExperimentError, create_experiment
+
+    chain = await _chain()
+    body = {
+        "name": "per tenant",
+        "unit": "tenant",
+        "arms": [
+            {"name": "control", "version": 1, "weight": 5000},
+            {"name": "treatment", "version": 2, "weight": 5000},
+        ],
+    }
+    with pytest.raises(ExperimentError) as refused:
+        await sync_to_async(create_experiment)(chain, body, user=None)
+    assert list(refused.value.fields) == ["unit"]
+    make = sync_to_async(django_user_model.objects.create_user)
+    acme = [await make(f"acme-{n}", password="pw") for n in range(8)]
+    with override_settings(ADVISORS={"TENANT_RESOLVER": "tests.experiment_helpers.tenant_of"}):
+        experiment = await sync_to_async(create_experiment)(chain, body, user=None)
+        await Experiment.objects.filter(pk=experiment.pk).aupdate(status="running")
+        arms = {(await call_turn(chain.slug, user, "hi")).experiment["arm"] for user in acme}
+    assert len(arms) == 1

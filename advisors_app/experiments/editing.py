@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
+from advisors_app.conf import app_settings
 from advisors_app.exceptions import Refusal
 from advisors_app.experiments.assignment import rule_errors
 from advisors_app.experiments.ramps import ramp_errors
@@ -123,6 +124,8 @@ def _scalar_errors(data: Mapping[str, Any], partial: bool) -> FieldErrors:
             errors["label"] = [f"{label!r} is not a label name."]
     if "unit" in data and data["unit"] not in Experiment.Unit.values:
         errors["unit"] = [f"Choose one of {', '.join(Experiment.Unit.values)}."]
+    elif data.get("unit") == Experiment.Unit.TENANT and not app_settings.TENANT_RESOLVER:
+        errors["unit"] = ['"tenant" needs ADVISORS["TENANT_RESOLVER"]: none is configured.']
     return errors
 
 

@@ -30,6 +30,7 @@ from advisors_app.definition.runtime import ChainTarget
 from advisors_app.experiments.assignment import arm_at, bucket, matches
 from advisors_app.experiments.ramps import effective_weights
 from advisors_app.models import Experiment, ExperimentArm
+from advisors_app.stores.scoped import user_tenant
 
 __all__ = ["ArmPlan", "Plan", "assign", "clear_plans", "plan_of"]
 
@@ -119,10 +120,15 @@ def clear_plans() -> None:
 
 
 def unit_key(plan: Plan, user: Any, conversation: Any, conversation_id: str | None) -> str:
-    """The key the unit is hashed by: the user, or the conversation (a new conversation without
-    an id of the caller's gets a random key: it keeps its arm by its version afterwards)."""
+    """The key the unit is hashed by: the user, their tenant, or the conversation (a new
+    conversation without an id of the caller's gets a random key: it keeps its arm by its
+    version afterwards)."""
     if plan.unit == Experiment.Unit.USER:
         return f"user:{user.pk}"
+    if plan.unit == Experiment.Unit.TENANT:
+        # A user without a tenant is a unit of their own (blocking: the resolver may query).
+        tenant = user_tenant(user)
+        return f"tenant:{tenant}" if tenant is not None else f"user:{user.pk}"
     if conversation is not None:
         return f"conversation:{conversation.pk}"
     return f"new:{conversation_id or uuid.uuid4().hex}"

@@ -47,7 +47,11 @@ class Migration(migrations.Migration):
                 (
                     "unit",
                     models.CharField(
-                        choices=[("user", "User"), ("conversation", "Conversation")],
+                        choices=[
+                            ("user", "User"),
+                            ("conversation", "Conversation"),
+                            ("tenant", "Tenant"),
+                        ],
                         default="user",
                         max_length=16,
                     ),

@@ -50,6 +50,8 @@ class Experiment(models.Model):
     class Unit(models.TextChoices):
         USER = "user", "User"
         CONVERSATION = "conversation", "Conversation"
+        #: The user's tenant (``ADVISORS["TENANT_RESOLVER"]``): a tenant's users share an arm.
+        TENANT = "tenant", "Tenant"
 
     #: The statuses the turn's version read looks at: at most one per chain and label.
     ACTIVE = (Status.RUNNING, Status.PAUSED)
