@@ -72,8 +72,11 @@ class Plan:
 
 
 def load_plan(experiment_id: int) -> Plan:
-    """Blocking, two queries: the experiment's plan as stored now."""
-    experiment = Experiment.objects.get(pk=experiment_id)
+    """Blocking, two queries: the experiment's plan as stored now (deleted since the turn's
+    read: a plan without arms, which serves the label's version)."""
+    experiment = Experiment.objects.filter(pk=experiment_id).first()
+    if experiment is None:
+        return Plan(experiment_id, Experiment.Status.STOPPED, Experiment.Unit.USER, "", (), ())
     rows = list(
         ExperimentArm.objects.filter(experiment_id=experiment_id)
         .order_by("position")

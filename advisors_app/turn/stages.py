@@ -10,7 +10,7 @@ stage             hook signature, where it runs, what it may do
 ================  ==============================================================================
 ``choose``        ``hook(choice: VersionChoice) -> VersionChoice``: blocking, first in the turn's
                   opening thread hop, before the read trip. Returns the version to read — the
-                  one asked for, or another (an experiment assigning the caller an arm).
+                  one asked for, or another label or number.
 ``assign``        ``hook(assignment: Assignment) -> ChainTarget``: blocking, in the same hop, right
                   after the read trip (timed with ``open``). Returns the version the turn runs
                   — ``assignment.target``, or another version of the chain — given what was
