@@ -1,5 +1,6 @@
 """Experiments in the admin: arms inline (version pickers of the chain), start / pause / stop
-as actions, conclude from the change page (one button per arm), the per-arm results table.
+as actions, conclude from the change page (one button per arm), the per-arm results table and
+charts of turns and error rate a day (:mod:`advisors_app.experiments.timeline`).
 
 The same rules as the REST API (:mod:`advisors_app.experiments.editing`): a form error for
 weights not summing to 10000, a version of another chain, an unknown guardrail metric or a
@@ -24,6 +25,7 @@ from advisors_app.experiments.editing import arm_errors, guardrail_errors
 from advisors_app.experiments.lifecycle import conclude
 from advisors_app.experiments.ramps import ramp_errors
 from advisors_app.experiments.results import results
+from advisors_app.experiments.timeline import svg_chart, timeline
 from advisors_app.models import Experiment, ExperimentArm, ExperimentEvent
 
 __all__ = ["ExperimentAdmin", "ExperimentArmInline"]
@@ -208,6 +210,14 @@ class ExperimentAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         if obj is not None and obj.pk:
             context["experiment_results"] = _rows(obj)
+            days = timeline(obj)
+            if days["days"]:
+                context["experiment_charts"] = [
+                    svg_chart({n: a["turns"] for n, a in days["arms"].items()}, "Turns a day"),
+                    svg_chart(
+                        {n: a["error_rate"] for n, a in days["arms"].items()}, "Error rate a day"
+                    ),
+                ]
             if self._runs(request) and obj.status != Experiment.Status.CONCLUDED:
                 context["conclude_arms"] = list(obj.arms.values_list("name", flat=True))
         return super().render_change_form(request, context, *args, obj=obj, **kw)

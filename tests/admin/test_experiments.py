@@ -117,6 +117,7 @@ def test_actions_conclude_and_the_results_table(runner: Client, django_user_mode
     page = runner.get(f"/admin/advisors_app/experiment/{experiment.pk}/change/").content.decode()
     assert 'id="experiment-results"' in page and "(control)" in page
     assert "Conclude: treatment wins" in page
+    assert 'aria-label="Turns a day"' in page and "<polyline" in page
     runner.post(changelist, {"action": "pause_selected", "_selected_action": [experiment.pk]})
     experiment.refresh_from_db()
     assert experiment.status == "paused"
