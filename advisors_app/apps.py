@@ -26,9 +26,12 @@ class AdvisorsAppConfig(AppConfig):
         from advisors_app.core.providers.echoed_secrets import set_known_secrets
         from advisors_app.definition import advisor_types
         from advisors_app.definition.snapshot import register_reference_kinds
+        from advisors_app.experiments import guardrails
+        from advisors_app.experiments import serving as experiments
         from advisors_app.ingestion import recovery
         from advisors_app.memory import recall
         from advisors_app.security import protection, redaction
+        from advisors_app.turn import stages
 
         # Tagged "database" so `check --database default` and `migrate` run them, and
         # plain `check` (which must not need a live server) does not.
@@ -46,3 +49,7 @@ class AdvisorsAppConfig(AppConfig):
         # A provider echoing a key in a successful reply: redacted before anyone sees it.
         set_known_secrets(redaction.secret_values)
         recovery.connect()
+        # The experiments' turn hooks: the arm a turn runs (assign), and counting the turns
+        # that schedule guardrail checks (after commit).
+        stages.add_hook(stages.Stage.ASSIGN, experiments.assign)
+        stages.add_hook(stages.Stage.AFTER_COMMIT, guardrails.count_turn)

@@ -51,6 +51,10 @@ DEFAULTS: dict[str, Any] = {
     "CHAT_PAGE_DEFAULT_CHAIN": "",
     "MCP_ENDPOINT_ENABLED": False,
     "TRACE_PAYLOAD_SAMPLE": 0.0,
+    "EXPERIMENT_CHECK_TURNS": 100,
+    "EXPERIMENT_CHECK_SECONDS": 60.0,
+    "EXPERIMENT_MIN_TURNS": 30,
+    "EXPERIMENT_ALPHA": 0.05,
     "CHAT_MODELS": {},
     "EMBEDDING_MODELS": {},
     "MCP_SERVERS": {},
@@ -152,6 +156,29 @@ class AdvisorsSettings:
         model, store the partial answer) or ``"continue"`` (run to the end, store it whole; a
         client resumes it). A server shutting down always cancels."""
         return str(self._get("DISCONNECT_POLICY"))
+
+    @property
+    def EXPERIMENT_CHECK_TURNS(self) -> int:
+        """A running experiment's guardrails are checked (a task queued) after this many of
+        its turns in a server process, or :attr:`EXPERIMENT_CHECK_SECONDS` after the last
+        check that process queued, whichever comes first (``advisors_app.experiments``)."""
+        return int(self._get("EXPERIMENT_CHECK_TURNS"))
+
+    @property
+    def EXPERIMENT_CHECK_SECONDS(self) -> float:
+        """See :attr:`EXPERIMENT_CHECK_TURNS`."""
+        return float(self._get("EXPERIMENT_CHECK_SECONDS"))
+
+    @property
+    def EXPERIMENT_MIN_TURNS(self) -> int:
+        """Turns each of the two arms compared needs before a guardrail may trip."""
+        return int(self._get("EXPERIMENT_MIN_TURNS"))
+
+    @property
+    def EXPERIMENT_ALPHA(self) -> float:
+        """The guardrails' error rate: the chance, under continuous monitoring, that a
+        guardrail trips while the arm is in fact within its bound (mSPRT threshold 1/α)."""
+        return float(self._get("EXPERIMENT_ALPHA"))
 
     @property
     def MAX_UPLOAD_BYTES(self) -> int:

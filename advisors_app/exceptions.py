@@ -20,6 +20,7 @@ MCP tool errors, built from the frame) in :func:`advisors_app.turn.events.error_
         ├── VersionNotFound (LookupError)     definition.runtime: no such label or version (404)
         ├── VersionLookupError (LookupError)  definition.versions: a ref names nothing (404)
         ├── EvalRunError (ValueError)         evaluation.runs: a run cannot be created (400)
+        ├── ExperimentError (ValueError)      experiments.editing: an experiment change (400 … 409)
         └── EvaluatorParamsError (ValueError) evaluation.evaluators: bad evaluator params (400)
 
 A subclass sets ``code`` and ``http_status`` as class attributes (its usual answer); an instance

@@ -49,6 +49,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("websocket_load_spread", ["--spread"]),
     ("embedded_models", []),
     ("turn_pipeline", []),
+    ("experiment_turn", []),
     ("ingestion_load", []),
 ]
 
@@ -241,10 +242,37 @@ def rows(data: dict[str, dict[str, Any] | None]) -> list[dict[str, str]]:
     turn = (data.get("turn_pipeline") or {}).get("results")
     if turn:
         turn_rows(add, turn)
+    experiment = (data.get("experiment_turn") or {}).get("results")
+    if experiment:
+        experiment_rows(add, experiment)
     ingestion = data.get("ingestion_load")
     if ingestion:
         ingestion_rows(add, ingestion)
     return out
+
+
+def experiment_rows(add: Any, res: dict[str, Any]) -> None:
+    """Issue 37: a turn served by an experiment against the same turn without one."""
+    a, t, s = res["assignment"], res["turn"], res["statements"]
+    add(
+        "experiments: assign hook per turn, new unit / pinned conversation, µs",
+        f"{_fmt(a['new_unit_us'], digits=2)} / {_fmt(a['pinned_us'], digits=2)}",
+        target="≤ 50 µs",
+        met=max(a["new_unit_us"], a["pinned_us"]) <= 50,
+    )
+    add(
+        "experiments: later call turn p50 with a running experiment, ms",
+        _fmt(t["experiment_p50_ms"], digits=3),
+        f"without {_fmt(t['plain_p50_ms'], digits=3)}",
+        _fmt(t["experiment_p50_ms"] / t["plain_p50_ms"], digits=3),
+    )
+    add(
+        "experiments: SQL statements opening a later turn",
+        str(s["experiment_open"]),
+        f"without {s['plain_open']}",
+        target="the same",
+        met=s["experiment_open"] == s["plain_open"],
+    )
 
 
 def guard_classifier_rows(add: Any, res: dict[str, Any]) -> None:

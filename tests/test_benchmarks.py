@@ -200,9 +200,21 @@ def test_every_benchmark_heads_its_output_with_the_cpu_pressure(capsys) -> None:
     for name in ("chain_overhead", "safe_guard_matching", "memory_window", "vector_search"):
         source = (Path(run_all.ROOT) / "benchmarks" / f"{name}.py").read_text()
         assert "header(" in source, name
-    for name in ("websocket_load", "embedded_models", "ingestion_load"):
+    for name in ("websocket_load", "embedded_models", "ingestion_load", "experiment_turn"):
         source = (Path(run_all.ROOT) / "benchmarks" / f"{name}.py").read_text()
         assert "header(" in source, name
+
+
+def test_experiment_rows_compare_a_turn_with_and_without() -> None:
+    results = {
+        "assignment": {"new_unit_us": 6.0, "pinned_us": 4.0},
+        "turn": {"plain_p50_ms": 4.0, "experiment_p50_ms": 4.01, "difference_us": 10.0},
+        "statements": {"plain_open": 2, "experiment_open": 2},
+    }
+    summary = {r["what"]: r for r in run_all.rows({"experiment_turn": {"results": results}})}
+    hook = summary["experiments: assign hook per turn, new unit / pinned conversation, µs"]
+    assert hook["met"] == "met"
+    assert summary["experiments: SQL statements opening a later turn"]["met"] == "met"
 
 
 def _chat(index: int, frames: list[tuple[float, int, dict]], resumed: bool = False) -> Any:

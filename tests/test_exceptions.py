@@ -27,6 +27,7 @@ from advisors_app.evaluation.evaluators import EvaluatorParamsError
 from advisors_app.evaluation.feedback import FeedbackError
 from advisors_app.evaluation.runs import EvalRunError
 from advisors_app.exceptions import Refusal, TurnError
+from advisors_app.experiments.editing import ExperimentError
 from advisors_app.ingestion.uploads import UploadRefused
 from advisors_app.mcp_server import stop_endpoints
 from advisors_app.models import AdvisorChain
@@ -51,6 +52,7 @@ EXAMPLES: list[Refusal] = [
     VersionLookupError("chain 'desk' has no version 7"),
     EvalRunError("No dataset 'missing'."),
     EvaluatorParamsError({"params.pattern": ["Not a regular expression."]}, "regex"),
+    ExperimentError("The experiment is invalid.", fields={"arms": ["Sum to 10000."]}),
 ]
 
 

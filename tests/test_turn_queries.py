@@ -336,3 +336,33 @@ async def test_a_chain_without_memory_reads_no_window(user: Any) -> None:
         await call_turn(chain.slug, user, "three", conversation_id=first.conversation_id)
     selects = [sql for sql in later.statements if sql.startswith("SELECT")]
     assert len(selects) == 2 and later.read_trips == 1, later  # the version, the conversation
+
+
+async def test_an_experiment_adds_no_statement_to_a_turn(chain: Any, user: Any) -> None:
+    """Issue 37: the label's experiment is read with the version, its plan cached per process."""
+    from advisors_app.definition import publish
+    from advisors_app.experiments.serving import clear_plans
+    from tests.experiment_helpers import make_experiment
+
+    first = await call_turn(chain.slug, user, "hello")
+    with counting() as plain:
+        await call_turn(chain.slug, user, "and now?", conversation_id=first.conversation_id)
+
+    def second_version() -> None:
+        chain.chat_model = scripted_model("memory-model-2", responses=("Also sure.",))
+        chain.save()
+        publish(chain, message="v2")
+        make_experiment(chain)
+
+    await sync_to_async(second_version)()
+    clear_plans()
+    started = await call_turn(chain.slug, user, "hello")  # reads the plan once
+    assert started.experiment is not None
+    with counting() as experimented:
+        later = await call_turn(
+            chain.slug, user, "and now?", conversation_id=started.conversation_id
+        )
+    report("a later turn under an experiment", experimented)
+    assert later.experiment == started.experiment
+    assert len(experimented.statements) == len(plain.statements), experimented
+    assert (experimented.read_trips, experimented.commits) == (plain.read_trips, plain.commits)

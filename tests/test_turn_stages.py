@@ -158,3 +158,30 @@ async def test_a_failing_finish_hook_leaves_the_call_log_alone(
     assert told == [False, True]  # then again, in the transaction of the call log alone
     assert await sync_to_async(CallLog.objects.count)() == 1
     assert not await Conversation.objects.filter(messages__isnull=False).aexists()
+
+
+async def test_an_assign_hook_serves_another_version_once_the_read_is_done(
+    chain: Any, user: Any, hooked: Any
+) -> None:
+    from advisors_app.turn.state import Assignment
+
+    seen: list[Assignment] = []
+    second = await chain.versions.aget(number=2)
+
+    def serve_second(assignment: Assignment) -> Any:
+        seen.append(assignment)
+        return dataclasses.replace(
+            assignment.target,
+            version_id=second.pk,
+            number=2,
+            snapshot_hash=second.snapshot_hash,
+        )
+
+    hooked(Stage.ASSIGN, serve_second)
+    first = await call_turn(chain.slug, user, "hi")
+    assert (first.content, first.version) == ("two", 2)
+    later = await call_turn(chain.slug, user, "again", conversation_id=first.conversation_id)
+    assert later.content == "two"
+    assert seen[0].conversation is None and seen[0].asked.number == 1
+    # The conversation was created on the version served, and read back on the next turn.
+    assert seen[1].conversation.chain_version_id == second.pk

@@ -1,6 +1,6 @@
 """The app's admin: chains (with their versions, labels and the playground), what they refer
 to, logs, conversations, documents (with upload), ingestion jobs, tool-call approvals, model
-prices and budgets (with the spend report), MCP servers.
+prices and budgets (with the spend report), MCP servers, experiments.
 
 Importing this package registers every ``ModelAdmin`` with the default admin site.
 """
@@ -12,6 +12,7 @@ from advisors_app.admin.chains import AdvisorChainAdmin, AdvisorConfigInline
 from advisors_app.admin.costs import BudgetAdmin, ModelPriceAdmin
 from advisors_app.admin.documents import CollectionAdmin, DocumentAdmin
 from advisors_app.admin.evaluation import DatasetAdmin, EvalRunAdmin, PromotionGateAdmin
+from advisors_app.admin.experiments import ExperimentAdmin, ExperimentArmInline
 from advisors_app.admin.ingestion import IngestionJobAdmin
 from advisors_app.admin.logs import CallLogAdmin, ConversationAdmin
 from advisors_app.admin.mcp import McpServerAdmin
@@ -39,6 +40,8 @@ __all__ = [
     "DocumentAdmin",
     "EmbeddingModelConfigAdmin",
     "EvalRunAdmin",
+    "ExperimentAdmin",
+    "ExperimentArmInline",
     "IngestionJobAdmin",
     "McpServerAdmin",
     "ModelPriceAdmin",

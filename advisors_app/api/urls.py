@@ -26,6 +26,13 @@ from advisors_app.api.views.documents import (
     IngestionListView,
 )
 from advisors_app.api.views.evaluation import EvalRunCompareView
+from advisors_app.api.views.experiments import (
+    ChainExperimentListView,
+    ExperimentActionView,
+    ExperimentConcludeView,
+    ExperimentDetailView,
+    ExperimentResultsView,
+)
 from advisors_app.api.views.feedback import MessageFeedbackView
 from advisors_app.api.views.recall import ConversationSearchView
 from advisors_app.api.views.usage import UsageView
@@ -63,6 +70,26 @@ urlpatterns: list[URLPattern | URLResolver] = [
     ),
     path(_CHAIN + "diff/", ChainDiffView.as_view(), name="api-chain-diff"),
     path(_CHAIN + "labels/", ChainLabelListView.as_view(), name="api-chain-labels"),
+    path(_CHAIN + "experiments/", ChainExperimentListView.as_view(), name="api-chain-experiments"),
+    path("experiments/<int:pk>/", ExperimentDetailView.as_view(), name="api-experiment"),
+    *(
+        path(
+            f"experiments/<int:pk>/{action}/",
+            ExperimentActionView.as_view(action_name=action),
+            name=f"api-experiment-{action}",
+        )
+        for action in ("start", "pause", "stop")
+    ),
+    path(
+        "experiments/<int:pk>/conclude/",
+        ExperimentConcludeView.as_view(),
+        name="api-experiment-conclude",
+    ),
+    path(
+        "experiments/<int:pk>/results/",
+        ExperimentResultsView.as_view(),
+        name="api-experiment-results",
+    ),
     path(_LABEL, ChainLabelDetailView.as_view(), name="api-chain-label"),
     path(_LABEL + "history/", ChainLabelHistoryView.as_view(), name="api-chain-label-history"),
     path(_LABEL + "rollback/", ChainLabelRollbackView.as_view(), name="api-chain-label-rollback"),

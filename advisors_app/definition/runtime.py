@@ -26,7 +26,8 @@ from datetime import datetime
 from typing import Any
 
 from django.core.signals import setting_changed
-from django.db.models import QuerySet, Subquery
+from django.db.models import CharField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Cast, Coalesce, Concat
 
 from advisors_app.conf import app_settings
 from advisors_app.db.prepared import PreparedQuery
@@ -43,6 +44,7 @@ from advisors_app.models import (
     AdvisorChain,
     ChainVersion,
     ChatModelConfig,
+    Experiment,
 )
 from advisors_app.security import redaction
 
@@ -102,6 +104,11 @@ class ChainTarget:
     #: When the model-config row named like ``DEFAULT_CHAT_MODEL`` last changed (``None``: no
     #: such row, the settings' alias serves): chains without a model of their own use it.
     default_model_changed: datetime | None = None
+    #: ``"<id>:<revision>"`` of the running or paused experiment of the label asked for, read
+    #: with the version (blank: none; :mod:`advisors_app.experiments.serving`).
+    experiment: str = ""
+    #: ``(experiment id, arm name)`` when an experiment chose this version for the turn.
+    arm: tuple[int, str] | None = None
 
     @property
     def cache_key(self) -> str:
@@ -113,11 +120,29 @@ class ChainTarget:
         return self.version_id is None
 
 
+def _experiment_of(lookup: str, value: Any) -> Any:
+    """The stamp (``"<id>:<revision>"``) of the label's active experiment, for the label
+    query (the number query names no label: blank). At most one row: a partial unique index
+    (:class:`~advisors_app.models.Experiment`)."""
+    if lookup != "labels__name":
+        return Value("")
+    active = Experiment.objects.filter(
+        chain_id=OuterRef("chain_id"), label=value, status__in=Experiment.ACTIVE
+    ).order_by()
+    stamp = Concat(Cast("id", CharField()), Value(":"), Cast("revision", CharField()))
+    return Coalesce(
+        Subquery(active.annotate(stamp=stamp).values("stamp")[:1]),
+        Value(""),
+        output_field=CharField(),
+    )
+
+
 def _version_query(lookup: str, placeholder: Any) -> PreparedQuery:
     """The version of an enabled chain whose ``lookup`` (a label's name, a number) matches,
-    with what a turn reads of it, and when the model-config row of the default alias last
-    changed (read in the same query). Run on every turn, so compiled once (see
-    :mod:`advisors_app.db.prepared`); the placeholders are values no chain, label or alias has.
+    with what a turn reads of it, when the model-config row of the default alias last
+    changed and the label's active experiment (read in the same query). Run on every turn, so
+    compiled once (see :mod:`advisors_app.db.prepared`); the placeholders are values no chain,
+    label or alias has.
     """
 
     def build(slug: str, alias: str, value: Any) -> QuerySet[ChainVersion]:
@@ -125,6 +150,7 @@ def _version_query(lookup: str, placeholder: Any) -> PreparedQuery:
         return (
             ChainVersion.objects.filter(chain__slug=slug, chain__enabled=True, **{lookup: value})
             .annotate(default_model_changed=Subquery(default_model.values("updated_at")[:1]))
+            .annotate(experiment=_experiment_of(lookup, value))
             .values_list(
                 "id",
                 "number",
@@ -132,6 +158,7 @@ def _version_query(lookup: str, placeholder: Any) -> PreparedQuery:
                 "chain_id",
                 "chain__version_policy",
                 "default_model_changed",
+                "experiment",
             )
             .order_by()[:1]
         )
@@ -192,7 +219,7 @@ def target_of(
     asked = "" if version is not None else label or PRODUCTION
     if not rows:
         _raise_missing(slug, f"version {version}" if version is not None else f"label {asked!r}")
-    version_id, number, snapshot_hash, chain_id, policy, default_model_changed = rows[0]
+    version_id, number, snapshot_hash, chain_id, policy, default_model_changed, experiment = rows[0]
     return ChainTarget(
         chain_id,
         slug,
@@ -202,6 +229,7 @@ def target_of(
         asked,
         policy,
         default_model_changed,
+        experiment or "",
     )
 
 

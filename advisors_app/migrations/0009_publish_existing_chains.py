@@ -28,6 +28,11 @@ def _columns_of_later_migrations(schema_editor):
                 c.name for c in connection.introspection.get_table_description(cursor, table)
             }
             for field in model._meta.local_concrete_fields:
+                # A key to a table a later migration creates cannot be added yet (the
+                # publishing below reads no such column).
+                related = field.related_model
+                if related is not None and related._meta.db_table not in tables:
+                    continue
                 if field.column not in columns:
                     added.append((model, field))
     for model, field in added:

@@ -19,6 +19,7 @@ from advisors_app.models.evaluation import (
     PromotionGate,
     items_as_of,
 )
+from advisors_app.models.experiments import Experiment, ExperimentArm, ExperimentEvent
 from advisors_app.models.ingestion import IngestionFile, IngestionJob
 from advisors_app.models.mcp import McpServer
 from advisors_app.models.memory import ChatMessage, Conversation
@@ -50,6 +51,9 @@ __all__ = [
     "EmbeddingModelConfig",
     "EvalResult",
     "EvalRun",
+    "Experiment",
+    "ExperimentArm",
+    "ExperimentEvent",
     "IngestionFile",
     "IngestionJob",
     "McpServer",

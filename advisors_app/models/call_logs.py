@@ -81,6 +81,16 @@ class CallLog(models.Model):
     provider_status = models.PositiveSmallIntegerField(null=True, blank=True)
     #: One entry per advisor invocation, in the order they started (see ``advisors_app.trace``).
     trace = models.JSONField(default=list, blank=True)
+    #: The experiment that chose the version, and the arm it chose (issue 37; ``None``/blank:
+    #: the label's own version served).
+    experiment = models.ForeignKey(
+        "advisors_app.Experiment",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="call_logs",
+    )
+    experiment_arm = models.CharField(max_length=100, blank=True)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

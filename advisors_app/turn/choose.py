@@ -6,10 +6,10 @@ is for staff who may view (or change) chains (:func:`may_try_versions`, else
 ``permission_denied``, 403) — what the admin asks before it shows a draft or a version: drafts
 and other versions are for trying out, not for end users, and every transport (REST, SSE, the
 websocket, MCP) comes through here. The ``choose`` stage's hooks
-(:mod:`advisors_app.turn.stages`) may then choose another version — an experiment assigning the
-caller to one of its arms — before the version is read (:mod:`advisors_app.turn.open`). A
-conversation whose chain pins versions still continues on the version it started on: that is
-decided once the conversation is read.
+(:mod:`advisors_app.turn.stages`) may then choose another version before the version is read
+(:mod:`advisors_app.turn.open`). A conversation whose chain pins versions still continues on the
+version it started on, and an experiment of the label assigns the caller one of its arms (the
+``assign`` stage): both are decided once the version and the conversation are read.
 """
 
 from __future__ import annotations

@@ -35,8 +35,9 @@ done         ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` 
              (``latency_ms``, ``time_to_first_token_ms``), ``pending_approvals`` (as in
              ``approval_required``; ``[]``), ``cost`` (``input``, ``output``, ``total`` as
              decimal strings — ``None`` when a price is unknown —, ``currency``,
-             ``price_source``), ``budget_warnings`` (as in ``budget_warning``; ``[]``): the
-             :class:`TurnOutcome`
+             ``price_source``), ``budget_warnings`` (as in ``budget_warning``; ``[]``),
+             ``experiment`` (``{"id", "arm"}``, only when an experiment chose the version):
+             the :class:`TurnOutcome`
 error        ``code``, ``message``, ``provider_status`` (the model provider's HTTP status or
              ``None``), ``retry_after`` (seconds, for ``rate_limited``, ``throttled`` and
              ``budget_exceeded``), ``reset_at`` (only for ``budget_exceeded``: the ISO time the

@@ -111,7 +111,13 @@ def outcome_of(
         trace={**turn.trace.to_dict(), "stages": dict(turn.times.seconds)},
         cost=turn.meter.cost(),
         budget_warnings=[w.to_dict() for w in turn.meter.warnings],
+        experiment=_experiment(turn),
     )
+
+
+def _experiment(turn: Turn) -> dict[str, Any] | None:
+    arm = turn.target.arm
+    return None if arm is None else {"id": arm[0], "arm": arm[1]}
 
 
 def _hold_the_exchange(turn: Turn, response: ChatClientResponse | None, status: str) -> None:
@@ -190,6 +196,8 @@ def _call_log(turn: Turn, outcome: TurnOutcome, exc: BaseException | None) -> Ca
         error_message=redact(str(exc))[:2000] if exc is not None else "",
         provider_status=exc.status if isinstance(exc, ProviderError) else None,
         trace=redact_data(outcome.trace),
+        experiment_id=turn.target.arm[0] if turn.target.arm else None,
+        experiment_arm=turn.target.arm[1] if turn.target.arm else "",
     )
 
 

@@ -87,7 +87,7 @@ from advisors_app.turn import stages
 from advisors_app.turn.choose import choose_version, may_try_versions
 from advisors_app.turn.events import budget_exceeded
 from advisors_app.turn.input import TurnInput, checked_input
-from advisors_app.turn.state import Opening, StageTimes, Turn, VersionChoice
+from advisors_app.turn.state import Assignment, Opening, StageTimes, Turn, VersionChoice
 from advisors_app.validation import FieldErrors, schema_errors
 
 __all__ = ["WindowSizes", "aopen_turn", "open_turn", "window_sizes"]
@@ -376,6 +376,9 @@ def _open(
     started = time.perf_counter()
     read = _read(choice, data, errors)
     target = _continued(chain, user, data, read)
+    if not errors:
+        assignment = Assignment(chain, user, data, read.target, target, read.stored)
+        target = stages.assign(assignment)
     stored = read.stored
     compiled = _compiled(choice, target, trace_id)
     params = {} if data.params is None else data.params

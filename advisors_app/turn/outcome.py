@@ -49,12 +49,15 @@ class TurnOutcome:
     cost: dict[str, Any] = field(default_factory=dict)
     #: Budgets past their soft limit (``BudgetWarningEvent`` payloads without ``type``).
     budget_warnings: list[dict[str, Any]] = field(default_factory=list)
+    #: ``{"id", "arm"}`` when an experiment chose the version (issue 37), else ``None``.
+    experiment: dict[str, Any] | None = None
     prompt: dict[str, Any] | None = field(default=None, repr=False)
     trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The REST ``call`` body (and, with ``type`` and ``reason``, the ``done`` event)."""
-        return {
+        """The REST ``call`` body (and, with ``type`` and ``reason``, the ``done`` event);
+        ``experiment`` only when one chose the version."""
+        body = {
             "conversation_id": self.conversation_id,
             "message_id": self.message_id,
             "stored": self.stored,
@@ -71,17 +74,21 @@ class TurnOutcome:
             "cost": self.cost,
             "budget_warnings": self.budget_warnings,
         }
+        if self.experiment is not None:
+            body["experiment"] = self.experiment
+        return body
 
     def reply_metadata(self) -> dict[str, Any]:
         """What the stored reply keeps of its turn, so a reopened conversation shows it as the
         live reply did (the conversation API's message ``metadata``, the chat page, the admin).
         ``trace_id``, ``version`` and ``timings`` always; ``sources``, ``tools``, ``usage`` and
-        ``finish_reason`` when the turn had them."""
+        ``finish_reason`` and ``experiment`` when the turn had them."""
         kept = {"trace_id": self.trace_id, "version": self.version, "timings": self.timings}
         optional = {
             "sources": self.sources,
             "tools": self.tools,
             "usage": self.usage,
             "finish_reason": self.finish_reason,
+            "experiment": self.experiment,
         }
         return kept | {key: value for key, value in optional.items() if value}

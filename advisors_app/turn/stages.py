@@ -10,7 +10,12 @@ stage             hook signature, where it runs, what it may do
 ================  ==============================================================================
 ``choose``        ``hook(choice: VersionChoice) -> VersionChoice``: blocking, first in the turn's
                   opening thread hop, before the read trip. Returns the version to read — the
-                  one asked for, or another (an experiment assigning the caller an arm).
+                  one asked for, or another label or number.
+``assign``        ``hook(assignment: Assignment) -> ChainTarget``: blocking, in the same hop, right
+                  after the read trip (timed with ``open``). Returns the version the turn runs
+                  — ``assignment.target``, or another version of the chain — given what was
+                  read: the label's active experiment, the caller's conversation. Built in
+                  by the app: an experiment's arm (:mod:`advisors_app.experiments.serving`).
 ``open``          ``hook(opening: Opening) -> None``: blocking, in the same hop, once the input,
                   the version and the caller's conversation are read and checked and before
                   anything is written. Raises a :class:`~advisors_app.exceptions.Refusal` to
@@ -41,7 +46,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisors_app.approvals.pauses import record_turn
 from advisors_app.core.advisors.tool_calling import (
@@ -53,10 +58,13 @@ from advisors_app.core.memory import CompactionRequest
 from advisors_app.exceptions import TurnError
 from advisors_app.models import CallLog
 from advisors_app.stores.sessions import DjangoSessionRepository
-from advisors_app.turn.state import Finished, Opening, VersionChoice
+from advisors_app.turn.state import Assignment, Finished, Opening, VersionChoice
 from advisors_app.turn.throttling import chat_turn_wait
 
-__all__ = ["Stage", "add_hook", "choose", "hooks", "queues", "remove_hook", "run_hooks"]
+__all__ = ["Stage", "add_hook", "assign", "choose", "hooks", "queues", "remove_hook", "run_hooks"]
+
+if TYPE_CHECKING:
+    from advisors_app.definition.runtime import ChainTarget
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +73,7 @@ class Stage(StrEnum):
     """The stages of a turn, in the order they run."""
 
     CHOOSE = "choose"
+    ASSIGN = "assign"
     OPEN = "open"
     RUN = "run"
     FINISH = "finish"
@@ -98,9 +107,17 @@ def choose(choice: VersionChoice) -> VersionChoice:
     return choice
 
 
+def assign(assignment: Assignment) -> ChainTarget:
+    """The ``assign`` stage's hooks, each handed the previous one's target."""
+    for hook in _hooks[Stage.ASSIGN]:
+        assignment = replace(assignment, target=hook(assignment))
+    return assignment.target
+
+
 def run_hooks(stage: Stage, value: Any) -> None:
-    """The hooks of ``stage`` (not ``choose``) with ``value``; an ``after_commit`` hook that
-    raises is logged (the turn is committed), any other's error propagates."""
+    """The hooks of ``stage`` (not ``choose`` or ``assign``) with ``value``; an
+    ``after_commit`` hook that raises is logged (the turn is committed), any other's error
+    propagates."""
     for hook in _hooks[stage]:
         if stage is not Stage.AFTER_COMMIT:
             hook(value)

@@ -1,6 +1,7 @@
 """What one turn carries from stage to stage: the values the stages and their hooks are handed.
 
 * :class:`VersionChoice` — the ``choose`` stage's: which version the caller asked for;
+* :class:`Assignment` — the ``assign`` stage's: the version read, and the caller's conversation;
 * :class:`Opening` — the ``open`` stage's: the turn read and checked, nothing written yet;
 * :class:`Turn` — the turn opened and ready to run, then running (``run``);
 * :class:`Finished` — the ``finish`` and ``after_commit`` stages': what the turn left stored;
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from advisors_app.turn.input import TurnInput
     from advisors_app.turn.outcome import TurnOutcome
 
-__all__ = ["Finished", "Opening", "StageTimes", "Turn", "VersionChoice"]
+__all__ = ["Assignment", "Finished", "Opening", "StageTimes", "Turn", "VersionChoice"]
 
 
 class StageTimes:
@@ -59,6 +60,22 @@ class VersionChoice:
     conversation_id: str | None
     label: str | None
     version: int | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """What the ``assign`` stage's hooks are handed, once the turn's one read trip is done:
+    ``asked`` is the version the label or number asked for names (with the label's active
+    experiment, ``ChainTarget.experiment``), ``target`` the one the turn runs so far (a
+    conversation of a chain that pins versions continues on its own), ``conversation`` the
+    caller's conversation as stored (``None``: a new one)."""
+
+    chain: str
+    user: Any
+    input: TurnInput
+    asked: ChainTarget
+    target: ChainTarget
+    conversation: StoredConversation | None
 
 
 @dataclass(frozen=True, slots=True)

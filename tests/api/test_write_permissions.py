@@ -33,6 +33,8 @@ from advisors_app.models import (
     Collection,
     Conversation,
     Document,
+    Experiment,
+    ExperimentArm,
     ToolApproval,
     ToolApprovalGrant,
 )
@@ -116,7 +118,8 @@ WRITES = [
         "delete",
         "/api/chains/support/",
         None,
-        ("delete_advisorchain", *CHAIN_CASCADE),
+        # The world's chain has experiments: they go with it, as in the admin.
+        ("delete_advisorchain", *CHAIN_CASCADE, "delete_experiment"),
         204,
         "delete",
     ),
@@ -194,6 +197,62 @@ WRITES = [
         None,
         id="delete-shared-document",
     ),
+    Write(
+        "api-chain-experiments",
+        "post",
+        "/api/chains/support/experiments/",
+        {
+            "name": "new",
+            "label": "staging",
+            "arms": [
+                {"name": "a", "version": 1, "weight": 5000},
+                {"name": "b", "version": 2, "weight": 5000},
+            ],
+        },
+        ("run_experiment",),
+        201,
+        "create-experiment",
+    ),
+    Write(
+        "api-experiment",
+        "patch",
+        "/api/experiments/{draft_experiment}/",
+        {"name": "renamed"},
+        ("run_experiment",),
+        id="change-experiment",
+    ),
+    Write(
+        "api-experiment-start",
+        "post",
+        "/api/experiments/{draft_experiment}/start/",
+        {},
+        ("run_experiment",),
+        id="start-experiment",
+    ),
+    Write(
+        "api-experiment-pause",
+        "post",
+        "/api/experiments/{running_experiment}/pause/",
+        {},
+        ("run_experiment",),
+        id="pause-experiment",
+    ),
+    Write(
+        "api-experiment-stop",
+        "post",
+        "/api/experiments/{running_experiment}/stop/",
+        {},
+        ("run_experiment",),
+        id="stop-experiment",
+    ),
+    Write(
+        "api-experiment-conclude",
+        "post",
+        "/api/experiments/{running_experiment}/conclude/",
+        {"winner": "control"},
+        ("run_experiment", "change_chainlabel", "promote_production"),
+        id="conclude-experiment",
+    ),
 ]
 
 #: Writes on the caller's own rows, and chat turns: no model permission (why, per route).
@@ -263,8 +322,9 @@ def grant(user: Any, *codenames: str) -> Any:
 @pytest.fixture
 def world(bare_staff: Any) -> dict[str, Any]:
     """``support`` with versions 1 and 2 and a changed draft; ``production`` and ``staging``
-    moved 1 → 2 (so both can roll back); a shared collection and document, the bare staff
-    user's own collection, document and conversation."""
+    moved 1 → 2 (so both can roll back); a draft and a running experiment between them; a
+    shared collection and document, the bare staff user's own collection, document and
+    conversation."""
     chain = make_chain("support", model=scripted_model("support-model", responses=["Hi."]))
     v1 = chain.versions.get()
     AdvisorChain.objects.filter(pk=chain.pk).update(system_prompt="Be brief.")
@@ -297,7 +357,16 @@ def world(bare_staff: Any) -> dict[str, Any]:
         allowed_decisions=["approve", "reject"],
         expires_at=timezone.now() + timedelta(hours=1),
     )
+    experiments = {}
+    for status, label in (("draft", "staging"), ("running", "production")):
+        experiment = Experiment.objects.create(chain=chain, name=status, status=status, label=label)
+        for position, (name, version) in enumerate((("control", v1), ("candidate", v2))):
+            ExperimentArm.objects.create(
+                experiment=experiment, name=name, version=version, weight=5000, position=position
+            )
+        experiments[f"{status}_experiment"] = experiment.pk
     return {
+        **experiments,
         "own_approval": approval.pk,
         "own_reply": paused.pk,
         "shared_document": Document.objects.get(collection=shared).pk,
@@ -315,6 +384,7 @@ def state() -> tuple[Any, ...]:
         ChainLabelEvent.objects.count(),
         list(Collection.objects.order_by("pk").values_list("slug", flat=True)),
         Document.objects.count(),
+        list(Experiment.objects.order_by("pk").values_list("name", "status", "winner")),
     )
 
 

@@ -122,8 +122,8 @@ exactly one `done` or `error`:
   "content", "usage": {"prompt_tokens", "completion_tokens", "total_tokens"} | null,
   "metadata", "finish_reason", "trace_id", "version", "sources", "tools", "timings":
   {"latency_ms", "time_to_first_token_ms"}, "pending_approvals", "cost": {"input", "output",
-  "total", "currency", "price_source"}, "budget_warnings"}` — the same body as `call` answers
-  with (cost amounts are decimal strings, null when a price is unknown);
+  "total", "currency", "price_source"}, "budget_warnings", "experiment"?}` — the same body as
+  `call` answers with (cost amounts are decimal strings, null when a price is unknown);
   `message_id` is the stored reply's id; a turn
   that stored nothing (a guard refused the message) has `"stored": false` and `"message_id":
   null`, and `"conversation_id": null` when it was the conversation's first turn (the

@@ -19,9 +19,11 @@ openai     chat       ``model`` (required), ``base_url``, ``api_key_env``, ``opt
 openai     embedding  ``model`` (required), ``base_url``, ``api_key_env``, ``dimensions``,
                       ``send_dimensions``, ``batch_size``, ``timeout``, ``max_retries``,
                       ``headers``
-scripted   chat       ``responses`` (list of answers: a text, or a list of texts streamed as
-                      chunks), ``repeat`` (default true), ``chunk_delay`` (seconds slept
-                      before each streamed chunk, default 0), ``options``, ``tool_rules``
+scripted   chat       ``responses`` (list of answers: a text, a list of texts streamed as
+                      chunks, or ``{"error": <message>}``: that call fails with a
+                      ``ProviderError``, status 500), ``repeat`` (default true),
+                      ``chunk_delay`` (seconds slept before each streamed chunk, default
+                      0), ``options``, ``tool_rules``
                       (list of ``{"when": <regex>, "tool": <name>, "arguments"?: {...}}``:
                       call that tool when the last user message matches and the tool is
                       offered), ``after_tool`` (answer to a tool response, with
@@ -44,6 +46,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from ..exceptions import ProviderError
 from ..model import ChatModel, EmbeddingModel
 from ..prompt import ChatOptions
 
@@ -161,7 +164,8 @@ def validate_model_config(config: Mapping[str, Any], kind: str, name: str = "") 
         _is_scripted_answer(r) for r in config.get("responses", [])
     ):
         raise ValueError(
-            f"{label}: 'responses' must be a list of strings (or of lists of strings: chunks)"
+            f"{label}: 'responses' must be a list of strings (or of lists of strings: chunks, "
+            'or {"error": <message>}: a failing call)'
         )
     if provider == "scripted" and ("tool_rules" in config or "after_tool" in config):
         from .scripted import check_after_tool, parse_tool_rules
@@ -189,9 +193,18 @@ def validate_model_config(config: Mapping[str, Any], kind: str, name: str = "") 
 
 
 def _is_scripted_answer(value: Any) -> bool:
+    if isinstance(value, dict):
+        return set(value) == {"error"} and isinstance(value["error"], str)
     if isinstance(value, list):
         return all(isinstance(chunk, str) for chunk in value)
     return isinstance(value, str)
+
+
+def _scripted_item(item: Any) -> Any:
+    """A scripted answer as the model takes it: ``{"error": m}`` becomes the failure raised."""
+    if isinstance(item, dict):
+        return ProviderError(item["error"], status=500, provider="scripted")
+    return item
 
 
 def _is_bool_for_number(value: Any, expected: tuple[type, ...]) -> bool:
@@ -242,7 +255,7 @@ def create_chat_model(config: Mapping[str, Any], *, name: str = "") -> ChatModel
         from .scripted import ScriptedChatModel, parse_tool_rules
 
         return ScriptedChatModel(
-            config.get("responses", []),
+            [_scripted_item(item) for item in config.get("responses", [])],
             default_options=options,
             chunk_delay=float(config.get("chunk_delay", 0)),
             repeat=config.get("repeat", True),
