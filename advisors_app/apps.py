@@ -1,7 +1,8 @@
 """Django app configuration: registers the system checks and the ``conversation_search`` tool
 (:mod:`advisors_app.memory.recall`) when the app registry is ready, and redacts secrets from every
 log record of the process (:mod:`advisors_app.security.redaction`); in a task worker, it recovers
-the ingestion jobs of dead workers as the worker starts (:mod:`advisors_app.ingestion.recovery`)."""
+the ingestion jobs of dead workers as the worker starts (:mod:`advisors_app.ingestion.recovery`),
+and the turns of dead processes (:mod:`advisors_app.turn.recovery`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class AdvisorsAppConfig(AppConfig):
         from advisors_app.ingestion import recovery
         from advisors_app.memory import recall
         from advisors_app.security import protection, redaction
+        from advisors_app.turn import recovery as turn_recovery
 
         # Tagged "database" so `check --database default` and `migrate` run them, and
         # plain `check` (which must not need a live server) does not.
@@ -42,3 +44,4 @@ class AdvisorsAppConfig(AppConfig):
         redaction.connect()
         redaction.install_log_redaction()
         recovery.connect()
+        turn_recovery.connect()
