@@ -177,14 +177,23 @@ def _message(
 
 def _insert_pending(head: str, values: dict[str, Any], text: str, owner: str) -> int:
     """Run ``head`` (a ``WITH c AS (...)`` giving the conversation's ``id`` and the sequence
-    number to use, ``{conversation}`` its table) and insert the pending message at it."""
+    number to use, ``{conversation}`` its table) and insert the pending message at it.
+
+    Committed asynchronously (``synchronous_commit`` off for this statement's transaction
+    alone): PostgreSQL has the row at once, for every session, and writes it to disk within
+    a few hundred milliseconds, without the turn waiting for the flush (about 0.5 ms instead
+    of 2 ms on a loaded machine, before the model runs). What it guards against is the app
+    server dying, which this survives; a crash of PostgreSQL itself in that window loses the
+    pending row alone — the state before messages were stored early — and the turn's finish,
+    a synchronous commit, flushes it with everything before it."""
     db = router.db_for_write(ChatMessage)
     quote = connections[db].ops.quote_name
     sql = head.format(conversation=quote(Conversation._meta.db_table)) + (
+        f", a AS (SELECT set_config('synchronous_commit', 'off', true)) "
         f"INSERT INTO {quote(ChatMessage._meta.db_table)} (conversation_id, sequence, "
         f"message_type, text, metadata, tool_calls, tool_responses, media, created_at) "
         f"SELECT c.id, c.last_sequence, %(type)s, %(text)s, %(metadata)s::jsonb, "
-        f"'[]'::jsonb, '[]'::jsonb, '[]'::jsonb, %(now)s FROM c RETURNING id"
+        f"'[]'::jsonb, '[]'::jsonb, '[]'::jsonb, %(now)s FROM c, a RETURNING id"
     )
     params = {
         **values,
@@ -348,10 +357,10 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
 
     @staticmethod
     def write_pending(conversation_id: str, text: str, owner: str) -> int:
-        """Blocking, one statement (its own commit outside a transaction): store ``text`` as
-        the next user message of ``conversation_id`` (which must exist), flagged
-        :data:`TURN_PENDING` with ``owner``; the row's id. Written before a turn runs, so a
-        process killed mid-turn leaves it stored."""
+        """Blocking, one statement (its own commit, asynchronous: :func:`_insert_pending`):
+        store ``text`` as the next user message of ``conversation_id`` (which must exist),
+        flagged :data:`TURN_PENDING` with ``owner``; the row's id. Written before a turn runs,
+        so a process killed mid-turn leaves it stored."""
         sql = (
             "WITH c AS (UPDATE {conversation} SET last_sequence = last_sequence + 1, "
             "updated_at = %(now)s WHERE conversation_id = %(key)s RETURNING id, last_sequence) "
