@@ -2,7 +2,8 @@
 (:mod:`advisors_app.memory.recall`) when the app registry is ready, and redacts secrets from every
 log record of the process and from chat models' replies
 (:mod:`advisors_app.security.redaction`); in a task worker, it recovers the ingestion jobs of
-dead workers as the worker starts (:mod:`advisors_app.ingestion.recovery`)."""
+dead workers as the worker starts (:mod:`advisors_app.ingestion.recovery`), and the turns of
+dead processes (:mod:`advisors_app.turn.recovery`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class AdvisorsAppConfig(AppConfig):
         from advisors_app.ingestion import recovery
         from advisors_app.memory import recall
         from advisors_app.security import protection, redaction
+        from advisors_app.turn import recovery as turn_recovery
         from advisors_app.turn import stages
 
         # Tagged "database" so `check --database default` and `migrate` run them, and
@@ -53,3 +55,4 @@ class AdvisorsAppConfig(AppConfig):
         # that schedule guardrail checks (after commit).
         stages.add_hook(stages.Stage.ASSIGN, experiments.assign)
         stages.add_hook(stages.Stage.AFTER_COMMIT, guardrails.count_turn)
+        turn_recovery.connect()

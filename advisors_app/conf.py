@@ -28,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "STREAM_COALESCE_CHARS": 64,
     "SSE_KEEPALIVE_SECONDS": 15.0,
     "TURN_BUFFER_SECONDS": 300.0,
+    "PENDING_TURN_SECONDS": 900.0,
     "DISCONNECT_POLICY": "cancel",
     "WEBSOCKET_MAX_PENDING_FRAMES": 32,
     "CHAT_THROTTLE_RATE": "30/minute",
@@ -149,6 +150,15 @@ class AdvisorsSettings:
         """How long the last turn of a conversation stays resumable after its latest event
         (``advisors_app.turn.buffer``)."""
         return float(self._get("TURN_BUFFER_SECONDS"))
+
+    @property
+    def PENDING_TURN_SECONDS(self) -> float:
+        """A turn that started this many seconds ago and has not finished is taken as gone (its
+        process died on another machine): its message shows as interrupted and
+        ``manage.py turn_recover`` releases its budget reservations
+        (:mod:`advisors_app.turn.recovery`). Set it above the longest turn you run: a turn is
+        not stopped at it."""
+        return float(self._get("PENDING_TURN_SECONDS"))
 
     @property
     def DISCONNECT_POLICY(self) -> str:

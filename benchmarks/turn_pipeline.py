@@ -7,7 +7,8 @@ model, answering 8 chunks; its peer for time to first token is the same model wi
 
 1. SQL statements, commits and ``sync_to_async`` thread hops of a first and of a later turn
    (``call_turn`` in-process, counted as ``tests/test_turn_queries.py`` counts them);
-   target for a later turn: ≤ 6 statements in 1 commit (and ≤ 5 hops).
+   target for a later turn: ≤ 7 statements in 2 commits (and ≤ 5 hops) — 6 in 1 until issue 36
+   stored the user's message before the model runs (one statement, an asynchronous commit).
 2. Time to first token over the websocket and over SSE (``POST /api/chains/<slug>/stream/``),
    p50 and p95 over later turns of one conversation sent one after the other, measured by a
    client on loopback against one daphne process, minus the bare scripted model's own time
@@ -74,8 +75,10 @@ from benchmarks._common import describe, machine, percentile, write_json  # noqa
 BASELINE_REF = "383b07d"
 LOGS = ROOT / "var" / "benchmarks"
 TARGETS = {
-    "statements": 6,
-    "commits": 1,
+    # Issue 36: a later turn stores the user's message before the model runs (one statement, an
+    # asynchronous commit), so that a server killed mid-turn does not lose it: 6 / 1 before.
+    "statements": 7,
+    "commits": 2,
     "hops": 5,
     "ttft_p50_ms": 3.0,
     "turns_per_s": 100.0,
@@ -528,7 +531,11 @@ def compare(ours: dict[str, Any], before: dict[str, Any] | None) -> list[dict[st
                 "ours": f"{o['statements']} / {o['commits']} / {o['hops']}",
                 "before": f"{b['statements']} / {b['commits']} / {b['hops']}" if b else "—",
                 "ratio": ratio(o["statements"], b["statements"] if b else None),
-                "target": "≤ 6 / 1 / ≤ 5" if turn == "later" else "",
+                "target": (
+                    f"≤ {TARGETS['statements']} / {TARGETS['commits']} / ≤ {TARGETS['hops']}"
+                    if turn == "later"
+                    else ""
+                ),
                 "met": met,
             }
         )

@@ -257,7 +257,8 @@ async def test_the_reply_carries_its_trace_id_and_its_id_comes_back_without_a_st
     statements.clear()
     second = await call_turn(chain.slug, user, "second", conversation_id=first.conversation_id)
     assert (second.stored, second.conversation_id) == (True, first.conversation_id)
-    stored = next(i for i, sql in enumerate(statements) if 'INTO "advisors_app_chatmessage"' in sql)
+    # The last: the first is the user's message, stored pending before the chain ran.
+    stored = max(i for i, sql in enumerate(statements) if 'INTO "advisors_app_chatmessage"' in sql)
     # Nothing reads the reply back or patches it afterwards.
     assert not [sql for sql in statements[stored + 1 :] if "advisors_app_chatmessage" in sql]
     assert [sql.split()[0] for sql in statements if "trace_id" in sql] == ["INSERT"]  # call log

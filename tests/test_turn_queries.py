@@ -2,9 +2,11 @@
 (issue 17).
 
 A chain of SafeGuard + MessageChatMemory + SimpleLogger on the scripted model; a later turn of
-its conversation is one read trip and one commit: at most 6 statements, 1 commit, 2 thread hops
-(the turn's opening and its finish), its reads (version, conversation, window) sent together in
-one psycopg pipeline.
+its conversation is one read trip and two commits: at most 7 statements, 2 commits, 2 thread
+hops (the turn's opening and its finish), its reads (version, conversation, window) sent together
+in one psycopg pipeline. The second commit (issue 36) is the user's message, stored pending before
+the chain runs so that a server killed mid-turn leaves it (one statement at the end of the
+opening hop); a first turn stores it in the statement that creates its conversation, at no cost.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ pytestmark = [
 ]
 
 #: Issue 17's targets for a later turn of the memory chain (issue 35: the same on every path).
-MAX_STATEMENTS = 6
-MAX_COMMITS = 1
+MAX_STATEMENTS = 7
+MAX_COMMITS = 2
 MAX_HOPS = 2
 
 

@@ -14,7 +14,8 @@ from asgiref.sync import sync_to_async
 from advisors_app.definition import publish
 from advisors_app.definition.runtime import clear_cache
 from advisors_app.exceptions import TurnError
-from advisors_app.models import CallLog, Conversation
+from advisors_app.models import CallLog, ChatMessage, Conversation
+from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.turn import Stage, add_hook, call_turn, remove_hook, stream_turn
 from advisors_app.turn.state import Finished, Opening, Turn, VersionChoice
 from tests.factories import make_chain, scripted_model
@@ -157,7 +158,14 @@ async def test_a_failing_finish_hook_leaves_the_call_log_alone(
         await call_turn(chain.slug, user, "hi")
     assert told == [False, True]  # then again, in the transaction of the call log alone
     assert await sync_to_async(CallLog.objects.count)() == 1
-    assert not await Conversation.objects.filter(messages__isnull=False).aexists()
+    # The turn stored nothing; the user's message, stored before it ran, stays marked
+    # interrupted (issue 36), and is no history for the model.
+    [message] = [m async for m in ChatMessage.objects.all()]
+    assert (message.message_type, message.text) == ("user", "hi")
+    assert message.metadata["interrupted"] is True
+    assert message.metadata["finish_reason"] == "error"
+    key = (await Conversation.objects.aget()).conversation_id
+    assert await DjangoChatMemoryRepository().afind_by_conversation_id(key) == []
 
 
 async def test_an_assign_hook_serves_another_version_once_the_read_is_done(

@@ -36,6 +36,12 @@ from advisors_app.admin.traces import trace_rows, usage_line
 from advisors_app.core.messages import MessageType
 from advisors_app.evaluation.curation import replies_of_call_logs, reply_of_call_log
 from advisors_app.memory.conversations import public_conversation_id
+from advisors_app.memory.pending import (
+    INTERRUPTED_STATE,
+    PENDING_STATE,
+    SERVER_STOPPED,
+    message_state,
+)
 from advisors_app.models import CallLog, ChatMessage, Conversation
 from advisors_app.security.bidi import isolated
 from advisors_app.security.redaction import redact, redact_data
@@ -284,8 +290,12 @@ class ChatMessageInline(admin.TabularInline):
     @admin.display(description="Flags")
     def flags(self, obj: ChatMessage) -> str:
         metadata = obj.metadata or {}
-        if metadata.get("interrupted"):
-            return f"interrupted ({metadata.get('finish_reason', '?')})"
+        state = message_state(metadata, obj.created_at)
+        if state == INTERRUPTED_STATE:
+            # A user's message never answered (its process died) says so too.
+            return f"interrupted ({metadata.get('finish_reason', SERVER_STOPPED)})"
+        if state == PENDING_STATE:
+            return "pending (its turn is running)"
         if obj.tool_calls:
             return approval_flags(obj)
         return ""

@@ -106,6 +106,7 @@ server shutdown (:func:`advisors_app.turn.shutdown.stopping`) stops it then.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -140,6 +141,7 @@ from advisors_app.turn.delivery import (
     keeps_running,
     nothing_to_resume,
     resume_errors,
+    shutdown_frames,
 )
 from advisors_app.turn.events import DoneEvent, ErrorEvent, TurnError, error_event
 
@@ -170,6 +172,11 @@ CLOSE_TOO_BIG = 4009
 #: Close code for a connection with more frames waiting than allowed (4000 + HTTP's 429, "too
 #: many requests", as 4401 is for 401).
 CLOSE_TOO_MANY_FRAMES = 4429
+
+#: Close code for a connection whose turn the server stopped as it shut down, after the
+#: ``error`` frame ``server_shutdown`` (4000 + HTTP's 503, "unavailable, try again"; 1001,
+#: "going away", is not an application's to send).
+CLOSE_SERVER_SHUTDOWN = 4503
 
 #: A ``resume`` naming an event of a turn the buffer holds nothing of yet waits this many
 #: tenths of a second for the turn's first batch before answering ``not_found``.
@@ -514,7 +521,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if events is not None:
                 # Closes the model stream; the turn stores the partial turn.
                 await events.aclose()
-            if not self._shutting_down and not final_sent:
+            if server_shutdown.stopping() and not final_sent:
+                # Sent even as the socket is being closed; then the socket is closed with code
+                # 4503 ("unavailable, try again": servers may not send 1001) before the server
+                # stops, so the client is not left with a dropped connection.
+                for frame in shutdown_frames(stream, events):
+                    await self._emit(frame, closing=True)
+                with contextlib.suppress(Exception):  # the client may be gone already
+                    await self.close(code=CLOSE_SERVER_SHUTDOWN)
+            elif not self._shutting_down and not final_sent:
                 for frame in cancelled_frames(stream, events, self.chain_slug):
                     await self._emit(frame)
             raise
@@ -522,15 +537,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if publisher is not None:
                 await publisher.drain()
 
-    async def _emit(self, frame: dict[str, Any], *, publish: bool = True) -> None:
-        """Send one frame of this socket's turn (while it is open) and publish it with its id
-        (:mod:`advisors_app.turn.buffer`): other sockets and a later ``resume`` see it."""
+    async def _emit(
+        self, frame: dict[str, Any], *, publish: bool = True, closing: bool = False
+    ) -> None:
+        """Send one frame of this socket's turn (while it is open; ``closing``: while the
+        server closes it too) and publish it with its id (:mod:`advisors_app.turn.buffer`):
+        other sockets and a later ``resume`` see it."""
         if publish and self._publisher is not None:
             frame = self._publisher.stamp(frame)
             # Sent by this socket: a resume on it never sends the frame again.
             self._seen.first_time(self._publisher.conversation_id, frame)
         if not self._closing:
             await self.send_json(frame)
+        elif closing:
+            with contextlib.suppress(Exception):  # the client may be gone already
+                await self.send(text_data=await self.encode_json(frame))
         if frame["type"] in ("done", "error"):
             # The busy rule: the socket takes a new message once the final frame is sent,
             # while this turn's task still publishes, announces and closes its thread.

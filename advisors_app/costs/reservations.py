@@ -10,6 +10,12 @@ refused when the books then leave no room) and rolls the counter into a new peri
 old one ended. When the turn ends, :func:`settle` books what is still outstanding: the last
 round's cost, and the release of every reservation not used (errors, cancelled streams).
 
+A turn's reservation is also a :class:`~advisors_app.models.BudgetReservation` row (its trace id,
+the budget, the amount, the process running it), written by the same statement that reserves and
+deleted by the one that settles; what a turn releases is what its row holds. So a turn whose
+process died (``SIGKILL``, a lost machine) leaves a row, and :mod:`advisors_app.turn.recovery`
+releases it — a turn it took for gone releases nothing twice.
+
 The limit is read from the budget's row by the statement itself, so a limit changed in
 another process holds at once; a budget deleted or disabled while a turn runs is skipped from
 then on (logged), never a failure of the turn — including a delete that lands between the
@@ -39,14 +45,15 @@ from advisors_app.costs.budgets import (
     refusal,
     warnings_for,
 )
-from advisors_app.models import Budget, BudgetCounter
+from advisors_app.models import Budget, BudgetCounter, BudgetReservation
 
-__all__ = ["Reservation", "reserve", "settle"]
+__all__ = ["Reservation", "release_stranded", "reserve", "settle"]
 
 logger = logging.getLogger(__name__)
 _ZERO = Decimal(0)
 _TABLE = BudgetCounter._meta.db_table
 _BUDGETS = Budget._meta.db_table
+_LEDGER = BudgetReservation._meta.db_table
 
 
 @dataclass
@@ -59,7 +66,18 @@ class Reservation:
     unsettled: dict[int, Decimal] = field(default_factory=dict)
     #: Budgets found deleted or disabled since the turn began: skipped from then on.
     vanished: set[int] = field(default_factory=set)
+    #: The turn's trace id and ``"<host>:<pid>"``: each reservation is also written as a
+    #: :class:`~advisors_app.models.BudgetReservation` row under them, so that one whose
+    #: process died is released by :mod:`advisors_app.turn.recovery` (``None``: not written,
+    #: and what the turn releases is what it remembers).
+    turn: str | None = None
+    owner: str = ""
 
+
+# What the turn releases on a budget: what its BudgetReservation row holds (none left: the
+# recovery released it already, as for a turn taken as gone), else what it remembers.
+_RELEASE = f"""(CASE WHEN %(turn)s::text IS NULL THEN %(release)s ELSE COALESCE(
+    (SELECT amount FROM {_LEDGER} WHERE turn = %(turn)s AND budget_id = %(budget)s), 0) END)"""
 
 # One statement per budget: roll the counter into the current period, settle the turn's
 # previous round, and reserve this round — only where the result stays within the limit
@@ -80,7 +98,7 @@ up AS (
             + %(settle)s,
         reserved = GREATEST(
             (CASE WHEN c.period_start < EXCLUDED.period_start THEN 0 ELSE c.reserved END)
-            - %(release)s, 0) + %(estimate)s,
+            - {_RELEASE}, 0) + %(estimate)s,
         period_start = GREATEST(c.period_start, EXCLUDED.period_start),
         updated_at = now()
     WHERE NOT %(conditional)s OR (
@@ -88,9 +106,18 @@ up AS (
         AND (CASE WHEN c.period_start < EXCLUDED.period_start THEN 0 ELSE c.spent END)
             + %(settle)s
             + GREATEST((CASE WHEN c.period_start < EXCLUDED.period_start THEN 0
-                        ELSE c.reserved END) - %(release)s, 0)
+                        ELSE c.reserved END) - {_RELEASE}, 0)
             + %(estimate)s <= (SELECT "limit" FROM b))
-    RETURNING c.spent, c.reserved
+    RETURNING c.spent, c.reserved, c.period_start
+),
+ledger AS (
+    INSERT INTO {_LEDGER} AS r
+        (turn, budget_id, subject, period_start, amount, owner, created_at, updated_at)
+    SELECT %(turn)s, %(budget)s, %(subject)s, up.period_start, %(estimate)s, %(owner)s,
+        now(), now()
+    FROM up WHERE %(turn)s::text IS NOT NULL
+    ON CONFLICT (turn, budget_id) DO UPDATE SET amount = EXCLUDED.amount,
+        period_start = EXCLUDED.period_start, updated_at = now()
 )
 SELECT b."limit", up.spent, up.reserved FROM b LEFT JOIN up ON true
 """
@@ -104,8 +131,13 @@ ON CONFLICT (budget_id, subject) DO UPDATE SET tripped_period = EXCLUDED.tripped
 """
 
 _SETTLE = f"""
+WITH mine AS (
+    DELETE FROM {_LEDGER} WHERE turn = %(turn)s AND budget_id = %(budget)s RETURNING amount
+)
 UPDATE {_TABLE} SET spent = spent + %(settle)s,
-    reserved = GREATEST(reserved - %(release)s, 0), updated_at = now()
+    reserved = GREATEST(reserved - (CASE WHEN %(turn)s::text IS NULL THEN %(release)s
+        ELSE COALESCE((SELECT amount FROM mine), 0) END), 0),
+    updated_at = now()
 WHERE budget_id = %(budget)s AND subject = %(subject)s
 """
 
@@ -228,6 +260,8 @@ def _reserve_once(
                     "conditional": (
                         budget.action != Budget.Action.WARN and budget.id not in tripped
                     ),
+                    "turn": booked.turn,
+                    "owner": booked.owner,
                 },
             )
             row = cursor.fetchone()
@@ -281,10 +315,15 @@ def settle(budgets: Sequence[ApplicableBudget], booked: Reservation) -> None:
         for budget_id in sorted(set(booked.reserved) | set(booked.unsettled)):
             settle_amount = clamp(booked.unsettled.get(budget_id, _ZERO))
             release = booked.reserved.get(budget_id, _ZERO)
-            if not (settle_amount or release):
+            if not (settle_amount or release or booked.turn):
                 continue
             budget = by_id[budget_id]
-            params = {"subject": budget.subject, "settle": settle_amount, "release": release}
+            params = {
+                "subject": budget.subject,
+                "settle": settle_amount,
+                "release": release,
+                "turn": booked.turn,
+            }
             cursor.execute(_SETTLE, {"budget": budget_id, **params})
             if cursor.rowcount == 0:
                 logger.warning(
@@ -295,3 +334,37 @@ def settle(budgets: Sequence[ApplicableBudget], booked: Reservation) -> None:
                     money(settle_amount),
                     budget.currency,
                 )
+
+
+# Delete the rows and take their amounts off their counters — not off a counter rolled into a
+# new period since (its reservations went with the old one); how many rows were released.
+_RELEASE_STRANDED = f"""
+WITH gone AS (
+    DELETE FROM {_LEDGER} WHERE id = ANY(%(ids)s)
+    RETURNING budget_id, subject, period_start, amount
+),
+sums AS (
+    SELECT budget_id, subject, period_start, SUM(amount) AS amount FROM gone
+    GROUP BY budget_id, subject, period_start
+),
+counters AS (
+    UPDATE {_TABLE} AS c SET reserved = GREATEST(c.reserved - s.amount, 0), updated_at = now()
+    FROM sums s
+    WHERE c.budget_id = s.budget_id AND c.subject = s.subject
+        AND c.period_start = s.period_start
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone)
+"""
+
+
+def release_stranded(ids: Sequence[int]) -> int:
+    """Blocking, one statement: release the reservations ``ids``
+    (:class:`~advisors_app.models.BudgetReservation` rows of turns whose process died, as
+    :mod:`advisors_app.turn.recovery` finds them); how many were still held (a turn that
+    settled meanwhile released its own)."""
+    if not ids:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(_RELEASE_STRANDED, {"ids": list(ids)})
+        return int(cursor.fetchone()[0])

@@ -36,6 +36,7 @@ from advisors_app.evaluation.datasets import ImportReport, import_items, parse_i
 from advisors_app.evaluation.feedback import CORRECTION
 from advisors_app.memory.conversations import TRACE_ID
 from advisors_app.models import CallLog, ChatMessage, Dataset, Document, Score
+from advisors_app.stores.memory import TURN_PENDING
 
 __all__ = [
     "MAX_HISTORY_MESSAGES",
@@ -161,6 +162,8 @@ def _history(asked: ChatMessage) -> list[dict[str, str]]:
             message_type__in=list(_ROLES),
         )
         .exclude(text="")
+        # Messages never answered (their turn's process died) are no history (issue 36).
+        .exclude(metadata__has_key=TURN_PENDING)
         .order_by("-sequence")
         .values_list("message_type", "text")[:MAX_HISTORY_MESSAGES]
     )

@@ -28,6 +28,7 @@ from advisors_app.core.attributes import TRACE_ID_METADATA
 from advisors_app.db.prepared import PreparedQuery
 from advisors_app.exceptions import TurnError
 from advisors_app.models import Conversation
+from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.validation import FieldErrors
 
 __all__ = [
@@ -37,7 +38,9 @@ __all__ = [
     "afind_conversation",
     "conversation_id_errors",
     "conversation_key",
+    "conversation_title",
     "create_conversation",
+    "create_conversation_with_message",
     "discard_if_empty",
     "find_conversation",
     "public_conversation_id",
@@ -77,6 +80,11 @@ def conversation_id_errors(value: Any) -> FieldErrors:
             ]
         }
     return {}
+
+
+def conversation_title(message: str) -> str:
+    """The title of a conversation whose first message is ``message``."""
+    return _title(message)
 
 
 def _title(message: str) -> str:
@@ -171,6 +179,26 @@ def create_conversation(
             "invalid", "The request is invalid.", errors={"conversation_id": ["Not found."]}
         )
     return key, public_id, created, conversation.title
+
+
+def create_conversation_with_message(
+    user: Any, *, title: str, chain_version_id: int | None, text: str, owner: str
+) -> tuple[str, str, int]:
+    """``(key, public id, message id)`` of a new conversation of ``user`` with a server-made
+    id, created holding ``text`` as its first message, pending (one ``INSERT``: a turn's first
+    message costs no statement more than its conversation;
+    :meth:`~advisors_app.stores.memory.DjangoChatMemoryRepository.create_with_pending`)."""
+    public = uuid.uuid4().hex
+    key = conversation_key(user, public)
+    pending = DjangoChatMemoryRepository.create_with_pending(
+        key,
+        text,
+        owner,
+        owner_id=user.pk,
+        title=_title(title),
+        chain_version_id=chain_version_id,
+    )
+    return key, public, pending
 
 
 def discard_if_empty(key: str) -> bool:

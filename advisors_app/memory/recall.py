@@ -62,6 +62,7 @@ from advisors_app.core.messages import MessageType
 from advisors_app.core.tools import ToolContext, ToolRegistry, tool
 from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models import ChatMessage, Conversation
+from advisors_app.stores.memory import TURN_PENDING
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -182,9 +183,12 @@ def search_conversation(
     if not 1 <= limit <= MAX_LIMIT:
         raise ValueError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
     query = query.strip()
-    rows = ChatMessage.objects.filter(
-        conversation_id=conversation_pk, message_type__in=SEARCHED_TYPES
-    ).exclude(text="")
+    rows = (
+        ChatMessage.objects.filter(conversation_id=conversation_pk, message_type__in=SEARCHED_TYPES)
+        .exclude(text="")
+        # A turn's own message, stored before it ran, or one never answered: not history.
+        .exclude(metadata__has_key=TURN_PENDING)
+    )
     hits = _ranked(rows, SearchQuery(query, config=SEARCH_CONFIG, search_type="websearch"), limit)
     if hits or _SEARCH_SYNTAX.search(query):
         return hits

@@ -9,7 +9,7 @@ from advisors_app.models.audit import AuditEntry
 from advisors_app.models.cache import SemanticCacheEntry
 from advisors_app.models.call_logs import CallLog
 from advisors_app.models.chains import AdvisorChain, AdvisorConfig, VersionPolicy
-from advisors_app.models.costs import Budget, BudgetCounter, ModelPrice
+from advisors_app.models.costs import Budget, BudgetCounter, BudgetReservation, ModelPrice
 from advisors_app.models.documents import Collection, Document
 from advisors_app.models.evaluation import (
     Dataset,
@@ -36,6 +36,7 @@ __all__ = [
     "AuditEntry",
     "Budget",
     "BudgetCounter",
+    "BudgetReservation",
     "CallLog",
     "ChainLabel",
     "ChainLabelEvent",

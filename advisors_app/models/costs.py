@@ -6,6 +6,8 @@
 - :class:`Budget`: a spending limit for a scope (a user or each user, a group, a tenant or each
   tenant, a chain or each chain, everything) and a period, with a soft limit and what happens
   when it is reached (block, downgrade to a cheaper model, or only warn).
+- :class:`BudgetReservation`: what one running turn holds reserved on one counter, so that the
+  reservation of a turn whose process died can be released (:mod:`advisors_app.turn.recovery`).
 - :class:`BudgetCounter`: one budget's spend for one subject (``user:7``, ``chain:3``, ...) in
   its current period: what was spent and what running calls have reserved. Reservations are
   one conditional upsert each (:mod:`advisors_app.costs.reservations`), so parallel calls
@@ -24,7 +26,14 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
-__all__ = ["Budget", "BudgetCounter", "ModelPrice", "PriceSource", "cost_field"]
+__all__ = [
+    "Budget",
+    "BudgetCounter",
+    "BudgetReservation",
+    "ModelPrice",
+    "PriceSource",
+    "cost_field",
+]
 
 currency_code = RegexValidator(r"^[A-Z]{3}$", "Enter a three-letter ISO 4217 code, e.g. USD.")
 
@@ -220,3 +229,28 @@ class BudgetCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.budget} / {self.subject}"
+
+
+class BudgetReservation(models.Model):
+    """What one running turn (``turn``: its trace id) holds reserved on one budget counter:
+    written with the reservation, removed when the turn settles. One left behind is a turn
+    whose process died: :mod:`advisors_app.turn.recovery` releases it (``owner`` is the
+    ``"<host>:<pid>"`` that ran the turn, ``updated_at`` its last reservation)."""
+
+    turn = models.CharField(max_length=64)
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="+")
+    subject = models.CharField(max_length=255)
+    #: The counter's period when reserved: a counter rolled into a new one since holds none.
+    period_start = models.DateTimeField()
+    amount = cost_field(default=Decimal(0))
+    owner = models.CharField(max_length=300)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "budget"], name="budget_reservation_turn")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.turn} / {self.budget_id}: {self.amount}"

@@ -93,6 +93,14 @@ class ChatMessage(models.Model):
                 condition=models.Q(message_type="system"),
                 name="advisors_chatmessage_system",
             ),
+            # The messages stored before their turn ran and not replaced by it (the
+            # ``turn_pending`` key of advisors_app.stores.memory): what the recovery of turns
+            # whose process died looks for, without scanning every message.
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(metadata__has_key="turn_pending"),
+                name="advisors_chatmessage_pending",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -34,6 +34,7 @@ from advisors_app.memory.conversations import (
     public_conversation_id,
     user_conversations,
 )
+from advisors_app.memory.pending import INTERRUPTED_STATE, PENDING_STATE, message_state
 from advisors_app.models import (
     PRODUCTION,
     AdvisorChain,
@@ -116,17 +117,18 @@ def _own_votes(conversation: Any) -> dict[int, dict[str, dict[str, Any]]]:
 def _transcript(conversation: Any) -> list[dict[str, Any]]:
     """The user and assistant messages to show (tool rounds and system text are not).
 
-    Each is ``{"id", "role", "text", "interrupted", "trace_id", "details"}``. An assistant
+    Each is ``{"id", "role", "text", "interrupted", "pending", "trace_id", "details"}``
+    (``interrupted``: a reply cut short, or a user's message whose turn never ended — the server
+    stopped; ``pending``: its turn is running; :mod:`advisors_app.memory.pending`). An assistant
     reply's ``details`` (:func:`_reply_details`; ``{}`` for user messages) are the metadata its
-    turn stored — trace id, chain version, sources, tool calls, usage, finish reason and
-    timings in milliseconds — which the page renders with the same code as a live reply's
-    ``done`` frame, so a reopened conversation looks as it did live. ``trace_id`` is ``None``
-    for replies stored before replies were tagged. When the conversation's last message is a
-    tool-call message waiting for approval (``metadata["approval_pending"]``), it is shown
-    even without text, its ``details`` holding ``pending_approvals``
-    (:func:`_pending_approvals`), so the page shows its approval card again. A reply the
-    owner rated has their votes under ``feedback`` (:func:`_own_votes`), so the page shows
-    the 👍/👎 pressed.
+    turn stored — trace id, chain version, sources, tool calls, usage, finish reason and timings
+    in milliseconds — which the page renders with the same code as a live reply's ``done``
+    frame, so a reopened conversation looks as it did live. ``trace_id`` is ``None`` for replies
+    stored before replies were tagged. When the conversation's last message is a tool-call
+    message waiting for approval (``metadata["approval_pending"]``), it is shown even without
+    text, its ``details`` holding ``pending_approvals`` (:func:`_pending_approvals`), so the
+    page shows its approval card again. A reply the owner rated has their votes under
+    ``feedback`` (:func:`_own_votes`), so the page shows the 👍/👎 pressed.
     """
     rows = list(
         ChatMessage.objects.filter(
@@ -161,12 +163,15 @@ def _transcript(conversation: Any) -> list[dict[str, Any]]:
             details["pending_approvals"] = approvals
         if row.pk in votes:
             details["feedback"] = votes[row.pk]
+        # A user's message stored before its turn ran: its turn is running, or never ended.
+        state = message_state(row.metadata, row.created_at)
         transcript.append(
             {
                 "id": row.pk,
                 "role": row.message_type,
                 "text": row.text,
-                "interrupted": bool(details.get("interrupted")),
+                "interrupted": state == INTERRUPTED_STATE,
+                "pending": state == PENDING_STATE,
                 "trace_id": details.get(TRACE_ID),
                 "details": details,
             }

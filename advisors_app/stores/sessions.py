@@ -36,7 +36,7 @@ from advisors_app.core.messages import Message, MessageType
 from advisors_app.db.threads import db_sync_to_async
 from advisors_app.models import ChatMessage, Conversation, ConversationBoundary
 
-from .memory import DjangoChatMemoryRepository, _message
+from .memory import DjangoChatMemoryRepository, _message, unanswered
 
 __all__ = ["DjangoSessionRepository"]
 
@@ -109,6 +109,8 @@ class DjangoSessionRepository(SessionRepository):
         messages: list[Message] = []
         positions: list[int] = []
         for sequence, *fields in rows:
+            if unanswered(fields[2]):  # a pending turn's message is not history
+                continue
             message = _message(*fields)
             if message.message_type is MessageType.SYSTEM:
                 system.append(message)

@@ -11,8 +11,9 @@ turn runs:
                  transport; the checks that need no database
 ``choose``       stage 1: the version to run (a label, a number, the draft; ``choose`` hooks)
 ``open``         stage 2, one thread hop: version, conversation and window in one read trip; the
-                 checks that need them; the conversation created; the turn's request context,
-                 with its ``TurnMemory`` (``open`` hooks: the chat rate)
+                 checks that need them; the conversation created, the user's message stored
+                 pending; the turn's request context, with its ``TurnMemory`` (``open`` hooks:
+                 the chat rate)
 ``run``          stage 3: :func:`call_turn` / :func:`stream_turn` (:class:`TurnStream`), the
                  chain run and recorded (``run`` hooks)
 ``events``       what a stream sends (``start`` … ``done`` / ``error``)
@@ -23,11 +24,12 @@ turn runs:
 ``stages``       the hooks of each stage, and their signatures; ``state`` the values they get
 ``delivery``     what the SSE view and the websocket share: coalesced deltas, the end of a
                  cancelled or detached turn, resume checks; ``buffer`` resumable events
-``throttling``   the per-user chat rate; ``shutdown`` the running turns, stopped with the server
+``throttling``   the per-user chat rate; ``shutdown`` the running turns, stopped with the server;
+                 ``recovery`` the turns of a process that died mid-turn
 ===============  =================================================================================
 
-A later turn of a chain with a memory advisor costs two thread hops and six SQL statements in
-one commit. The names below are importable from here; they load on first use, so that the
+A later turn of a chain with a memory advisor costs two thread hops and seven SQL statements in
+two commits. The names below are importable from here; they load on first use, so that the
 modules below the turn that import ``advisors_app.turn.events`` or ``.input`` do not load the
 whole turn (which imports them back).
 """

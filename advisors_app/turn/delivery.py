@@ -3,6 +3,8 @@
 * **Fewer, larger ``delta`` events** (:class:`DeltaCoalescer`): coalescing a turn's streamed text;
 * **the end of a cancelled turn** (:func:`cancelled_frames`): what a turn stopped before its
   final event still sends — the text held back, then its ``done`` with ``reason: cancelled``;
+  stopped by the server shutting down (:func:`shutdown_frames`): the text held back, then an
+  ``error`` with code ``server_shutdown``;
 * **a detached turn** (:func:`detach`): with ``ADVISORS["DISCONNECT_POLICY"] = "continue"`` a
   turn whose client went away runs on to its end, stored whole (:func:`keeps_running`);
 * **resume checks** (:func:`resume_errors`, :func:`nothing_to_resume`): what a request to resume
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from advisors_app.conf import app_settings
 from advisors_app.exceptions import TurnError
 from advisors_app.memory.conversations import conversation_id_errors
-from advisors_app.turn.events import DeltaEvent, DoneEvent, TurnEvent
+from advisors_app.turn.events import DeltaEvent, DoneEvent, TurnEvent, server_shutdown_event
 from advisors_app.turn.outcome import TurnOutcome
 from advisors_app.validation import FieldErrors
 
@@ -53,6 +55,7 @@ __all__ = [
     "keeps_running",
     "nothing_to_resume",
     "resume_errors",
+    "shutdown_frames",
 ]
 
 
@@ -196,6 +199,30 @@ def cancelled_frames(
         outcome = TurnOutcome("cancelled", None, "", None, {}, None, trace_id, chain)
         final = DoneEvent("cancelled", outcome)
     frames.append(final.to_dict())
+    return frames
+
+
+def shutdown_frames(
+    stream: TurnStream | None, events: DeltaCoalescer | None
+) -> list[dict[str, Any]]:
+    """The frames that end a turn the server stopped as it shut down
+    (:func:`advisors_app.turn.shutdown.stopping`): the text ``events`` held back, then the
+    ``error`` event with code ``server_shutdown`` naming the conversation as the turn left it
+    (``None``: a first turn that stored nothing). Call it once ``events`` is closed."""
+    frames = []
+    rest = events.take_pending_text() if events is not None else ""
+    if rest:
+        frames.append(DeltaEvent(rest).to_dict())
+    conversation_id = trace_id = None
+    if stream is not None:
+        trace_id = stream.trace_id
+        final = stream.final_event
+        conversation_id = (
+            final.outcome.conversation_id
+            if isinstance(final, DoneEvent)
+            else stream.conversation_id
+        )
+    frames.append(server_shutdown_event(conversation_id, trace_id).to_dict())
     return frames
 
 

@@ -84,6 +84,7 @@ __all__ = [
     "TurnEvent",
     "budget_exceeded",
     "error_event",
+    "server_shutdown_event",
 ]
 
 
@@ -363,6 +364,19 @@ def error_event(
     return ErrorEvent(
         "internal_error",
         f"The chain failed (trace {trace_id}).",
+        conversation_id=conversation_id,
+        trace_id=trace_id,
+    )
+
+
+def server_shutdown_event(conversation_id: str | None, trace_id: str | None) -> ErrorEvent:
+    """The ``error`` event (code ``server_shutdown``) that ends a stream the server stopped as
+    it shut down: what the turn had was stored, its reply flagged interrupted (``conversation_id``
+    ``None``: a first turn that stored nothing); the client may send the message again."""
+    return ErrorEvent(
+        "server_shutdown",
+        "The server is shutting down and stopped this turn; what it had is saved. "
+        "Send the message again in a moment.",
         conversation_id=conversation_id,
         trace_id=trace_id,
     )

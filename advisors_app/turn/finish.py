@@ -2,11 +2,14 @@
 
 :func:`finish` is the only writer of a turn. In one transaction it writes
 
-* the turn's messages — what its :class:`~advisors_app.core.memory.TurnMemory` holds: the memory
-  advisors' appends when the chain has memory; otherwise (or when the memory stored nothing
-  but the turn answered) the user's message and the reply, an interrupted reply flagged as the
-  memory advisors flag it (``metadata["interrupted"]`` and ``["finish_reason"]``), nothing when
-  no text came nor for a guard's refusal of the input. The reply carries its turn's
+* the turn's messages, in place of the user's message it stored pending before it ran
+  (:mod:`advisors_app.memory.pending`; at the same sequence number when nothing came after it:
+  the statement that allocates the numbers deletes the pending row) — what its
+  :class:`~advisors_app.core.memory.TurnMemory` holds: the memory advisors' appends when the
+  chain has memory; otherwise (or when the memory stored nothing but the turn answered) the
+  user's message and the reply, an interrupted reply flagged as the memory advisors flag it
+  (``metadata["interrupted"]`` and ``["finish_reason"]``), nothing when no text came nor for a
+  guard's refusal of the input. The reply carries its turn's
   :class:`~advisors_app.turn.outcome.TurnOutcome` in its metadata (trace id, version, timings,
   sources, tools, usage: :meth:`~advisors_app.turn.outcome.TurnOutcome.reply_metadata`), and its
   id comes back from the rows written (``message_id``, no query);
@@ -17,12 +20,12 @@
 * and it removes a conversation the turn started if it stored nothing: the outcome then says
   ``conversation_id: None, stored: False``.
 
-Should the messages fail, the call log is written alone (with the ``finish`` hooks, told so) and
-the error raised. Once the transaction commits, the ``after_commit`` hooks run (the compaction a
-session memory asked for is queued). Each stage's time is in the trace: the call log's up to
-``finish`` (the time up to the row itself), the returned outcome's ``after_commit`` too.
-:func:`finish` is shielded: a turn being cancelled is still finished
-(:func:`~advisors_app.turn.shutdown.finishing`).
+Should the messages fail, the call log is written alone (with the ``finish`` hooks, told so), the
+pending message is marked interrupted, and the error raised. Once the transaction commits, the
+``after_commit`` hooks run (the compaction a session memory asked for is queued). Each stage's
+time is in the trace: the call log's up to ``finish`` (the time up to the row itself), the
+returned outcome's ``after_commit`` too. :func:`finish` is shielded: a turn being cancelled is
+still finished (:func:`~advisors_app.turn.shutdown.finishing`).
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ from advisors_app.core.requests import ChatClientResponse
 from advisors_app.core.serialization import to_jsonable
 from advisors_app.db.threads import db_sync_to_async
 from advisors_app.memory.conversations import discard_if_empty
+from advisors_app.memory.pending import mark_interrupted
 from advisors_app.models import CallLog
 from advisors_app.security.redaction import redact, redact_data
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 from advisors_app.turn import stages
 from advisors_app.turn.outcome import TurnOutcome
-from advisors_app.turn.shutdown import finishing
+from advisors_app.turn.shutdown import finishing, stopping
 from advisors_app.turn.state import Finished, Turn
 
 __all__ = ["finish", "outcome_of", "write_messages"]
@@ -160,13 +164,18 @@ def _with_reply_metadata(appends: list[HeldAppend], metadata: dict[str, Any]) ->
 
 
 def write_messages(
-    conversation_key: str, appends: list[HeldAppend], reply_metadata: dict[str, Any]
+    conversation_key: str,
+    appends: list[HeldAppend],
+    reply_metadata: dict[str, Any],
+    pending: int | None = None,
 ) -> tuple[int | None, int | None]:
     """Blocking, in the caller's transaction: write a turn's held ``appends``, the reply —
     their last assistant message — with ``reply_metadata`` added (keys it has keep their
-    value); ``(the reply's id, the conversation's pk)`` from the rows written, ``None`` for
+    value), in place of the turn's ``pending`` message (its id; removed too when nothing is
+    written); ``(the reply's id, the conversation's pk)`` from the rows written, ``None`` for
     what was not written."""
-    rows = _repository.write_held(conversation_key, _with_reply_metadata(appends, reply_metadata))
+    appends = _with_reply_metadata(appends, reply_metadata)
+    rows = _repository.write_held(conversation_key, appends, pending)
     reply = next((row.pk for row in reversed(rows) if row.message_type == _ASSISTANT), None)
     return reply, rows[-1].conversation_id if rows else None
 
@@ -214,7 +223,10 @@ def _write(
         with transaction.atomic():
             _hold_the_exchange(turn, response, outcome.status)
             message_id, conversation_pk = write_messages(
-                turn.conversation_key, turn.memory.appends, outcome.reply_metadata()
+                turn.conversation_key,
+                turn.memory.appends,
+                outcome.reply_metadata(),
+                _replaced_pending(turn),
             )
             turn.times.add(stages.Stage.FINISH, started)  # up to the call log that records it
             written = replace(
@@ -237,6 +249,9 @@ def _write(
             transaction.on_commit(partial(_after_commit, finished), robust=True)
     except Exception:
         with transaction.atomic():
+            # The user's message stays, marked: the turn did not store it.
+            if turn.pending_message is not None:
+                mark_interrupted([turn.pending_message], ERROR)
             # The hooks' writes were rolled back with the messages: made again, told so.
             log = _call_log(turn, outcome, exc)
             log.save(force_insert=True)
@@ -245,6 +260,19 @@ def _write(
             )
         raise
     return finished.outcome
+
+
+def _replaced_pending(turn: Turn) -> int | None:
+    """The turn's pending message for its write to replace (or remove, when the turn stores
+    nothing: a failed call, a refused input, a cancel before any text — as before the message
+    was stored early). ``None`` when there is none, or when the server is stopping and the turn
+    stores nothing: the message is kept then, marked interrupted, since the user did not stop
+    the turn."""
+    pending = turn.pending_message
+    if pending is not None and not turn.memory.appends and stopping():
+        mark_interrupted([pending])
+        return None
+    return pending
 
 
 def _after_commit(finished: Finished) -> None:

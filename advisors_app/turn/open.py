@@ -17,7 +17,10 @@ stages:
    (:func:`~advisors_app.approvals.pauses.open_resume`), the turn's budgets must allow its
    cheapest first call (``budget_exceeded``, 429), and the ``open`` hooks run (the caller's chat
    rate: ``throttled``, 429) — and only then write: a resume claims its calls, a new conversation
-   is created recording its version.
+   is created recording its version, and the user's message is stored flagged pending
+   (:meth:`~advisors_app.stores.memory.DjangoChatMemoryRepository.write_pending`, one statement:
+   a process killed mid-turn leaves it, shown as interrupted; :mod:`advisors_app.turn.recovery`),
+   which the turn's finish replaces.
 
 Refusals are :class:`~advisors_app.exceptions.TurnError`: nothing is stored. The
 :class:`~advisors_app.turn.state.Turn` returned carries its request context: the conversation
@@ -76,7 +79,9 @@ from advisors_app.exceptions import TurnError
 from advisors_app.memory.conversations import (
     StoredConversation,
     conversation_key,
+    conversation_title,
     create_conversation,
+    create_conversation_with_message,
     turn_conversation_of,
     turn_conversation_read,
 )
@@ -87,6 +92,7 @@ from advisors_app.turn import stages
 from advisors_app.turn.choose import choose_version, may_try_versions
 from advisors_app.turn.events import budget_exceeded
 from advisors_app.turn.input import TurnInput, checked_input
+from advisors_app.turn.recovery import this_process
 from advisors_app.turn.state import Assignment, Opening, StageTimes, Turn, VersionChoice
 from advisors_app.validation import FieldErrors, schema_errors
 
@@ -323,20 +329,37 @@ def _conversation(
     target: ChainTarget,
     compiled: CompiledChain,
     read: _Read,
-) -> tuple[str, str, bool, str, ReadAhead | None]:
-    """``(key, public id, created, title, read-ahead)`` of the turn's conversation: created
-    now when new, recording its version (it holds nothing yet; one a concurrent request created
-    meanwhile is read as it is), else the one read, with the window its memory reads first."""
+    owner: str,
+) -> tuple[str, str, bool, str, ReadAhead | None, int | None]:
+    """``(key, public id, created, title, read-ahead, pending message)`` of the turn's
+    conversation: created now when new, recording its version (holding nothing yet; one a
+    concurrent request created meanwhile is read as it is), else the one read, with the window
+    its memory reads first. The user's message is stored pending (``None``: a resume, which
+    carries none): a process killed mid-turn leaves it, and the turn's finish replaces it —
+    in the statement that creates a conversation with a server-made id."""
     stored = read.stored
+    message = None if data.resumes else data.message
+    if stored is None and data.conversation_id is None and message is not None:
+        key, public, pending = create_conversation_with_message(
+            user,
+            title=data.message,
+            chain_version_id=target.version_id,
+            text=message,
+            owner=owner,
+        )
+        return key, public, True, conversation_title(data.message), ReadAhead(), pending
     if stored is None:
         key, public, created, title = create_conversation(
             user, data.conversation_id, title=data.message, chain_version_id=target.version_id
         )
-        return key, public, created, title, ReadAhead() if created else None
-    # Read only when the caller named it: ``data.conversation_id`` is its (checked) id.
-    key = conversation_key(user, data.conversation_id)
-    ahead = _read_ahead(chain, stored, compiled, read)
-    return key, data.conversation_id, False, stored.title, ahead
+        ahead = ReadAhead() if created else None
+    else:
+        # Read only when the caller named it: ``data.conversation_id`` is its (checked) id.
+        key, public = conversation_key(user, data.conversation_id), data.conversation_id
+        created, title = False, stored.title
+        ahead = _read_ahead(chain, stored, compiled, read)
+    pending = None if message is None else _repository.write_pending(key, message, owner)
+    return key, public, created, title, ahead, pending
 
 
 def _context(
@@ -397,7 +420,11 @@ def _open(
         with transaction.atomic():
             resume = claim(user, pending, decisions)
         granted = [*granted, *resume.granted]
-    key, public, created, title, ahead = _conversation(chain, user, data, target, compiled, read)
+    owner = this_process()
+    key, public, created, title, ahead, pending = _conversation(
+        chain, user, data, target, compiled, read, owner
+    )
+    meter.booked.turn, meter.booked.owner = trace_id, owner
     memory = TurnMemory(key, ahead)
     turn = Turn(
         compiled,
@@ -417,6 +444,7 @@ def _open(
         new_conversation=created,
         title=title,
         resume=resume,
+        pending_message=pending,
     )
     times.add(stages.Stage.OPEN, started)
     return turn

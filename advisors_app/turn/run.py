@@ -28,8 +28,9 @@ The ``run`` stage:
    client left, ``aclose``, a cancelled task) — the partial reply is stored flagged as
    interrupted and the call log says cancelled.
 
-A later turn of a chain with a memory advisor costs two thread hops and six SQL statements in
-one commit: version, conversation, window (one round trip); sequence numbers, messages, call log.
+A later turn of a chain with a memory advisor costs two thread hops and seven SQL statements in
+two commits: version, conversation, window (one round trip), the user's message stored pending
+(an asynchronous commit); sequence numbers, messages, call log.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Stopping the server mid-turn stores the running turns, as a client disconnect does.
+"""Stopping the server mid-turn stores the running turns, as a client disconnect does, and ends
+their streams with an ``error`` event (code ``server_shutdown``).
 
 The turn notes the tasks that run a turn (:func:`turn_task_started`, by ``call_turn`` and by the
 task iterating a ``TurnStream``) and those that finish one after a cancel (:func:`finishing`:
@@ -13,6 +14,12 @@ runs :func:`stop_running_turns` first and makes the server wait for it, then clo
 process's pooled MCP connections (:func:`~advisors_app.mcp.close_mcp_connections`; other servers
 close them at interpreter exit).
 
+While it stops, the SSE streams and websockets of the turns it stopped send the text they held
+back and an ``error`` event with code ``server_shutdown``
+(:func:`~advisors_app.turn.delivery.shutdown_frames`); the websocket is then closed with code
+4503. A turn stopped before any text keeps the user's message, marked interrupted
+(the user did not stop it; :mod:`advisors_app.turn.finish`).
+
 :func:`stopping` tells a connection cancelled by the server apart: daphne also cancels a
 connection that took more than its application close timeout (10 s) to end after its client
 left, which must not stop a turn left running under ``DISCONNECT_POLICY = "continue"``.
@@ -26,6 +33,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 __all__ = [
+    "delivering",
     "finishing",
     "stop_running_turns",
     "stop_turns_before_daphne_exits",
@@ -40,6 +48,9 @@ _stopping = False
 _running: set[asyncio.Task[Any]] = set()
 #: Tasks that finish a cancelled turn (log row, transcript); the loop keeps only weak refs.
 _finishing: set[asyncio.Task[Any]] = set()
+#: Tasks sending a turn's events to a client (an SSE response): waited for on shutdown, so the
+#: ``error`` event that ends a stopped stream reaches its client before the server exits.
+_delivering: set[asyncio.Task[Any]] = set()
 
 
 def turn_task_started() -> None:
@@ -70,10 +81,21 @@ async def finishing(coroutine: Awaitable[_T]) -> _T:
     return await asyncio.shield(task)
 
 
+def delivering() -> None:
+    """Note the current task as sending a turn's events to its client, until it ends (an SSE
+    response: Django's task that sends the response body)."""
+    task = asyncio.current_task()
+    if task is not None and task not in _delivering:
+        _delivering.add(task)
+        task.add_done_callback(_delivering.discard)
+
+
 async def stop_running_turns(timeout: float = 10.0) -> None:
     """Stop every turn running in this process, as a client disconnect would: the partial
-    replies are stored flagged as interrupted and the call logs say cancelled. Waits at most
-    ``timeout`` seconds. For a server shutting down."""
+    replies are stored flagged as interrupted and the call logs say cancelled; then wait for
+    the responses still sending their last events (streams end with an ``error`` event, code
+    ``server_shutdown``, when :func:`stopping`). Waits at most ``timeout`` seconds for each.
+    For a server shutting down."""
     running = [task for task in _running if not task.done()]
     for task in running:
         task.cancel()
@@ -81,6 +103,9 @@ async def stop_running_turns(timeout: float = 10.0) -> None:
         await asyncio.wait(running, timeout=timeout)
     if _finishing:
         await asyncio.wait(list(_finishing), timeout=timeout)
+    sending = [task for task in _delivering if not task.done()]
+    if sending:
+        await asyncio.wait(sending, timeout=timeout)
 
 
 def stopping() -> bool:

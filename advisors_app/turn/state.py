@@ -125,6 +125,9 @@ class Turn:
     title: str = ""
     #: A resume of tool calls paused for approval: the claimed decisions (``None``: a message).
     resume: Resume | None = None
+    #: The id of the user's message stored pending before the chain ran (``None``: a resume),
+    #: replaced by the turn's finish.
+    pending_message: int | None = None
     #: When the turn started to run (``time.perf_counter()``): latency counts from here.
     started: float = field(default_factory=time.perf_counter)
     #: The last prompt that reached the model (serialised only for the outcome, after the

@@ -12,6 +12,7 @@ from rest_framework import serializers
 from advisors_app.api.serializers.chat import UsageSerializer
 from advisors_app.api.serializers.fields import TextField
 from advisors_app.memory.conversations import public_conversation_id
+from advisors_app.memory.pending import message_state, public_metadata
 from advisors_app.models import ChatMessage, Conversation, ConversationBoundary
 
 __all__ = [
@@ -71,6 +72,12 @@ class MessageSerializer(serializers.ModelSerializer):
     # ``feedback`` reads the caller's votes from the OWN_VOTES attribute the view prefetches.
 
     type = serializers.CharField(source="message_type")
+    metadata = serializers.SerializerMethodField()
+    state = serializers.SerializerMethodField(
+        help_text='null for a message of a turn that ended; "pending": a user\'s message whose '
+        'turn is still running; "interrupted": a reply cut short (metadata says why) or a '
+        "user's message whose turn never finished (the server stopped mid-turn)."
+    )
     feedback = serializers.SerializerMethodField(
         help_text='Your votes on this reply by key, e.g. {"thumbs": {"value": false, '
         '"reason": "wrong", "comment": ""}}; {} when you have not rated it.'
@@ -79,8 +86,18 @@ class MessageSerializer(serializers.ModelSerializer):
     class Meta:
         model = ChatMessage
         fields = ["id", "sequence", "type", "text", "metadata", "tool_calls", "tool_responses"]
-        fields += ["created_at", "feedback"]
+        fields += ["created_at", "state", "feedback"]
         ref_name = "ConversationMessage"
+
+    @extend_schema_field(serializers.DictField())
+    def get_metadata(self, message: ChatMessage) -> Any:
+        return public_metadata(message.metadata)
+
+    @extend_schema_field(
+        serializers.ChoiceField(choices=["pending", "interrupted"], allow_null=True)
+    )
+    def get_state(self, message: ChatMessage) -> str | None:
+        return message_state(message.metadata, message.created_at)
 
     @extend_schema_field(serializers.DictField(child=OwnVoteSerializer()))
     def get_feedback(self, message: ChatMessage) -> dict[str, dict[str, Any]]:

@@ -21,7 +21,9 @@ turn, which closes the model stream at once, stores the partial reply flagged as
 and logs the turn as cancelled; if it lands while a chunk is being sent, closing the generator
 cancels that task the same way. The end of such a turn (its held-back text, its ``done``) is
 published for a client that resumes, as the websocket's is
-(:func:`~advisors_app.turn.delivery.cancelled_frames`).
+(:func:`~advisors_app.turn.delivery.cancelled_frames`). A turn stopped by the server shutting
+down ends its stream with the text held back and an ``error`` event, code ``server_shutdown``
+(:func:`~advisors_app.turn.delivery.shutdown_frames`); the server waits for it to be sent.
 
 A stream silent for ``ADVISORS["SSE_KEEPALIVE_SECONDS"]`` (a slow model, a long tool round)
 gets a ``: keep-alive`` comment line, which SSE clients ignore and proxies count as traffic.
@@ -61,8 +63,10 @@ from advisors_app.turn.delivery import (
     keeps_running,
     nothing_to_resume,
     resume_errors,
+    shutdown_frames,
 )
 from advisors_app.turn.events import TurnEvent
+from advisors_app.turn.shutdown import delivering, stopping
 
 __all__ = [
     "ChainCallView",
@@ -222,6 +226,15 @@ async def sse_events(
             await put(_END)
         except Exception as exc:  # an event stream failing is relayed, not swallowed
             await put(exc)
+        except asyncio.CancelledError:
+            if not stopping() or final_sent:
+                raise
+            # The server stopped the turn (stored): the stream ends with its error event.
+            await events.aclose()
+            for frame in shutdown_frames(stream, events):
+                await put(publisher.stamp(frame) if publisher is not None else frame)
+            final_sent = True
+            await put(_END)
         finally:
             await events.aclose()
             if publisher is not None:
@@ -233,6 +246,7 @@ async def sse_events(
     # One task iterates the turn from start to end, so its context variables and its
     # cancellation stay in one place; a keep-alive timeout here only stops waiting on the queue.
     turn = asyncio.create_task(pump())
+    delivering()  # a server shutting down waits for this response to send its last event
     alive = asyncio.create_task(keep_alive()) if interval is not None else None
     try:
         while True:
