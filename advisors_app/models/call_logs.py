@@ -81,6 +81,9 @@ class CallLog(models.Model):
     provider_status = models.PositiveSmallIntegerField(null=True, blank=True)
     #: One entry per advisor invocation, in the order they started (see ``advisors_app.trace``).
     trace = models.JSONField(default=list, blank=True)
+    #: The turn's guard verdicts, in order: ``{"rail", "check", "action", "detail", "failed",
+    #: "ms"}`` each (``advisors_app.core.advisors.guard.Verdict``).
+    guard_verdicts = models.JSONField(default=list, blank=True)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

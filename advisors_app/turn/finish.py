@@ -111,6 +111,7 @@ def outcome_of(
         trace={**turn.trace.to_dict(), "stages": dict(turn.times.seconds)},
         cost=turn.meter.cost(),
         budget_warnings=[w.to_dict() for w in turn.meter.warnings],
+        guard=list(turn.guard),
     )
 
 
@@ -190,6 +191,7 @@ def _call_log(turn: Turn, outcome: TurnOutcome, exc: BaseException | None) -> Ca
         error_message=redact(str(exc))[:2000] if exc is not None else "",
         provider_status=exc.status if isinstance(exc, ProviderError) else None,
         trace=redact_data(outcome.trace),
+        guard_verdicts=redact_data(outcome.guard),
     )
 
 

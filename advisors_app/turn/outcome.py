@@ -49,6 +49,9 @@ class TurnOutcome:
     cost: dict[str, Any] = field(default_factory=dict)
     #: Budgets past their soft limit (``BudgetWarningEvent`` payloads without ``type``).
     budget_warnings: list[dict[str, Any]] = field(default_factory=list)
+    #: The guard verdicts of the turn, in order (``Verdict.to_dict()``: ``rail``, ``check``,
+    #: ``action``, ``detail``, ``failed``, ``ms``).
+    guard: list[dict[str, Any]] = field(default_factory=list)
     prompt: dict[str, Any] | None = field(default=None, repr=False)
     trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -70,18 +73,21 @@ class TurnOutcome:
             "pending_approvals": self.pending_approvals,
             "cost": self.cost,
             "budget_warnings": self.budget_warnings,
+            "guard": self.guard,
         }
 
     def reply_metadata(self) -> dict[str, Any]:
         """What the stored reply keeps of its turn, so a reopened conversation shows it as the
         live reply did (the conversation API's message ``metadata``, the chat page, the admin).
-        ``trace_id``, ``version`` and ``timings`` always; ``sources``, ``tools``, ``usage`` and
-        ``finish_reason`` when the turn had them."""
+        ``trace_id``, ``version`` and ``timings`` always; ``sources``, ``tools``, ``usage``,
+        ``finish_reason`` and ``guard`` (its verdicts: why a reply was cut or refused) when the
+        turn had them."""
         kept = {"trace_id": self.trace_id, "version": self.version, "timings": self.timings}
         optional = {
             "sources": self.sources,
             "tools": self.tools,
             "usage": self.usage,
             "finish_reason": self.finish_reason,
+            "guard": self.guard,
         }
         return kept | {key: value for key, value in optional.items() if value}

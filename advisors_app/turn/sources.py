@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisors_app.core.advisors.question_answer import RETRIEVED_DOCUMENTS
+from advisors_app.core.guards.rails import GUARD_DROPPED
 from advisors_app.core.rag.advisor import DOCUMENT_CONTEXT
 
 __all__ = ["RETRIEVAL_KEYS", "TurnSources", "cited_sources"]
@@ -62,7 +63,8 @@ def cited_sources(metadata: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     ``ChatResponseMetadata``). ``title`` is the document's ``title`` metadata, else its
     ``source``; chunks of one source are merged, keeping the best score (cosine similarity,
     or ``None`` when the store gives none) with that chunk's id and the start of its text
-    (``SNIPPET_CHARS``). Other metadata keys are ignored; no documents gives ``[]``.
+    (``SNIPPET_CHARS``). Documents a guard dropped (metadata ``guard_dropped``) are left out:
+    the model never read them. Other metadata keys are ignored; no documents gives ``[]``.
     """
     if not metadata:
         return []
@@ -73,6 +75,8 @@ def cited_sources(metadata: Mapping[str, Any] | None) -> list[dict[str, Any]]:
             continue
         for item in documents:
             meta, score, document_id, text = _document(item)
+            if meta.get(GUARD_DROPPED):
+                continue  # withheld from the model: the answer cannot cite it
             source = str(meta.get("source") or meta.get("title") or "")
             if not source:
                 continue

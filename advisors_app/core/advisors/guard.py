@@ -46,10 +46,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..advisor import HIGHEST_PRECEDENCE, AdvisorRole, CallAdvisor, StreamAdvisor
+from ..attributes import TURN_MEMORY
 from ..exceptions import GuardBlockedError
 from ..guards.checks import Finding, GuardCheck
 from ..guards.rails import DROPPED_NOTICE, GUARD_DROPPED, GUARD_SESSION
 from ..mappings import EMPTY, freeze
+from ..memory.turn import TurnMemory
 from ..messages import AssistantMessage, UserMessage
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
@@ -298,6 +300,11 @@ class GuardAdvisor(CallAdvisor, StreamAdvisor):
     def rails(self) -> Mapping[str, tuple[RailCheck, ...]]:
         return self._rails
 
+    def may_hold(self, rail: str) -> bool:
+        """Whether a check on ``rail`` holds its text for a reviewer (``hold``): on
+        ``tool_arguments``, the turn may pause for approval."""
+        return any(entry.action == "hold" for entry in self._rails.get(rail, ()))
+
     def session(self, context: Mapping[str, Any]) -> GuardSession:
         return GuardSession(self._rails, context.get(GUARD_LISTENER))
 
@@ -346,6 +353,12 @@ class GuardAdvisor(CallAdvisor, StreamAdvisor):
                 "check": check,
                 "retract": stage == "output" if retract is None else retract,
             }
+        if stage == "output":
+            # Memory inside this guard held the answer it withheld: the conversation keeps
+            # the refusal the user got instead.
+            memory = context.get(TURN_MEMORY)
+            if isinstance(memory, TurnMemory):
+                memory.revise_reply(AssistantMessage(text))
         return answer(
             text,
             _without_session(context),
