@@ -265,6 +265,8 @@ def _empty_guard_messages(
     """W112 for a guard whose word lists and inline ``words`` (SafeGuard's) hold no word."""
     if "guard" not in advisor_type.roles or not _takes_word_lists(advisor_type):
         return []
+    if "rails" in params:
+        return []  # guard rails: word lists serve only their words checks; others need none
     if any(str(w).strip() for w in params.get("words") or ()):
         return []
     slugs = [s for _, kind, s in references_in(advisor_type, params) if kind == "word_list"]
