@@ -4,6 +4,7 @@ Reference is dropped."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -17,8 +18,10 @@ from advisors_app.definition.runtime import load_chain
 from advisors_app.demo import loader
 from advisors_app.demo.chunking import CHUNK_OVERLAP, CHUNK_SIZE, TitledTextSplitter
 from advisors_app.demo.corpus import python_reference_topics
+from advisors_app.demo.dataset import DATASET_FILE, IDENTIFIER_DATASET_FILE
 from advisors_app.demo.planted import PLANTED_QUESTION, PLANTED_SOURCE, PLANTED_TEXT
-from advisors_app.demo.retrieval import chain_retriever
+from advisors_app.demo.retrieval import chain_retriever, load_questions
+from advisors_app.evaluation.datasets import parse_items
 from advisors_app.models import PRODUCTION, AdvisorChain, ChatModelConfig, Collection
 from advisors_app.turn import stream_turn
 
@@ -84,3 +87,19 @@ async def test_the_planted_document_is_retrieved_dropped_and_the_answer_made_wit
     model = (await sync_to_async(load_chain)(loader.MAIN_CHAIN)).client.chat_model
     prompt = "\n".join(m.text for m in model.prompts[-1].instructions)
     assert DROPPED_NOTICE in prompt and LINK not in prompt
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_no_question_of_the_demo_datasets_retrieves_the_planted_document(
+    demo: Collection,
+) -> None:
+    """The planted page takes no reference excerpt's place in the measured questions."""
+    questions = [q.question for q in load_questions()]
+    for path in (DATASET_FILE, IDENTIFIER_DATASET_FILE):
+        items = parse_items(json.loads(path.read_text(encoding="utf-8")))
+        questions += [item["input"]["message"] for item in items]
+    compiled = await sync_to_async(load_chain)(loader.MAIN_CHAIN)
+    retriever = chain_retriever(compiled.advisors)
+    for question in sorted(set(questions)):
+        found = await retriever.search(question, retriever.top_k)
+        assert PLANTED_SOURCE not in [d.metadata.get("source") for d in found], question
