@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 
 from advisors_app.core.advisors.guard import DROPPED_NOTICE
 from advisors_app.core.tools import tool
 from advisors_app.definition.runtime import load_chain
 from advisors_app.definition.tools import tool_registry
 from advisors_app.ingestion.pipeline import ingest_text
-from advisors_app.models import CallLog, ChatMessage, ChatModelConfig, Collection
+from advisors_app.models import CallLog, ChatMessage, ChatModelConfig, Collection, Conversation
 from advisors_app.turn import call_turn, stream_turn
 from tests.api.conftest import client_for
 from tests.api.views.test_chat import parse_sse, read_stream
@@ -401,3 +401,19 @@ async def test_a_held_tool_call_runs_once_a_reviewer_approves_it(
     assert resumed["content"] == "The page says: sent"
     # The reviewer's decision stands: the hold is recorded again, the call ran.
     assert triples(resumed["guard"]) == [("tool_arguments", "secrets", "hold")]
+
+
+# -- the admin ---------------------------------------------------------------------------------
+
+
+def test_the_call_log_page_and_the_transcript_show_the_verdicts(
+    chains: None, alice: Any, admin_client: Any
+) -> None:
+    outcome = async_to_sync(call_turn)("guarded", alice, QUESTION)
+    log = CallLog.objects.get(trace_id=outcome.trace_id)
+    page = admin_client.get(f"/admin/advisors_app/calllog/{log.pk}/change/").content.decode()
+    assert "Guard verdicts" in page and "prompt_injection" in page and "drop" in page
+    conversation = Conversation.objects.get(conversation_id=log.conversation_id)
+    url = f"/admin/advisors_app/conversation/{conversation.pk}/change/"
+    transcript = admin_client.get(url).content.decode()
+    assert "Guard:" in transcript and "prompt_injection → drop" in transcript
