@@ -45,6 +45,8 @@ with the system checks'):
 - ``advisors_app.E122``: two 2.0 memory advisors (``message_chat_memory``,
   ``prompt_chat_memory``) on one chain: both store every turn in the same conversation, so
   its transcript holds each message twice.
+- ``advisors_app.W124``: a guard with ``documents`` or tool rails runs inside the advisor that
+  meets their texts (a retrieval advisor, the tool loop): it never screens them.
 - ``advisors_app.E123``: a template has a brace left unpaired (saved by code, or before the
   admin refused them).
 
@@ -290,6 +292,36 @@ def _with_role(rows: Sequence[_Row], role: str) -> list[_Row]:
     return [r for r in rows if role in r.type.roles]
 
 
+#: Guard rails screened by the advisors of a role, which must run inside the guard (W124).
+_RAILS_MET_BY = {"documents": "rag", "tool_arguments": "tool", "tool_results": "tool"}
+
+
+def _guard_rail_messages(rows: list[_Row], position: Mapping[int, int]) -> list[LintMessage]:
+    """W124: a guard's documents or tool rails ordered inside the advisor that screens them
+    with its session (it only reaches advisors inside the guard)."""
+    messages = []
+    for guard in rows:
+        rails = guard.params.get("rails")
+        if not isinstance(rails, Mapping):
+            continue
+        for rail, role in _RAILS_MET_BY.items():
+            if not rails.get(rail):
+                continue
+            for outer in _with_role(rows, role):
+                if position[id(outer)] < position[id(guard)]:
+                    messages.append(
+                        _warning(
+                            "advisors_app.W124",
+                            f"{_describe(guard)} has a {rail} rail but runs inside "
+                            f"{_describe(outer)}, which screens that rail's texts with the "
+                            "guard it runs inside: the rail never sees them.",
+                            f"Give {guard.label} a smaller order than {outer.label} "
+                            "(the guard's default HIGHEST+100).",
+                        )
+                    )
+    return messages
+
+
 def _describe(row: _Row) -> str:
     return f"{row.label} at order {format_order(row.order)}"
 
@@ -360,6 +392,7 @@ def _structure_messages(rows: list[_Row]) -> list[LintMessage]:
                         f"(below {format_order(rag.order)}), so it sees what the user typed.",
                     )
                 )
+    messages.extend(_guard_rail_messages(rows, position))
     for row in rows:
         if row.type.after_side_effects and not row.type.stream_safe:
             messages.append(
