@@ -417,3 +417,19 @@ def test_the_call_log_page_and_the_transcript_show_the_verdicts(
     url = f"/admin/advisors_app/conversation/{conversation.pk}/change/"
     transcript = admin_client.get(url).content.decode()
     assert "Guard:" in transcript and "prompt_injection → drop" in transcript
+
+
+@pytest.mark.parametrize("mode", ["call", "stream"])
+async def test_a_document_block_stores_the_refusal_as_the_reply(
+    chains: None, alice: Any, mode: str
+) -> None:
+    await sync_to_async(rag_chain)("strict", guard_row(documents=injection("block")))
+    outcome, _ = await turn("strict", alice, mode)
+    assert outcome.finish_reason == "CONTENT_FILTER" and ran == []
+    assert outcome.metadata["guard_refusal"]["rail"] == "documents"
+
+    def stored() -> list[tuple[str, str]]:
+        rows = ChatMessage.objects.filter(conversation__owner=alice).order_by("sequence")
+        return [(r.message_type, r.text) for r in rows]
+
+    assert await sync_to_async(stored)() == [("user", QUESTION), ("assistant", outcome.content)]
