@@ -27,7 +27,8 @@ A subclass sets ``code`` and ``http_status`` as class attributes (its usual answ
 may pass others. Callers that know better still translate a refusal into their own (a view
 answering a rollback without a version with 409). Not refusals, so not in the tree: the engine's
 errors (:mod:`advisors_app.core.exceptions`; ``error_event`` maps provider failures, a context
-overflow and a used-up budget as well), configuration errors (``ChainConfigurationError``,
+overflow, a used-up budget and a guard's block — ``GuardBlockedError``, code ``guard_blocked``,
+HTTP 422 — as well), configuration errors (``ChainConfigurationError``,
 ``McpConfigurationError``) and failures of a tool, an MCP server or a background job.
 """
 

@@ -79,6 +79,7 @@ async def test_call_answers_persists_the_turn_and_logs_it(chain: Any, user: Any)
             "price_source": "free",
         },
         "budget_warnings": [],
+        "guard": [],
     }
     assert 0 < result.timings["latency_ms"] < 60_000
     key = f"{user.pk}:{result.conversation_id}"
@@ -141,6 +142,7 @@ async def test_stream_sends_start_deltas_and_done_then_logs(chain: Any, user: An
             "price_source": "free",
         },
         "budget_warnings": [],
+        "guard": [],
     }
     timings = events[-1].outcome.timings
     assert 0 < timings["time_to_first_token_ms"] <= timings["latency_ms"]

@@ -10,6 +10,10 @@ percentiles with ``percentile_cont``, which interpolates as Grafana and most das
 A refusal is a completed turn whose finish reason says a guard answered instead of the model
 (``CONTENT_FILTER``: SafeGuardAdvisor; ``BUDGET_EXCEEDED``: BudgetGuardAdvisor). Latency counts
 every turn (errors and cancellations too); time to first token exists for streams only.
+
+Guard rails (issue 38): per rail, the turns a guard check blocked and the turns it flagged at
+all (any action), with their rates over the range's turns (:func:`guard_rates`, read from the
+call logs' ``guard_verdicts``; a second query).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ __all__ = [
     "Figures",
     "dashboard",
     "dashboard_figures",
+    "guard_rates",
 ]
 
 #: The days the dashboard shows when not told: the last 14, today included.
@@ -200,6 +205,49 @@ def dashboard_figures(
     return result
 
 
+# Per rail: the turns with a blocking verdict and the turns with any verdict on it.
+_GUARD_RATES = """
+SELECT v.value->>'rail',
+    count(DISTINCT l.id) FILTER (WHERE v.value->>'action' = 'block'),
+    count(DISTINCT l.id)
+FROM {logs} l CROSS JOIN LATERAL jsonb_array_elements(
+    CASE WHEN jsonb_typeof(l.guard_verdicts) = 'array' THEN l.guard_verdicts ELSE '[]' END
+) v
+WHERE l.created >= %(start)s {where}
+GROUP BY 1 ORDER BY 1
+"""
+
+
+def guard_rates(
+    start: datetime, end: datetime | None, chain: str | None = None
+) -> dict[str, tuple[int, int]]:
+    """Blocking, one query: rail → ``(turns blocked, turns flagged)`` over the call logs created
+    in ``[start, end)`` (of chain ``chain`` only unless ``None``); rails without a verdict are
+    left out."""
+    where = ""
+    params: dict[str, Any] = {"start": start}
+    if end is not None:
+        where += " AND l.created < %(end)s"
+        params["end"] = end
+    if chain is not None:
+        where += " AND l.chain_slug = %(chain)s"
+        params["chain"] = chain
+    sql = _GUARD_RATES.format(logs=connection.ops.quote_name(CallLog._meta.db_table), where=where)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {str(rail): (blocked, flagged) for rail, blocked, flagged in cursor.fetchall()}
+
+
+def _guard_rows(rates: dict[str, tuple[int, int]], turns: int) -> list[dict[str, Any]]:
+    def rate(count: int) -> str:
+        return f"{count / turns:.1%}" if turns else "-"
+
+    return [
+        {"rail": rail, "blocked": b, "block_rate": rate(b), "flagged": f, "flag_rate": rate(f)}
+        for rail, (b, f) in rates.items()
+    ]
+
+
 def _seconds(value: float | None) -> str:
     if value is None:
         return "-"
@@ -278,7 +326,9 @@ def _figures_context(first: date, last: date, chain: str | None) -> dict[str, An
     )
     version_labels = [f"{slug} {_version_name(number)}" for (slug, number), _ in versions]
     currencies = {f.currency for f in by_day.values() if f.cost is not None}
+    turns = found["total"].turns if found["total"] else 0
     return {
+        "guard_rows": _guard_rows(guard_rates(start, end, chain), turns),
         "first": first,
         "last": last,
         "total": found["total"],

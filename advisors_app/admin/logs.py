@@ -13,6 +13,7 @@ rows stored before secrets were redacted on the way in do not show a key either.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin
@@ -93,6 +94,7 @@ class CallLogAdmin(AddToDatasetMixin, ReadOnlyAdmin):
         "usage_json",
         "cost_detail",
         "finish_reason",
+        "guard_table",
         "error_type",
         "error_text",
         "provider_status",
@@ -174,6 +176,24 @@ class CallLogAdmin(AddToDatasetMixin, ReadOnlyAdmin):
     def usage_json(self, obj: CallLog) -> str:
         return format_html("<pre>{}</pre>", pretty_json(obj.usage))
 
+    @admin.display(description="Guard verdicts")
+    def guard_table(self, obj: CallLog) -> str:
+        """One line per verdict: rail, check, action, and what it found."""
+        lines = [
+            format_html(
+                "<li><code>{}</code> {} → <strong>{}</strong>{} <small>{}</small></li>",
+                rail,
+                check,
+                action,
+                " (failed)" if failed else "",
+                detail,
+            )
+            for rail, check, action, failed, detail in guard_lines(redact_data(obj.guard_verdicts))
+        ]
+        if not lines:
+            return "-"
+        return format_html("<ul>{}</ul>", format_html("".join(["{}"] * len(lines)), *lines))
+
     @admin.display(description="Error message")
     def error_text(self, obj: CallLog) -> str:
         return redact(obj.error_message)
@@ -208,16 +228,38 @@ def _seconds(milliseconds: Any) -> str:
     return f"{milliseconds / 1000:.3f} s"
 
 
+def guard_lines(verdicts: Any) -> list[tuple[str, str, str, bool, str]]:
+    """``(rail, check, action, failed, detail)`` per guard verdict (``detail`` as compact
+    JSON); entries that are not verdicts are skipped."""
+    lines = []
+    for item in verdicts if isinstance(verdicts, list) else []:
+        if not isinstance(item, dict):
+            continue
+        detail = item.get("detail") or {}
+        lines.append(
+            (
+                str(item.get("rail") or "?"),
+                str(item.get("check") or "?"),
+                str(item.get("action") or "?"),
+                bool(item.get("failed")),
+                json.dumps(detail, ensure_ascii=False, sort_keys=True) if detail else "",
+            )
+        )
+    return lines
+
+
 def reply_details(metadata: Any) -> dict[str, Any]:
     """A stored reply's turn, compactly: what the conversation's admin transcript shows.
 
     ``metadata`` is an assistant ``ChatMessage.metadata`` (``TurnOutcome.reply_metadata``:
     ``version``, ``sources``, ``tools``, ``usage``, ``finish_reason``, ``timings`` in
-    milliseconds). Returns ``{"summary", "sources", "tools"}``: ``summary`` the version
-    (``draft`` for ``None``), the timings in seconds as the call log shows them and the token
-    usage, joined by `` · ``; ``sources`` ``(title, score)`` pairs (``score`` formatted, or
-    ``""``); ``tools`` ``(name, status)`` pairs. Keys a reply stored before they existed lack
-    are left out; nothing known gives empty values.
+    milliseconds, ``guard``). Returns ``{"summary", "sources", "tools", "guard"}``: ``summary``
+    the version (``draft`` for ``None``), the timings in seconds as the call log shows them and
+    the token usage, joined by `` · ``; ``sources`` ``(title, score)`` pairs (``score``
+    formatted, or ``""``); ``tools`` ``(name, status)`` pairs; ``guard`` ``(rail, check,
+    action)`` triples of the turn's guard verdicts (why a reply was cut, a document dropped).
+    Keys a reply stored before they existed lack are left out; nothing known gives empty
+    values.
     """
     metadata = metadata if isinstance(metadata, dict) else {}
     summary = []
@@ -248,7 +290,10 @@ def reply_details(metadata: Any) -> dict[str, Any]:
         if _is_number(item.get("duration_ms")):
             status += f" ({item['duration_ms']:.0f} ms)"
         tools.append((str(item.get("name") or "?"), status))
-    return {"summary": " · ".join(summary), "sources": sources, "tools": tools}
+    guard = [
+        (rail, check, action) for rail, check, action, _, _ in guard_lines(metadata.get("guard"))
+    ]
+    return {"summary": " · ".join(summary), "sources": sources, "tools": tools, "guard": guard}
 
 
 class ChatMessageInline(admin.TabularInline):

@@ -14,8 +14,8 @@ Every error body is::
   ``code`` of every :class:`~advisors_app.exceptions.Refusal` the app raises (``invalid``,
   ``chain_not_found``, ``conflict``, ``protected``, ``too_large``, ``budget_exceeded``, …), the
   provider codes of :func:`advisors_app.turn.events.error_event` (``rate_limited``,
-  ``provider_timeout``, …), ``output_invalid``, ``context_overflow`` and ``internal_error``;
-  docs/rest-api.md lists them all with their HTTP status.
+  ``provider_timeout``, …), ``output_invalid``, ``context_overflow``, ``guard_blocked`` and
+  ``internal_error``; docs/rest-api.md lists them all with their HTTP status.
 - ``message``: one sentence for people. Secret values and credential-shaped tokens in it (and
   in ``fields``) are replaced by ``[REDACTED]`` (:func:`advisors_app.security.redaction.redact`).
 - ``fields``: dotted field path → messages (``"advisors.1.params.top_k"``); ``{}`` when the error
@@ -82,6 +82,9 @@ PROVIDER_HTTP_STATUS: dict[str, int] = {
     "context_overflow": status.HTTP_400_BAD_REQUEST,
     # A budget counting the turn is used up (the model was not called); retry after its reset.
     "budget_exceeded": status.HTTP_429_TOO_MANY_REQUESTS,
+    # A guard rail blocked the turn and no guard outside it answered with a refusal (the
+    # guard is ordered inside the advisor that screened): the content was refused.
+    "guard_blocked": status.HTTP_422_UNPROCESSABLE_ENTITY,
 }
 
 

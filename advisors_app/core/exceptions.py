@@ -8,6 +8,7 @@ The tree (Spring AI's IllegalArgumentException is Python's ``ValueError``)::
     ├── ContextOverflowError (ValueError)  the prompt does not fit the model's context window
     ├── BudgetExceededError (RuntimeError) a spending limit refuses the model call
     ├── ToolCallLimitExceededError (RuntimeError)  a turn made more tool calls than allowed
+    ├── GuardBlockedError (RuntimeError)   a guard rail inside the chain blocked the turn
     └── ProviderError                      a model provider call failed (status/body kept)
         ├── BadRequestError                4xx other than 401/403/408/429: the request is wrong
         ├── AuthenticationError            401/403: the key is missing, wrong or not allowed
@@ -39,6 +40,7 @@ __all__ = [
     "BadRequestError",
     "BudgetExceededError",
     "ContextOverflowError",
+    "GuardBlockedError",
     "MalformedResponseError",
     "ModelFailure",
     "OutputValidationError",
@@ -168,6 +170,25 @@ class ToolCallLimitExceededError(RuntimeError):
                 self.FINISH_REASON, {self.METADATA_PARTIAL_TOOL_RESPONSES: tuple(responses[:-1])}
             ),
         )
+
+
+class GuardBlockedError(RuntimeError):
+    """Raised when a guard rail that runs inside the chain (``documents``, ``tool_arguments``,
+    ``tool_results``) blocks the turn.
+
+    The ``GuardAdvisor`` that owns the rail catches it and answers with its refusal (code
+    ``guard_blocked``); it propagates only from a chain whose guard sits inside the advisor
+    that screened (the Django layer then maps it to the ``guard_blocked`` error). ``rail`` and
+    ``check`` name what blocked; ``screening`` is the rail's ``Screening``.
+    """
+
+    code = "guard_blocked"
+
+    def __init__(self, rail: str, check: str, screening: Any = None) -> None:
+        super().__init__(f"the guard check {check!r} blocked the turn on the {rail} rail")
+        self.rail = rail
+        self.check = check
+        self.screening = screening
 
 
 class ProviderError(Exception):

@@ -18,6 +18,7 @@ from typing import Any
 from advisors_app.conf import app_settings
 from advisors_app.core.advisor import Advisor
 from advisors_app.core.advisors.base_chat_memory import BaseChatMemoryAdvisor
+from advisors_app.core.advisors.guard import GuardAdvisor
 from advisors_app.core.advisors.message_chat_memory import MessageChatMemoryAdvisor
 from advisors_app.core.advisors.session_turn import SessionTurnAdvisor
 from advisors_app.core.advisors.tool_calling import ToolCallingAdvisor
@@ -218,7 +219,13 @@ class CompiledChain:
         """Whether a reply may pause the turn for tool-call approval (worked out once per
         built chain: every turn asks)."""
         manager = self.tool_calling_manager
-        return manager is not None and manager.may_pause(self.tool_options)
+        if manager is None:
+            return False
+        # A guard that holds tool calls for a reviewer pauses the turn as approval does.
+        holds = any(
+            isinstance(a, GuardAdvisor) and a.may_hold("tool_arguments") for a in self.advisors
+        )
+        return holds or manager.may_pause(self.tool_options)
 
     @cached_property
     def approver_permission(self) -> str:
@@ -360,7 +367,8 @@ def _check_resumable(compiled: CompiledChain) -> None:
         isinstance(a, MessageChatMemoryAdvisor) and a.order < loop_order for a in compiled.advisors
     ):
         raise ChainConfigurationError(
-            "tool calls of this chain may need approval, and a paused turn resumes from the "
-            "conversation's memory: add a message_chat_memory advisor ordered before the tool "
-            'loop (or set the tools\' approval to "never")'
+            "tool calls of this chain may need approval (a tool's approval, or a guard that "
+            "holds tool arguments), and a paused turn resumes from the conversation's memory: "
+            "add a message_chat_memory advisor ordered before the tool loop (or set the tools' "
+            'approval to "never")'
         )

@@ -45,6 +45,8 @@ with the system checks'):
 - ``advisors_app.E122``: two 2.0 memory advisors (``message_chat_memory``,
   ``prompt_chat_memory``) on one chain: both store every turn in the same conversation, so
   its transcript holds each message twice.
+- ``advisors_app.W124``: a guard with ``documents`` or tool rails runs inside the advisor that
+  meets their texts (a retrieval advisor, the tool loop): it never screens them.
 - ``advisors_app.E123``: a template has a brace left unpaired (saved by code, or before the
   admin refused them).
 
@@ -265,6 +267,8 @@ def _empty_guard_messages(
     """W112 for a guard whose word lists and inline ``words`` (SafeGuard's) hold no word."""
     if "guard" not in advisor_type.roles or not _takes_word_lists(advisor_type):
         return []
+    if "rails" in params:
+        return []  # guard rails: word lists serve only their words checks; others need none
     if any(str(w).strip() for w in params.get("words") or ()):
         return []
     slugs = [s for _, kind, s in references_in(advisor_type, params) if kind == "word_list"]
@@ -286,6 +290,36 @@ def _empty_guard_messages(
 
 def _with_role(rows: Sequence[_Row], role: str) -> list[_Row]:
     return [r for r in rows if role in r.type.roles]
+
+
+#: Guard rails screened by the advisors of a role, which must run inside the guard (W124).
+_RAILS_MET_BY = {"documents": "rag", "tool_arguments": "tool", "tool_results": "tool"}
+
+
+def _guard_rail_messages(rows: list[_Row], position: Mapping[int, int]) -> list[LintMessage]:
+    """W124: a guard's documents or tool rails ordered inside the advisor that screens them
+    with its session (it only reaches advisors inside the guard)."""
+    messages = []
+    for guard in rows:
+        rails = guard.params.get("rails")
+        if not isinstance(rails, Mapping):
+            continue
+        for rail, role in _RAILS_MET_BY.items():
+            if not rails.get(rail):
+                continue
+            for outer in _with_role(rows, role):
+                if position[id(outer)] < position[id(guard)]:
+                    messages.append(
+                        _warning(
+                            "advisors_app.W124",
+                            f"{_describe(guard)} has a {rail} rail but runs inside "
+                            f"{_describe(outer)}, which screens that rail's texts with the "
+                            "guard it runs inside: the rail never sees them.",
+                            f"Give {guard.label} a smaller order than {outer.label} "
+                            "(the guard's default HIGHEST+100).",
+                        )
+                    )
+    return messages
 
 
 def _describe(row: _Row) -> str:
@@ -358,6 +392,7 @@ def _structure_messages(rows: list[_Row]) -> list[LintMessage]:
                         f"(below {format_order(rag.order)}), so it sees what the user typed.",
                     )
                 )
+    messages.extend(_guard_rail_messages(rows, position))
     for row in rows:
         if row.type.after_side_effects and not row.type.stream_safe:
             messages.append(

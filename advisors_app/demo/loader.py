@@ -18,11 +18,14 @@ What it creates (slugs):
   ``corpus`` and ``python``;
 * word list ``demo-sensitive-words`` (:data:`SENSITIVE_WORDS`);
 * templates ``python-docs-context`` and ``python-docs-no-context``;
-* chain ``python-docs``: SafeGuard → session memory (SessionTurnAdvisor outside the tool loop,
+* the planted document (:mod:`advisors_app.demo.planted`): a page of the collection with an
+  instruction to the assistant hidden in it;
+* chain ``python-docs``: SafeGuard → guard rails (retrieved documents that read as instructions
+  dropped) → session memory (SessionTurnAdvisor outside the tool loop,
   compacting to the facts the user stated: :data:`SESSION_MEMORY`) → RetrievalAugmentation →
   ToolCalling → SessionMemoryAdvisor → SimpleLogger (the tool loop has no tool enabled: see
   ``_CHAINS``); an existing ``python-docs`` chain is kept as it is (``--force`` replaces it);
-* chain ``python-docs-json``: SafeGuard → MessageChatMemory → RetrievalAugmentation →
+* chain ``python-docs-json``: SafeGuard → guard rails → MessageChatMemory → RetrievalAugmentation →
   StructuredOutputValidation, answering ``{"answer": ..., "topics": [...]}``;
 * chat model ``notes-scripted`` (the scripted fake with tool rules, :data:`NOTES_MODEL_SETTINGS`)
   and chain ``notes``: MessageChatMemory → ToolCalling with the tools ``save_note`` (needs the
@@ -61,6 +64,7 @@ from advisors_app.models import Document as DocumentRow
 from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, TitledTextSplitter
 from .corpus import CORPUS, Topic, corpus_fingerprint, python_reference_topics
 from .dataset import ensure_demo_dataset
+from .planted import planted
 
 __all__ = [
     "ANSWER_SCHEMA",
@@ -182,6 +186,15 @@ _RETRIEVAL = {
     "empty_context_prompt_template": NO_CONTEXT_TEMPLATE,
 }
 _GUARD = {"word_lists": [WORD_LIST]}  # substrings: "keyloggers" is refused too
+#: Guard rails (issue 38): a retrieved excerpt that reads as instructions to the assistant is
+#: dropped before the model reads it (the planted document, :mod:`.planted`). Threshold 0.9:
+#: no chunk of the Language Reference scores above 0.79 on the classifier (the default 0.6
+#: would drop two of them), the planted one 0.999.
+_RAILS = {
+    "rails": {
+        "documents": [{"check": "prompt_injection", "action": "drop", "threshold": 0.9}],
+    }
+}
 #: Outside memory (guard at HIGHEST+100, memory at +200), inside nothing else: retrieval sees
 #: the history memory adds and runs once per turn, outside the tool loop (+300).
 _RETRIEVAL_ORDER = HIGHEST_PRECEDENCE + 250
@@ -233,6 +246,7 @@ _CHAINS: dict[str, dict[str, Any]] = {
         "tools": [],
         "advisors": [
             ("safe_guard", _GUARD, None),
+            ("guard", _RAILS, None),
             ("session_memory", SESSION_MEMORY, None),
             ("retrieval_augmentation", _RETRIEVAL, _RETRIEVAL_ORDER),
             ("tool_calling", {}, None),
@@ -258,6 +272,7 @@ _CHAINS: dict[str, dict[str, Any]] = {
         "tools": [],
         "advisors": [
             ("safe_guard", _GUARD, None),
+            ("guard", _RAILS, None),
             ("message_chat_memory", {"max_messages": 10}, None),
             ("retrieval_augmentation", _RETRIEVAL, _RETRIEVAL_ORDER),
             (
@@ -326,9 +341,12 @@ class DemoReport:
     collection_up_to_date: bool = False
 
 
-def build_id(topics: list[Topic]) -> str:
-    """The collection's build id: 16 hex digits of a hash of the corpus and the chunking."""
+def build_id(topics: list[Topic], with_planted: bool = True) -> str:
+    """The collection's build id: 16 hex digits of a hash of the corpus, the planted documents
+    (:mod:`~advisors_app.demo.planted`, unless ``with_planted`` is false) and the chunking."""
     recipe = f"{corpus_fingerprint(topics)}:{CHUNK_SIZE}:{CHUNK_OVERLAP}:{CHUNK_FORMAT}"
+    if with_planted:
+        recipe += ":" + hashlib.sha256(repr(sorted(planted().items())).encode()).hexdigest()
     return hashlib.sha256(recipe.encode()).hexdigest()[:16]
 
 
@@ -458,6 +476,7 @@ def _ingest(
     report: DemoReport,
     progress: Progress | None,
     batch_size: int,
+    with_planted: bool,
 ) -> None:
     splitter = TitledTextSplitter(CHUNK_SIZE, CHUNK_OVERLAP)
     python = ".".join(map(str, sys.version_info[:2]))
@@ -468,6 +487,8 @@ def _ingest(
         )
         for topic in topics
     }
+    if with_planted:
+        documents.update({s: Document(text, meta) for s, (text, meta) in planted().items()})
     # Identical chunks of one source are stored once (ingest_documents), so count them once.
     total = sum(len({c.text for c in splitter.split([d])}) for d in documents.values())
     done = 0
@@ -509,13 +530,15 @@ def load_demo(
     collection is embedded. ``topics`` replaces the corpus (default: every topic of the
     running Python, :func:`~advisors_app.demo.corpus.python_reference_topics`); the
     collection then holds exactly those. The first full run embeds about 550 chunks (about a
-    minute on two idle cores); later runs only compare the build id.
+    minute on two idle cores); later runs only compare the build id. The full corpus also gets
+    the planted document (:mod:`~advisors_app.demo.planted`) the chains' guard drops.
     """
     report = DemoReport()
+    with_planted = topics is None
     topics = python_reference_topics() if topics is None else topics
     report.topics = len(topics)
     collection = ensure_demo_rows(force, report)
-    build = build_id(topics)
+    build = build_id(topics, with_planted)
     stored = DocumentRow.objects.filter(collection=collection)
     if not force and f"Build {build}." in collection.description and stored.exists():
         report.collection_up_to_date = True
@@ -524,7 +547,7 @@ def load_demo(
     if force:
         report.removed += stored.count()
         stored.delete()
-    _ingest(collection, topics, report, progress, batch_size)
+    _ingest(collection, topics, report, progress, batch_size, with_planted)
     collection.description = _description(topics, build)
     collection.save()
     return report

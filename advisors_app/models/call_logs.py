@@ -91,6 +91,9 @@ class CallLog(models.Model):
         related_name="call_logs",
     )
     experiment_arm = models.CharField(max_length=100, blank=True)
+    #: The turn's guard verdicts, in order: ``{"rail", "check", "action", "detail", "failed",
+    #: "ms"}`` each (``advisors_app.core.advisors.guard.Verdict``).
+    guard_verdicts = models.JSONField(default=list, blank=True)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

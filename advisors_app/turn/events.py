@@ -14,6 +14,11 @@ sources      ``sources``: ``[{"document_id", "title", "source", "score", "snippe
 tool_call    ``id``, ``name``, ``arguments`` (the JSON text the model sent)
 tool_result  ``id``, ``name``, ``ok``, ``error`` (text the model got instead, or ``None``),
              ``duration_ms``
+guard        a guard check flagged (or failed on) a text of the turn: ``rail`` (``input``,
+             ``documents``, ``tool_arguments``, ``tool_results``, ``output``), ``check`` (its
+             name), ``action`` (``block``, ``redact``, ``drop``, ``reask``, ``hold``, ``log``),
+             ``failed`` (the check errored or timed out and acted as it fails); as the
+             verdict is made, before what it changed reaches the stream
 delta        ``text`` (a non-empty piece of the answer)
 budget_      a budget that counts this turn is past its soft limit (or a ``warn`` budget past
 warning      its limit): ``budget``, ``spent`` (spent + reserved, a decimal string), ``limit``,
@@ -36,8 +41,9 @@ done         ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` 
              ``approval_required``; ``[]``), ``cost`` (``input``, ``output``, ``total`` as
              decimal strings — ``None`` when a price is unknown —, ``currency``,
              ``price_source``), ``budget_warnings`` (as in ``budget_warning``; ``[]``),
-             ``experiment`` (``{"id", "arm"}``, only when an experiment chose the version):
-             the :class:`TurnOutcome`
+             ``guard`` (the turn's guard verdicts: ``rail``, ``check``, ``action``,
+             ``detail``, ``failed``, ``ms``; ``[]``), ``experiment`` (``{"id", "arm"}``, only
+             when an experiment chose the version): the :class:`TurnOutcome`
 error        ``code``, ``message``, ``provider_status`` (the model provider's HTTP status or
              ``None``), ``retry_after`` (seconds, for ``rate_limited``, ``throttled`` and
              ``budget_exceeded``), ``reset_at`` (only for ``budget_exceeded``: the ISO time the
@@ -58,6 +64,7 @@ from advisors_app.core.exceptions import (
     BadRequestError,
     BudgetExceededError,
     ContextOverflowError,
+    GuardBlockedError,
     MalformedResponseError,
     OutputValidationError,
     ProviderConnectionError,
@@ -76,6 +83,7 @@ __all__ = [
     "DeltaEvent",
     "DoneEvent",
     "ErrorEvent",
+    "GuardEvent",
     "SourcesEvent",
     "StartEvent",
     "ToolCallEvent",
@@ -163,6 +171,27 @@ class ToolResultEvent:
             "ok": self.ok,
             "error": self.error,
             "duration_ms": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GuardEvent:
+    """A guard check flagged a text of the turn (or failed): on ``rail``, ``check`` took
+    ``action`` (the verdict's ``detail`` stays in the ``done`` event's ``guard``)."""
+
+    rail: str
+    check: str
+    action: str
+    failed: bool = False
+    type: str = field(default="guard", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "rail": self.rail,
+            "check": self.check,
+            "action": self.action,
+            "failed": self.failed,
         }
 
 
@@ -264,6 +293,7 @@ TurnEvent = (
     | SourcesEvent
     | ToolCallEvent
     | ToolResultEvent
+    | GuardEvent
     | DeltaEvent
     | ApprovalRequiredEvent
     | BudgetWarningEvent
@@ -353,6 +383,15 @@ def error_event(
     if isinstance(exc, ContextOverflowError):
         return ErrorEvent(
             "context_overflow", str(exc), conversation_id=conversation_id, trace_id=trace_id
+        )
+    if isinstance(exc, GuardBlockedError):
+        # A rail whose guard sits inside the advisor that screened: no refusal answer was
+        # made, so the block surfaces as this error.
+        return ErrorEvent(
+            exc.code,
+            f"A safety check ({exc.check}) stopped this turn on the {exc.rail} rail.",
+            conversation_id=conversation_id,
+            trace_id=trace_id,
         )
     if isinstance(exc, OutputValidationError):
         return ErrorEvent(

@@ -116,6 +116,7 @@ def outcome_of(
         cost=turn.meter.cost(),
         budget_warnings=[w.to_dict() for w in turn.meter.warnings],
         experiment=_experiment(turn),
+        guard=list(turn.guard),
     )
 
 
@@ -207,6 +208,7 @@ def _call_log(turn: Turn, outcome: TurnOutcome, exc: BaseException | None) -> Ca
         trace=redact_data(outcome.trace),
         experiment_id=turn.target.arm[0] if turn.target.arm else None,
         experiment_arm=turn.target.arm[1] if turn.target.arm else "",
+        guard_verdicts=redact_data(outcome.guard),
     )
 
 

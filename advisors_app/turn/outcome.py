@@ -51,6 +51,9 @@ class TurnOutcome:
     budget_warnings: list[dict[str, Any]] = field(default_factory=list)
     #: ``{"id", "arm"}`` when an experiment chose the version (issue 37), else ``None``.
     experiment: dict[str, Any] | None = None
+    #: The guard verdicts of the turn, in order (``Verdict.to_dict()``: ``rail``, ``check``,
+    #: ``action``, ``detail``, ``failed``, ``ms``).
+    guard: list[dict[str, Any]] = field(default_factory=list)
     prompt: dict[str, Any] | None = field(default=None, repr=False)
     trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -73,6 +76,7 @@ class TurnOutcome:
             "pending_approvals": self.pending_approvals,
             "cost": self.cost,
             "budget_warnings": self.budget_warnings,
+            "guard": self.guard,
         }
         if self.experiment is not None:
             body["experiment"] = self.experiment
@@ -81,8 +85,9 @@ class TurnOutcome:
     def reply_metadata(self) -> dict[str, Any]:
         """What the stored reply keeps of its turn, so a reopened conversation shows it as the
         live reply did (the conversation API's message ``metadata``, the chat page, the admin).
-        ``trace_id``, ``version`` and ``timings`` always; ``sources``, ``tools``, ``usage`` and
-        ``finish_reason`` and ``experiment`` when the turn had them."""
+        ``trace_id``, ``version`` and ``timings`` always; ``sources``, ``tools``, ``usage``,
+        ``finish_reason``, ``guard`` (its verdicts: why a reply was cut or refused) and
+        ``experiment`` when the turn had them."""
         kept = {"trace_id": self.trace_id, "version": self.version, "timings": self.timings}
         optional = {
             "sources": self.sources,
@@ -90,5 +95,6 @@ class TurnOutcome:
             "usage": self.usage,
             "finish_reason": self.finish_reason,
             "experiment": self.experiment,
+            "guard": self.guard,
         }
         return kept | {key: value for key, value in optional.items() if value}

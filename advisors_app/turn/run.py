@@ -19,7 +19,7 @@ The ``run`` stage:
    ``ContextOverflowError`` (``error_event`` code ``context_overflow``), stored as any failed
    turn: call log only;
 2. runs the ``run`` hooks (:mod:`advisors_app.turn.stages`), then the chain — a call, or a
-   stream whose events are ``start``, ``budget_warning``, ``sources``, ``tool_call`` /
+   stream whose events are ``start``, ``budget_warning``, ``guard``, ``sources``, ``tool_call`` /
    ``tool_result``, ``delta``, then ``done`` or ``error`` — recording the per-advisor trace
    (``core.tracing.CallTrace``, plus OpenTelemetry spans), the last prompt that reached the
    model, each tool call as it starts and ends, and the sources retrieval found
@@ -40,6 +40,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from advisors_app.core.advisors.guard import GUARD_LISTENER
 from advisors_app.core.aggregation import ChatClientResponseAccumulator
 from advisors_app.core.context_window import check_context_window
 from advisors_app.core.exceptions import ContextOverflowError
@@ -58,6 +59,7 @@ from advisors_app.turn.events import (
     DeltaEvent,
     DoneEvent,
     ErrorEvent,
+    GuardEvent,
     SourcesEvent,
     StartEvent,
     ToolCallEvent,
@@ -79,13 +81,15 @@ _telemetry = OpenTelemetryObserver()
 
 class _TurnRecorder:
     """Keeps what the turn's outcome reports besides the response: the (uncut) prompt of the
-    last request that reached the model, the sources retrieval left in it, and each tool call
-    as it starts and ends (a stream also gets them as ``tool_call`` / ``tool_result`` events,
-    at once)."""
+    last request that reached the model, the sources retrieval left in it, each tool call
+    as it starts and ends, and each guard verdict as it is made (a stream also gets them as
+    ``tool_call`` / ``tool_result`` / ``guard`` events, at once). It is the guard's listener:
+    the request context holds :meth:`guard_verdict` under ``GUARD_LISTENER``."""
 
     def __init__(self, turn: Turn) -> None:
         self._turn = turn
         self._calls: dict[int, dict[str, Any]] = {}  # by the ToolCall object: ids may repeat
+        turn.context[GUARD_LISTENER] = self.guard_verdict
 
     def _record(self, advisor: Any, request: Any) -> None:
         if getattr(advisor, "is_model_advisor", False):
@@ -109,6 +113,18 @@ class _TurnRecorder:
             if sources is not None:
                 queue.put_nowait(SourcesEvent(sources))
             queue.put_nowait(event)
+
+    def guard_verdict(self, verdict: Any) -> None:
+        """A guard check flagged (or failed on) a text: kept for the outcome, and a ``guard``
+        event — through the tool-event queue when there is one, else before the stream's next
+        item."""
+        turn = self._turn
+        turn.guard.append(verdict.to_dict())
+        event = GuardEvent(verdict.rail, verdict.check, verdict.action, verdict.failed)
+        if turn.tool_events is not None:
+            self._event(event)
+        elif turn.mode == CallLog.Mode.STREAM:
+            turn.pending_events.append(event)
 
     def tool_call_started(self, call: ToolCall) -> None:
         entry = {"id": call.id, "name": call.name, "arguments": call.arguments}
@@ -270,6 +286,9 @@ class TurnStream:
                     closing_stream(_with_tool_events(turn, chunks)) as items,
                 ):
                     async for item in items:
+                        if turn.pending_events:
+                            for event in _take(turn.pending_events):
+                                yield event
                         if meter.unsent_warnings:
                             # A model round passed a soft limit: said before what follows.
                             for warning in meter.take_unsent_warnings():
@@ -313,8 +332,12 @@ class TurnStream:
                 self.final_event = error_event(
                     exc, conversation_id=outcome.conversation_id, trace_id=self.trace_id
                 )
+                for event in _take(turn.pending_events):
+                    yield event
                 yield self.final_event
                 return
+            for event in _take(turn.pending_events):
+                yield event
             aggregated = accumulator.result()
             sources = _noted_sources(turn, aggregated)
             if sources is not None:  # an answer without text still names its sources
@@ -329,6 +352,13 @@ class TurnStream:
             yield done
         finally:
             turn_task_ended()
+
+
+def _take(events: list[Any]) -> list[Any]:
+    """The events of ``events``, which is emptied."""
+    taken = events[:]
+    events.clear()
+    return taken
 
 
 def _noted_sources(turn: Turn, chunk: ChatClientResponse) -> SourcesEvent | None:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisors_app.core.advisors.question_answer import RETRIEVED_DOCUMENTS
+from advisors_app.core.guards.rails import GUARD_DROPPED
 from advisors_app.core.rag.advisor import DOCUMENT_CONTEXT
 from advisors_app.core.vectorstore.document import RETRIEVAL
 
@@ -78,7 +79,8 @@ def cited_sources(metadata: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     or ``None`` when the store gives none) with that chunk's id, the start of its text
     (``SNIPPET_CHARS``) and how the search found it (``retrieval``: ``mode``, ``vector_rank``,
     ``lexical_rank``, ``fused_score``, ``rerank_score`` as far as they apply; ``None`` from a
-    store that records none). Other metadata keys are ignored; no documents gives ``[]``.
+    store that records none). Documents a guard dropped (metadata ``guard_dropped``) are left
+    out: the model never read them. Other metadata keys are ignored; no documents gives ``[]``.
     """
     if not metadata:
         return []
@@ -89,6 +91,8 @@ def cited_sources(metadata: Mapping[str, Any] | None) -> list[dict[str, Any]]:
             continue
         for item in documents:
             meta, score, document_id, text = _document(item)
+            if meta.get(GUARD_DROPPED):
+                continue  # withheld from the model: the answer cannot cite it
             source = str(meta.get("source") or meta.get("title") or "")
             if not source:
                 continue

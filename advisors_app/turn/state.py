@@ -139,6 +139,11 @@ class Turn:
     tool_events: asyncio.Queue[Any] | None = None
     #: The documents the turn cites (:class:`~advisors_app.turn.sources.TurnSources`).
     sources: TurnSources = field(default_factory=TurnSources)
+    #: The guard verdicts made so far (``Verdict.to_dict()``), in order.
+    guard: list[dict[str, Any]] = field(default_factory=list)
+    #: Events a stream without a tool loop sends before its next item (guard verdicts made
+    #: while the chain ran between chunks).
+    pending_events: list[Any] = field(default_factory=list)
 
     def spec(self, observer: Any) -> ChatClientRequestSpec:
         """The chain's request for this turn, observed by ``observer``."""

@@ -52,13 +52,15 @@ def test_the_demo_chain_is_an_onion_from_guard_to_model() -> None:
     picture = chain_picture(resolve_draft(chain))
     assert layer_names(picture) == [
         "safe_guard",
+        "guard",
         "session_memory",
         "retrieval_augmentation",
         "tool_calling",
         "simple_logger",
     ]
-    assert [layer.position for layer in picture.layers] == [1, 2, 3, 4, 5]
-    assert [layer.role for layer in picture.layers[:4]] == ["guard", "memory", "rag", "tool"]
+    assert [layer.position for layer in picture.layers] == [1, 2, 3, 4, 5, 6]
+    roles = [layer.role for layer in picture.layers[:5]]
+    assert roles == ["guard", "guard", "memory", "rag", "tool"]
     assert picture.layers[0].order_text == "HIGHEST+100"
     assert all(layer.call and layer.stream for layer in picture.layers)
 
@@ -127,6 +129,7 @@ def test_the_chain_page_draws_the_picture(admin_client: Client) -> None:
     assert 'id="chain-picture-panel"' in html
     assert drawn_layers(html) == [
         "safe_guard",
+        "guard",
         "session_memory",
         "retrieval_augmentation",
         "tool_calling",

@@ -154,3 +154,29 @@ def test_the_main_admin_index_links_the_reports(client: Client, django_user_mode
     page = client.get("/admin/").content.decode()
     assert f'href="{URL}"' in page and 'href="/admin/advisors_app/calllog/report/"' in page
     assert page.count('id="content-main"') == 1
+
+
+def test_guard_block_and_flag_rates_per_rail(admin_client: Client, logs) -> None:
+    from advisors_app.admin.dashboard import guard_rates
+    from advisors_app.models import CallLog
+
+    def verdict(rail: str, action: str) -> dict:
+        return {"rail": rail, "check": "c", "action": action, "detail": {}, "failed": False}
+
+    first, second, third, *_ = CallLog.objects.filter(chain_slug="support").order_by("pk")
+    first.guard_verdicts = [verdict("input", "block")]
+    second.guard_verdicts = [verdict("documents", "drop"), verdict("documents", "drop")]
+    third.guard_verdicts = [verdict("documents", "block"), verdict("output", "redact")]
+    for log in (first, second, third):
+        log.save()
+    start, end = local_range(logs["earlier"].date(), logs["now"].date())
+    assert guard_rates(start, end) == {"documents": (1, 2), "input": (1, 1), "output": (0, 1)}
+    assert guard_rates(start, end, "triage") == {}
+    rows = admin_client.get(URL).context["guard_rows"]
+    assert rows[0] == {
+        "rail": "documents",
+        "blocked": 1,
+        "block_rate": "14.3%",
+        "flagged": 2,
+        "flag_rate": "28.6%",
+    }

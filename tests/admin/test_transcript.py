@@ -39,6 +39,7 @@ SUMMARY = "v2 · first token 0.120 s · total 0.812 s · 31 prompt + 9 completio
 
 def test_reply_details_are_compact_and_skip_what_an_older_reply_lacks() -> None:
     assert reply_details(METADATA) == {
+        "guard": [],
         "summary": SUMMARY,
         "sources": [("Refunds <b>policy</b>", "0.83"), ("bank.md", "")],
         "tools": [("calculator", "ok (3 ms)"), ("clock", "failed: boom (1 ms)")],
@@ -46,8 +47,13 @@ def test_reply_details_are_compact_and_skip_what_an_older_reply_lacks() -> None:
     draft_call = {"version": None, "timings": {"latency_ms": 50.0, "time_to_first_token_ms": None}}
     assert reply_details(draft_call)["summary"] == "draft · total 0.050 s"
     assert reply_details({"usage": {"total_tokens": 12}})["summary"] == "12 tokens"
-    assert reply_details({"trace_id": "old"}) == {"summary": "", "sources": [], "tools": []}
-    assert reply_details(None) == {"summary": "", "sources": [], "tools": []}
+    assert reply_details({"trace_id": "old"}) == {
+        "summary": "",
+        "sources": [],
+        "tools": [],
+        "guard": [],
+    }
+    assert reply_details(None) == {"summary": "", "sources": [], "tools": [], "guard": []}
 
 
 def test_the_transcript_shows_sources_usage_timings_and_version_of_replies(

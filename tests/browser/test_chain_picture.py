@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 DEMO_LAYERS = [
     "safe_guard",
+    "guard",
     "session_memory",
     "retrieval_augmentation",
     "tool_calling",

@@ -82,7 +82,7 @@ def test_operator_edits_are_kept_and_force_restores_the_shipped_demo() -> None:
     assert len(report.reset) == 9 and report.embedded == report.chunks > 0
     assert AdvisorChain.objects.get(slug=loader.MAIN_CHAIN).system_prompt == loader.SYSTEM_PROMPT
     assert SensitiveWordList.objects.get(slug=loader.WORD_LIST).words == loader.SENSITIVE_WORDS
-    assert AdvisorChain.objects.get(slug=loader.MAIN_CHAIN).advisors.count() == 5
+    assert AdvisorChain.objects.get(slug=loader.MAIN_CHAIN).advisors.count() == 6
 
 
 def test_a_changed_corpus_is_rebuilt_and_vanished_topics_removed() -> None:
@@ -104,6 +104,7 @@ def test_the_demo_chains_are_clean_and_ordered_as_documented() -> None:
     names = [a.name for a in load_chain(loader.MAIN_CHAIN).advisors]
     assert names == [
         "SafeGuardAdvisor",
+        "GuardAdvisor",
         "SessionTurnAdvisor",
         "RetrievalAugmentationAdvisor",
         "Tool Calling Advisor",

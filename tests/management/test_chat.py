@@ -66,6 +66,14 @@ def test_prints_the_answer_its_sources_usage_and_how_to_continue(scripted: Any) 
     assert "\x1b[" not in output  # not a terminal: no colours
 
 
+def test_the_demo_guard_drops_the_planted_page_and_says_so(scripted: Any) -> None:
+    from advisors_app.demo.planted import PLANTED_QUESTION, PLANTED_SOURCE
+
+    output = chat("python-docs", PLANTED_QUESTION)
+    assert output.startswith("[guard prompt_injection on documents: drop]\n" + ANSWER)
+    assert "Sources:\n" in output and PLANTED_SOURCE not in output
+
+
 def test_colours_on_request(scripted: Any) -> None:
     assert "\x1b[" in chat("python-docs", QUESTION, "--force-color")
 

@@ -177,6 +177,20 @@ class TimingsSerializer(serializers.Serializer):
         ref_name = "ChatTimings"
 
 
+class GuardVerdictSerializer(serializers.Serializer):
+    rail = serializers.CharField(
+        help_text="input, documents, tool_arguments, tool_results or output."
+    )
+    check = serializers.CharField(help_text="The check's name (its kind unless named).")
+    action = serializers.CharField(help_text="block, redact, drop, reask, hold or log.")
+    detail = serializers.JSONField(help_text="What it found: words, a probability, an error.")
+    failed = serializers.BooleanField(help_text="The check errored or timed out.")
+    ms = serializers.FloatField(help_text="How long the check took.")
+
+    class Meta:
+        ref_name = "ChatGuardVerdict"
+
+
 class ChatResultSerializer(serializers.Serializer):
     """The answer of ``POST /api/chains/<slug>/call/`` (``TurnOutcome.to_dict()``)."""
 
@@ -209,6 +223,9 @@ class ChatResultSerializer(serializers.Serializer):
         many=True,
         help_text="Tool calls waiting for a decision (finish_reason APPROVAL_REQUIRED); "
         "resume with decisions.",
+    )
+    guard = GuardVerdictSerializer(
+        many=True, help_text="The guard verdicts of the turn, in order (docs/guards.md)."
     )
 
     class Meta:

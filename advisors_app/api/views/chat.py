@@ -119,6 +119,9 @@ exactly one `done` or `error`:
 - `budget_warning`: `{"type": "budget_warning", "budget", "spent", "limit", "currency",
   "percent", "reset_at", "over_limit"}` — a budget counting this turn is past its soft limit
   (right after `start`, or when a model round crosses it)
+- `guard`: `{"type": "guard", "rail", "check", "action", "failed"}` — a guard check flagged a
+  text of the turn (the input, a retrieved document, a tool's arguments or result, the answer)
+  and took `action` (docs/guards.md)
 - `delta`: `{"type": "delta", "text"}` — the next piece of the answer (coalesced as on the
   websocket: the first piece at once, then at most one event per `STREAM_COALESCE_MS` or
   `STREAM_COALESCE_CHARS`)
@@ -126,8 +129,9 @@ exactly one `done` or `error`:
   "content", "usage": {"prompt_tokens", "completion_tokens", "total_tokens"} | null,
   "metadata", "finish_reason", "trace_id", "version", "sources", "tools", "timings":
   {"latency_ms", "time_to_first_token_ms"}, "pending_approvals", "cost": {"input", "output",
-  "total", "currency", "price_source"}, "budget_warnings", "experiment"?}` — the same body as
-  `call` answers with (cost amounts are decimal strings, null when a price is unknown);
+  "total", "currency", "price_source"}, "budget_warnings", "guard", "experiment"?}` — the
+  same body as `call` answers with (cost amounts are decimal strings, null when a price is
+  unknown);
   `message_id` is the stored reply's id; a turn
   that stored nothing (a guard refused the message) has `"stored": false` and `"message_id":
   null`, and `"conversation_id": null` when it was the conversation's first turn (the

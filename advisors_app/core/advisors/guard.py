@@ -46,8 +46,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..advisor import HIGHEST_PRECEDENCE, AdvisorRole, CallAdvisor, StreamAdvisor
+from ..attributes import TURN_MEMORY
+from ..exceptions import GuardBlockedError
 from ..guards.checks import Finding, GuardCheck
+from ..guards.rails import DROPPED_NOTICE, GUARD_DROPPED, GUARD_SESSION
 from ..mappings import EMPTY, freeze
+from ..memory.turn import TurnMemory
 from ..messages import AssistantMessage, UserMessage
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
@@ -62,6 +66,7 @@ __all__ = [
     "DEFAULT_HOLD_MESSAGE",
     "DROPPED_NOTICE",
     "GUARD_BLOCKED",
+    "GUARD_DROPPED",
     "GUARD_HELD",
     "GUARD_LISTENER",
     "GUARD_REFUSAL",
@@ -97,8 +102,6 @@ GUARD_VERDICTS = "guard_verdicts"
 GUARD_REFUSAL = "guard_refusal"
 #: Metadata key of a held answer: ``{"rail": "output", "check", "text"}`` (the text withheld).
 GUARD_HELD = "guard_held"
-#: Request-context key of the turn's :class:`GuardSession` (for the rails inside the chain).
-GUARD_SESSION = "guard_session"
 #: Request-context key of a callable given each :class:`Verdict` as it is made.
 GUARD_LISTENER = "guard_listener"
 CHECK_FIRST = "check_first"
@@ -106,8 +109,6 @@ STREAM_FIRST = "stream_first"
 
 DEFAULT_BLOCK_MESSAGE = "I can't help with that: a safety check stopped this message."
 DEFAULT_HOLD_MESSAGE = "The answer is waiting for a reviewer's approval."
-#: What a dropped document or tool result is replaced with.
-DROPPED_NOTICE = "[Removed by a guard: this content looked like instructions to the assistant.]"
 _REASK = (
     "Your previous answer was withheld by a safety check ({reason}). Answer the user again "
     "without that content."
@@ -299,6 +300,11 @@ class GuardAdvisor(CallAdvisor, StreamAdvisor):
     def rails(self) -> Mapping[str, tuple[RailCheck, ...]]:
         return self._rails
 
+    def may_hold(self, rail: str) -> bool:
+        """Whether a check on ``rail`` holds its text for a reviewer (``hold``): on
+        ``tool_arguments``, the turn may pause for approval."""
+        return any(entry.action == "hold" for entry in self._rails.get(rail, ()))
+
     def session(self, context: Mapping[str, Any]) -> GuardSession:
         return GuardSession(self._rails, context.get(GUARD_LISTENER))
 
@@ -328,6 +334,7 @@ class GuardAdvisor(CallAdvisor, StreamAdvisor):
         stage: str,
         model_response: ChatResponse | None = None,
         held_text: str | None = None,
+        retract: bool | None = None,
     ) -> ChatClientResponse:
         entry = screening.by
         check = entry.check.name if entry is not None else ""
@@ -344,8 +351,14 @@ class GuardAdvisor(CallAdvisor, StreamAdvisor):
                 "code": GUARD_BLOCKED,
                 "rail": stage,
                 "check": check,
-                "retract": stage == "output",
+                "retract": stage == "output" if retract is None else retract,
             }
+        if stage == "output":
+            # Memory inside this guard held the answer it withheld: the conversation keeps
+            # the refusal the user got instead.
+            memory = context.get(TURN_MEMORY)
+            if isinstance(memory, TurnMemory):
+                memory.revise_reply(AssistantMessage(text))
         return answer(
             text,
             _without_session(context),
@@ -353,6 +366,23 @@ class GuardAdvisor(CallAdvisor, StreamAdvisor):
             extra=extra,
             metadata=model_response.metadata if model_response is not None else None,
         )
+
+    def _blocked_inside(
+        self,
+        context: Mapping[str, Any],
+        session: GuardSession,
+        blocked: GuardBlockedError,
+        *,
+        retract: bool = False,
+    ) -> ChatClientResponse:
+        """The refusal for a rail inside the chain (documents, tool arguments or results) that
+        blocked; ``retract``: text of the answer was already streamed."""
+        screening = blocked.screening
+        if not isinstance(screening, Screening):
+            screening = Screening("", "block")
+        elif screening.action != "block":
+            screening = Screening(screening.text, "block", screening.by, screening.verdicts)
+        return self._refusal(context, session, screening, blocked.rail, retract=retract)
 
     @staticmethod
     def _finished(response: ChatClientResponse, session: GuardSession) -> ChatClientResponse:
@@ -371,7 +401,10 @@ class GuardAdvisor(CallAdvisor, StreamAdvisor):
         request, session, refusal = await self._open(request)
         if refusal is not None:
             return refusal
-        response: ChatClientResponse = await chain.next_call(request)
+        try:
+            response: ChatClientResponse = await chain.next_call(request)
+        except GuardBlockedError as blocked:
+            return self._blocked_inside(request.context, session, blocked)
         if not session.has_rail("output") or response.chat_response is None:
             return self._finished(response, session)
         for attempt in range(2):
@@ -380,7 +413,10 @@ class GuardAdvisor(CallAdvisor, StreamAdvisor):
                 break
             screening = await session.screen("output", chat.text)
             if screening.action == "reask" and attempt == 0:
-                response = await chain.next_call(_reasked(request, chat.text, screening))
+                try:
+                    response = await chain.next_call(_reasked(request, chat.text, screening))
+                except GuardBlockedError as blocked:
+                    return self._blocked_inside(request.context, session, blocked)
                 continue
             if screening.action is not None:
                 return self._refusal(
@@ -403,25 +439,32 @@ class GuardAdvisor(CallAdvisor, StreamAdvisor):
             yield refusal
             return
         context: Mapping[str, Any] = request.context
-        if not session.has_rail("output"):
-            async with closing_stream(chain.next_stream(request)) as chunks:
-                async for chunk in chunks:
-                    context = chunk.context
-                    yield chunk
-        else:
-            attempt_request: ChatClientRequest | None = request
-            attempts = 0
-            while attempt_request is not None:
-                attempts += 1
-                output = _StreamedOutput(self, session, allow_reask=attempts == 1)
-                async for chunk in output.run(chain.next_stream(attempt_request)):
-                    context = chunk.context
-                    yield chunk
-                attempt_request = (
-                    _reasked(request, output.text, output.stopped)
-                    if output.asks_again and output.stopped is not None
-                    else None
-                )
+        released = False  # whether text of the answer reached the client
+        try:
+            if not session.has_rail("output"):
+                async with closing_stream(chain.next_stream(request)) as chunks:
+                    async for chunk in chunks:
+                        context = chunk.context
+                        released = released or _has_text(chunk)
+                        yield chunk
+            else:
+                attempt_request: ChatClientRequest | None = request
+                attempts = 0
+                while attempt_request is not None:
+                    attempts += 1
+                    output = _StreamedOutput(self, session, allow_reask=attempts == 1)
+                    async for chunk in output.run(chain.next_stream(attempt_request)):
+                        context = chunk.context
+                        released = released or _has_text(chunk)
+                        yield chunk
+                    attempt_request = (
+                        _reasked(request, output.text, output.stopped)
+                        if output.asks_again and output.stopped is not None
+                        else None
+                    )
+        except GuardBlockedError as blocked:
+            yield self._blocked_inside(context, session, blocked, retract=released)
+            return
         if session.verdicts:
             yield metadata_chunk(
                 _without_session(context),
@@ -527,6 +570,11 @@ class _StreamedOutput:
         if stop.action in ("reask", "redact", "drop"):
             stop = Screening(stop.text, "block", stop.by, stop.verdicts)
         yield guard._refusal(context, self.session, stop, "output", held_text=self.text)
+
+
+def _has_text(chunk: ChatClientResponse) -> bool:
+    chat = chunk.chat_response
+    return chat is not None and any(g.output.text for g in chat.generations)
 
 
 def _as_block(screening: Screening) -> Screening:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..advisor import AdvisorRole, BaseAdvisor
+from ..guards.rails import screen_documents
 from ..mappings import merged
 from ..rag.augmentation import xml_document_formatter
 from ..rag.rerank import DocumentReranker, rerank_top_k
@@ -87,6 +88,10 @@ class QuestionAnswerAdvisor(BaseAdvisor):
     used as given, never turned into text (B19); ``top_k=0`` is refused (5.6.46); a prompt
     with no user text is sent unchanged, without searching; and retrieval runs once per user
     turn even when a tool loop re-enters the chain (defect 5.4.28).
+
+    Retrieved documents pass the turn's ``documents`` guard rail, if any, before they enter the
+    prompt (:func:`~advisors_app.core.guards.rails.screen_documents`: a dropped one is replaced
+    by a notice and marked in its metadata).
 
     Our additions: ``search_request.search_mode`` (and the fusion weights) choose vector,
     lexical or hybrid search; with a ``reranker`` the search asks for ``rerank_top_n``
@@ -172,6 +177,7 @@ class QuestionAnswerAdvisor(BaseAdvisor):
                 candidates = search.mutate(top_k=max(search.top_k, self.rerank_top_n))
                 found = await store.asimilarity_search(candidates)
                 documents = await rerank_top_k(self.reranker, text, found, search.top_k)
+            documents = await screen_documents(request.context, documents)
             augmented_text = self.prompt_template.render(
                 query=text, question_answer_context=self.document_formatter(documents)
             )

@@ -18,6 +18,12 @@ tool-call message (loaded from the stored conversation) and whose context holds
 call: the loop runs that message's calls as decided, then calls the model with the results and
 goes on (it may pause again); its final response carries the decided round under
 :data:`RESUMED_ROUND`. ``TOOL_APPROVAL_GRANTS`` names tools that need no approval in the request.
+
+Guard rails (``advisors_app.core.guards.rails``): with a guard session in the request context,
+the calls of each reply pass its ``tool_arguments`` rail before they run (on a resume, with the
+reviewer's edits applied; ``hold`` pauses the reply as a call that needs approval does) and
+their results its ``tool_results`` rail before the model (or, return-direct, the user) reads
+them; a ``block`` raises ``GuardBlockedError`` for the guard to answer.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import inspect
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..advisor import (
@@ -39,8 +46,9 @@ from ..aggregation import ChatClientResponseAccumulator
 from ..attributes import CONVERSATION_ID, PRINCIPAL, TOOL_APPROVAL_GRANTS, TOOL_CALL_DECISIONS
 from ..chain import CallAdvisorChain, StreamAdvisorChain
 from ..exceptions import ToolCallLimitExceededError
+from ..guards.rails import screen_tool_results, screen_tool_round
 from ..mappings import freeze
-from ..messages import AssistantMessage, Message, SystemMessage
+from ..messages import AssistantMessage, Message, SystemMessage, ToolResponseMessage
 from ..observation import tool_call_observer
 from ..prompt import Prompt, ToolCallingChatOptions
 from ..requests import ChatClientRequest, ChatClientResponse
@@ -340,6 +348,19 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
                     "super().execute_tool_calls()"
                 )
             keywords["decisions"] = decisions
+        # The guard's tool_arguments rail, on the calls as they would run (a reviewer's edits
+        # applied): arguments redacted, the reply held for approval, or the turn blocked.
+        screened = await screen_tool_round(
+            response.context, self._manager, options, chat_response, decisions, granted
+        )
+        if screened.held:
+            pause = ToolApprovalRequiredError(screened.held, history)
+            return None, _paused(response, pause), ()
+        if screened.chat_response is not chat_response:
+            chat_response = screened.chat_response
+            arguments = (arguments[0], chat_response, *arguments[2:])
+            if decisions is not None:
+                keywords["decisions"] = screened.decisions
         try:
             result = await self._manager.execute_tool_calls(*arguments, **keywords)
         except ToolCallLimitExceededError as breach:
@@ -347,6 +368,7 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
             return None, final, breach.partial_history[-2:]
         except ToolApprovalRequiredError as pause:
             return None, _paused(response, pause), ()
+        result = await _screened_results(response.context, result)
         ran = result.conversation_history[-2:]
         if result.return_direct:
             generations = ToolExecutionResult.build_generations(result)
@@ -514,6 +536,17 @@ class ToolCallingAdvisor(CallAdvisor, StreamAdvisor, ToolAdvisor):
                 yield _with_resumed_round(_stamp_usage(final, usage), resumed_round)
                 return
             history, instructions = await self._next_round(processed, response, result)
+
+
+async def _screened_results(context: Any, result: ToolExecutionResult) -> ToolExecutionResult:
+    """``result`` with its round's tool responses through the guard's tool_results rail."""
+    *earlier, last = result.conversation_history
+    if not isinstance(last, ToolResponseMessage):
+        return result
+    screened = await screen_tool_results(context, last)
+    if screened is last:
+        return result
+    return replace(result, conversation_history=(*earlier, screened))
 
 
 def _added(default: tuple[Message, ...], instructions: tuple[Message, ...]) -> list[Message]:

@@ -18,6 +18,7 @@ from ..advisor import (
 from ..aggregation import ChatClientResponseAccumulator
 from ..attributes import CONVERSATION_ID
 from ..chain import CallAdvisorChain, StreamAdvisorChain
+from ..guards.rails import screen_documents
 from ..memory.ids import check_conversation_id
 from ..messages import Message
 from ..rag.augmentation import xml_element
@@ -96,7 +97,8 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
     verbatim; needs ``{instructions}`` and ``{long_term_memory}``) rendered with the first
     system message's text replaces that message (or is inserted first). After the call: the
     user message and the first generation's answer are stored as documents with metadata
-    ``conversationId`` and ``messageType`` (``"USER"`` / ``"ASSISTANT"``).
+    ``conversationId`` and ``messageType`` (``"USER"`` / ``"ASSISTANT"``). Recalled messages pass
+    the turn's ``documents`` guard rail, if any, before they enter the system prompt.
 
     Divergences, each a fix: memory is written **once, at the end of the turn**, user and
     assistant together; a failed, cancelled or abandoned call or stream stores nothing (Spring
@@ -165,6 +167,8 @@ class VectorStoreChatMemoryAdvisor(CallAdvisor, StreamAdvisor, MemoryAdvisor):
                     filter_expression=Eq(CONVERSATION_ID_METADATA, conversation_id),
                 )
             )
+            # Recalled messages are retrieved text like any document: the documents rail.
+            documents = await screen_documents(request.context, documents)
         system_text = self.system_prompt_template.render(
             instructions=prompt.system_message.text,
             long_term_memory="\n".join(memory_entry(d) for d in documents),

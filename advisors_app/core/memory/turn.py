@@ -135,6 +135,20 @@ class TurnMemory:
         """The held non-system messages, in order (the newest of the conversation)."""
         return [m for m in self.held() if m.message_type is not MessageType.SYSTEM]
 
+    def revise_reply(self, message: Message) -> bool:
+        """Hold ``message`` instead of the last held assistant message — an advisor outside
+        memory that withheld the answer memory held (a guard's refusal of the output): the
+        conversation keeps what the user was told. ``False`` when none is held."""
+        for at in range(len(self.appends) - 1, -1, -1):
+            held = self.appends[at]
+            for index in range(len(held.messages) - 1, -1, -1):
+                if held.messages[index].message_type is MessageType.ASSISTANT:
+                    messages = list(held.messages)
+                    messages[index] = message
+                    self.appends[at] = HeldAppend(tuple(messages), held.replace_system)
+                    return True
+        return False
+
     def repository(self, stored: ChatMemoryRepository) -> ChatMemoryRepository:
         """``stored`` as this turn sees it: its conversation's reads answered from the
         messages read ahead and the held appends, going to ``stored`` only for what those do

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from ..advisor import AdvisorRole, BaseAdvisor, has_role
 from ..exceptions import AdvisorStateError
+from ..guards.rails import screen_documents
 from ..mappings import merged
 from ..requests import ChatClientRequest, ChatClientResponse
 from ..response import ChatResponse
@@ -61,6 +62,8 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
       order is deterministic (defect 5.6.41);
     * retrieval runs once per user turn: when a tool loop re-enters the chain, the documents
       and augmented text of the turn's first round are reused (defect 5.4.28);
+    * the documents pass the turn's ``documents`` guard rail, if any, after post-processing and
+      before augmentation (:func:`~advisors_app.core.guards.rails.screen_documents`);
     * concurrency uses tasks of the running loop, which copy ``contextvars`` (Spring's own
       thread pool loses thread-locals and is never shut down, defect 5.6.42).
 
@@ -143,6 +146,7 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
         documents = self.document_joiner.join(list(zip(distinct, results, strict=True)))
         for processor in self.document_post_processors:
             documents = list(await call_maybe_blocking(processor.process, original, documents))
+        documents = await screen_documents(original.context, documents)
         return documents, self.query_augmenter.augment(original, documents).text
 
     def _warn_if_memory_is_inside(self, chain: Any) -> None:

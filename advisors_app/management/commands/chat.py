@@ -31,6 +31,7 @@ from advisors_app.turn.events import (
     DeltaEvent,
     DoneEvent,
     ErrorEvent,
+    GuardEvent,
     ToolCallEvent,
     ToolResultEvent,
     TurnError,
@@ -138,6 +139,13 @@ class Command(BaseCommand):
                     self._write(
                         self.style.NOTICE(
                             f"[tool {event.name}: {outcome}, {event.duration_ms:.0f} ms]"
+                        )
+                    )
+                elif isinstance(event, GuardEvent):
+                    failed = " (the check failed)" if event.failed else ""
+                    self._write(
+                        self.style.WARNING(
+                            f"[guard {event.check} on {event.rail}: {event.action}{failed}]"
                         )
                     )
                 elif isinstance(event, DoneEvent):

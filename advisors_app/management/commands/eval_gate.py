@@ -1,6 +1,6 @@
 """``manage.py eval_gate DATASET --chain SLUG --candidate LABEL --baseline LABEL [--margin X]
 [--repeats N] [--chat-options JSON] [--max-regressions N] [--min-delta X]
-[--evaluator KEY[:JSON]]... [--no-reuse] [--json]``.
+[--evaluator KEY[:JSON]]... [--no-reuse] [--guard-dataset FILE [--guard-margin X]] [--json]``.
 
 Evaluates the versions the two labels point at on the dataset (reusing finished runs of those
 versions with the same evaluators, repeats and pinned chat options when the dataset did not
@@ -12,6 +12,11 @@ at most ``--max-regressions`` items regressed and no score key's mean delta is b
 ``--min-delta``; 1 when it is worse or the results cannot rule it out; 2 when the gate could
 not run (unknown dataset, chain or label, evaluators or options that cannot be used). Usable
 in CI before moving ``production``.
+
+``--guard-dataset FILE`` also requires that the candidate's guard rails do no worse than the
+baseline's on that guard dataset (``{"text", "label", "rail"}`` items, as ``guard_eval`` reads):
+precision and recall, overall and per rail, not below the baseline's by more than
+``--guard-margin`` (default 0; :mod:`advisors_app.guards.gate`). A regression fails the gate.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from advisors_app.evaluation.gate import DEFAULT_GATE_MARGIN, GateResult, run_gate
 from advisors_app.evaluation.runs import EvalRunError
+from advisors_app.guards.evaluation import GuardDatasetError, load_dataset
+from advisors_app.guards.gate import DEFAULT_GUARD_MARGIN, GuardGateResult, guard_gate
 from advisors_app.management.commands.eval_run import (
     add_run_options,
     parse_chat_options,
@@ -80,7 +87,28 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-reuse", action="store_true", help="Run both versions even if runs exist."
         )
+        parser.add_argument(
+            "--guard-dataset",
+            help="Also fail when the candidate's guard rails do worse on this guard dataset "
+            "(JSON list of {text, label, rail}).",
+        )
+        parser.add_argument(
+            "--guard-margin",
+            type=float,
+            default=DEFAULT_GUARD_MARGIN,
+            help="How far guard precision or recall may fall (default 0).",
+        )
         parser.add_argument("--json", action="store_true", help="Print the verdict as JSON.")
+
+    @staticmethod
+    def _guard_items(options: dict[str, Any]) -> list[dict[str, str]] | None:
+        """The guard dataset's items, read before anything runs (``None``: none asked for)."""
+        if not options["guard_dataset"]:
+            return None
+        try:
+            return load_dataset(options["guard_dataset"])
+        except GuardDatasetError as exc:
+            raise CommandError(str(exc), returncode=2) from exc
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["max_regressions"] is not None and options["max_regressions"] < 0:
@@ -90,6 +118,7 @@ class Command(BaseCommand):
             chat_options = parse_chat_options(options["chat_options"])
         except CommandError as exc:
             raise CommandError(str(exc), returncode=2) from exc
+        guard_items = self._guard_items(options)
         try:
             result = run_gate(
                 options["dataset"],
@@ -106,13 +135,28 @@ class Command(BaseCommand):
             )
         except EvalRunError as exc:
             raise CommandError(str(exc), returncode=2) from exc
-        if options["json"]:
-            self.stdout.write(json.dumps(result.to_dict(), indent=2))
-        else:
-            self.stdout.write(
-                "\n".join(verdict_lines(result, options["candidate"], options["baseline"]))
+        guard: GuardGateResult | None = None
+        if guard_items is not None:
+            guard = guard_gate(
+                guard_items,
+                options["chain"],
+                candidate=options["candidate"],
+                baseline=options["baseline"],
+                margin=options["guard_margin"],
             )
-        if not result.passed:
-            raise CommandError("Gate failed: " + "; ".join(result.reasons), returncode=1)
+        reasons = list(result.reasons) + (guard.reasons if guard is not None else [])
+        if options["json"]:
+            body = result.to_dict()
+            if guard is not None:
+                body["guard"] = guard.to_dict()
+                body["passed"] = not reasons
+            self.stdout.write(json.dumps(body, indent=2))
+        else:
+            lines = verdict_lines(result, options["candidate"], options["baseline"])
+            if guard is not None:
+                lines += guard.lines(options["candidate"], options["baseline"])
+            self.stdout.write("\n".join(lines))
+        if reasons:
+            raise CommandError("Gate failed: " + "; ".join(reasons), returncode=1)
         if not options["json"]:
             self.stdout.write("Gate passed.")

@@ -1,7 +1,7 @@
 /* The chat page: one websocket per chain (/ws/chat/<slug>/), replies streamed as Markdown.
  *
  * Frames are those of advisors_app/consumers.py (start, sources, tool_call, tool_result,
- * delta, approval_required, done | error). Model output is rendered by markdown-it with raw HTML off and images
+ * guard, delta, approval_required, done | error). Model output is rendered by markdown-it with raw HTML off and images
  * off (a remote image in an answer could leak the conversation through its URL), dunder names
  * kept literal and a JSON answer drawn as an indented block; everything else the server sends
  * is inserted as text. Another chain starts another conversation. A reply's tool cards, sources and meta line are
@@ -600,6 +600,23 @@
     addBelowText(article, el("p", "msg-note msg-budget", text + "."));
   }
 
+  /* What a guard verdict did, in words (docs/guards.md: rails and actions). */
+  var GUARD_RAILS = {
+    input: "your message", documents: "a retrieved document", tool_arguments: "a tool call",
+    tool_results: "a tool's result", output: "the answer",
+  };
+  var GUARD_ACTIONS = {
+    block: "stopped", redact: "redacted", drop: "left out", reask: "asked again for",
+    hold: "held for review", log: "flagged",
+  };
+
+  function guardNote(article, frame) {
+    var text = "A safety check (" + frame.check + ") " + (GUARD_ACTIONS[frame.action] || frame.action)
+      + " " + (GUARD_RAILS[frame.rail] || frame.rail);
+    if (frame.failed) text += " (the check could not run)";
+    addBelowText(article, el("p", "msg-note msg-guard", text + "."));
+  }
+
   function errorBox(frame) {
     var box = el("div", "msg-error");
     box.setAttribute("role", "alert");
@@ -1191,6 +1208,10 @@
       case "budget_warning":
         if (!reply) return;
         budgetNote(reply.article, frame);
+        break;
+      case "guard":
+        if (!reply) return;
+        guardNote(reply.article, frame);
         break;
       case "approval_required":
         if (!reply || !Array.isArray(frame.approvals) || !frame.approvals.length) return;

@@ -106,6 +106,7 @@ def test_call_answers_with_the_reply_and_stores_the_turn(chain: Any, alice: Any,
             "price_source": "free",
         },
         "budget_warnings": [],
+        "guard": [],
     }
     assert len(body["conversation_id"]) == 32
     assert model.prompts[-1].user_message.text == "hello!"
@@ -400,6 +401,7 @@ def test_stream_sends_start_deltas_and_done_as_server_sent_events(
             "price_source": "free",
         },
         "budget_warnings": [],
+        "guard": [],
     }
     assert 0 < done["timings"]["time_to_first_token_ms"] <= done["timings"]["latency_ms"]
     assert [t for _, t, _ in transcript(alice, start["conversation_id"])] == ["hi", "Hello!"]
