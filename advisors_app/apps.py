@@ -21,6 +21,7 @@ class AdvisorsAppConfig(AppConfig):
             check_model_configs,
             check_project,
             check_settings,
+            check_tasks,
         )
         from advisors_app.definition import advisor_types
         from advisors_app.definition.snapshot import register_reference_kinds
@@ -34,6 +35,7 @@ class AdvisorsAppConfig(AppConfig):
         checks.register(check_chains, checks.Tags.database)
         checks.register(check_settings)
         checks.register(check_project)
+        checks.register(check_tasks)
         checks.register(check_model_configs)
         advisor_types.register_builtins()
         register_reference_kinds()

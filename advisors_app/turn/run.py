@@ -215,7 +215,6 @@ class TurnStream:
         self.chain = turn.compiled.slug
         self.final_event: DoneEvent | ErrorEvent | None = None
         self.exception: BaseException | None = None
-        self._started = False
         self._events = self._run()
         #: The task that iterated last (registered as running a turn).
         self._task: asyncio.Task[Any] | None = None
@@ -233,10 +232,10 @@ class TurnStream:
     async def aclose(self) -> None:
         """Stop the turn (a no-op once it ended)."""
         await self._events.aclose()
-        if not self._started:
-            # Closed before its first step: nothing ran, so end it here as a cancel would
-            # (call log; the conversation it started, still empty, is removed).
-            self._started = True
+        if self.final_event is None:
+            # Closed before the chain ran — before the first step, or at the ``start`` or a
+            # ``budget_warning`` event: end it here as a cancel would (call log; the
+            # conversation it started, still empty, is removed).
             turn = self._turn
             turn.times.add(stages.Stage.RUN, turn.started)
             outcome = outcome_of(turn, CallLog.Status.CANCELLED, None)
@@ -251,7 +250,6 @@ class TurnStream:
         await self.aclose()
 
     async def _run(self) -> AsyncIterator[TurnEvent]:
-        self._started = True
         turn = self._turn
         try:
             yield StartEvent(self.conversation_id, self.chain, self.trace_id, turn.target.number)
