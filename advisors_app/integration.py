@@ -20,9 +20,11 @@ user's conversations. What a transport checks before it lets a person in (who ma
 may move ``production``) is checked here when a ``user`` is given; without one the code acts
 as the project itself (the label history records no actor).
 
-The sync forms must not be called from a running event loop (``RuntimeError``: await the
-twin). In a sync view under ASGI they run the turn on the server's loop, as Django's own
-``async_to_sync`` does; elsewhere on one event loop per thread, reused.
+The sync forms must not be called from a running event loop: await the twin there
+(:func:`call_chain` and :func:`stream_chain` raise ``RuntimeError``, :func:`publish_chain` and
+:func:`promote` Django's ``SynchronousOnlyOperation``). In a sync view under ASGI they run
+the turn on the server's loop, as Django's own ``async_to_sync`` does; elsewhere on one event
+loop per thread, reused.
 """
 
 from __future__ import annotations

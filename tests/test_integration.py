@@ -224,3 +224,16 @@ def test_the_views_tested_here_are_the_ones_the_page_shows() -> None:
     assert set(tested) == {"ask", "ask_stream"}
     for name, code in tested.items():
         assert shown[name] == code, name
+
+
+async def test_the_documented_sync_view_under_asgi(
+    chain: AdvisorChain, user: Any, settings: Any
+) -> None:
+    """A sync view served by the ASGI handler runs in a worker thread of the server's loop:
+    ``call_chain`` runs the turn on that loop, its database work back on the view's thread."""
+    settings.ROOT_URLCONF = "tests.integration_views"
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    response = await client.post("/ask/", {"message": "hi"})
+    assert response.status_code == 200, response.content
+    assert response.json()["answer"] == "Hello!"
