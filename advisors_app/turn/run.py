@@ -215,6 +215,8 @@ class TurnStream:
         self.chain = turn.compiled.slug
         self.final_event: DoneEvent | ErrorEvent | None = None
         self.exception: BaseException | None = None
+        #: Whether the turn still has to be finished (once, by whichever path ends it).
+        self._unfinished = True
         self._events = self._run()
         #: The task that iterated last (registered as running a turn).
         self._task: asyncio.Task[Any] | None = None
@@ -232,10 +234,11 @@ class TurnStream:
     async def aclose(self) -> None:
         """Stop the turn (a no-op once it ended)."""
         await self._events.aclose()
-        if self.final_event is None:
+        if self._unfinished:
             # Closed before the chain ran — before the first step, or at the ``start`` or a
             # ``budget_warning`` event: end it here as a cancel would (call log; the
             # conversation it started, still empty, is removed).
+            self._unfinished = False
             turn = self._turn
             turn.times.add(stages.Stage.RUN, turn.started)
             outcome = outcome_of(turn, CallLog.Status.CANCELLED, None)
@@ -295,6 +298,7 @@ class TurnStream:
                 outcome = outcome_of(turn, CallLog.Status.CANCELLED, partial, first)
                 # Kept should finishing be cancelled too; replaced once it is known what stayed.
                 self.final_event = DoneEvent("cancelled", outcome)
+                self._unfinished = False
                 outcome = await finish(turn, outcome, partial)
                 self.final_event = DoneEvent("cancelled", outcome)
                 raise
@@ -306,6 +310,7 @@ class TurnStream:
                     exc, conversation_id=self.conversation_id, trace_id=self.trace_id
                 )
                 outcome = outcome_of(turn, CallLog.Status.ERROR, partial, first)
+                self._unfinished = False
                 outcome = await finish(turn, outcome, partial, exc)
                 self.final_event = error_event(
                     exc, conversation_id=outcome.conversation_id, trace_id=self.trace_id
@@ -318,6 +323,7 @@ class TurnStream:
                 yield sources
             turn.times.add(stages.Stage.RUN, turn.started)
             outcome = outcome_of(turn, CallLog.Status.OK, aggregated, first)
+            self._unfinished = False
             outcome = await finish(turn, outcome, aggregated)
             if outcome.pending_approvals:
                 yield ApprovalRequiredEvent(outcome.pending_approvals)
