@@ -445,7 +445,9 @@ def _evaluate_item(
     # Each item's turn runs in a conversation made here, out of the user's lists while it
     # lives (deleted after the item): a run is no chat of theirs.
     public = f"eval-{run.pk}-{uuid.uuid4().hex}"
-    key, _, _, _ = create_conversation(user, public, title=item.message, listed=False)
+    key, _, _, _ = create_conversation(
+        user, public, title=item.message, chain_version_id=run.chain_version_id, listed=False
+    )
     history = _history(item.input)
     if history:
         _repository.save_all(key, history)
