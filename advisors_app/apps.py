@@ -23,6 +23,7 @@ class AdvisorsAppConfig(AppConfig):
             check_model_configs,
             check_project,
             check_settings,
+            check_tasks,
         )
         from advisors_app.core.providers.echoed_secrets import set_known_secrets
         from advisors_app.definition import advisor_types
@@ -41,6 +42,7 @@ class AdvisorsAppConfig(AppConfig):
         checks.register(check_chains, checks.Tags.database)
         checks.register(check_settings)
         checks.register(check_project)
+        checks.register(check_tasks)
         checks.register(check_model_configs)
         advisor_types.register_builtins()
         register_reference_kinds()

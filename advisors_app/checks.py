@@ -25,6 +25,9 @@ names one problem, so silencing it (``SILENCED_SYSTEM_CHECKS``) silences only th
   changes).
 - ``advisors_app.W016``: a ``LOGIN_URL`` that resolves to no URL (the chat page sends anonymous
   users there).
+- ``advisors_app.W017``: with ``DEBUG`` off, background tasks (ingestion, approvals, compaction,
+  evaluation runs) would run inline in the request: the task backend is the immediate one
+  (no ``TASKS`` setting, or ``ImmediateBackend``).
 - ``advisors_app.E010``: a model configuration in ``CHAT_MODELS`` / ``EMBEDDING_MODELS`` is
   invalid (unknown provider or key, a value of the wrong type).
 - ``advisors_app.E011``: ``DEFAULT_CHAT_MODEL`` / ``DEFAULT_EMBEDDING_MODEL`` names no alias.
@@ -66,6 +69,7 @@ __all__ = [
     "check_model_configs",
     "check_project",
     "check_settings",
+    "check_tasks",
     "database_errors",
 ]
 
@@ -343,6 +347,59 @@ def check_project(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
             )
         )
     return messages
+
+
+#: The backends that run a task at once, in the process that enqueues it: the tasks API's
+#: default when ``TASKS`` is not set.
+_IMMEDIATE_BACKENDS = (
+    "django.tasks.backends.immediate.ImmediateBackend",
+    "django_tasks.backends.immediate.ImmediateBackend",
+)
+
+
+def check_tasks(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """W017 when, with ``DEBUG`` off, the default task backend runs tasks inline: uploads,
+    resumed approvals, compaction and evaluation runs would then run inside the request that
+    queues them (slow answers, a web process parsing untrusted files) — silently, as they
+    still work."""
+    if settings.DEBUG:
+        return []
+    configured = (getattr(settings, "TASKS", None) or {}).get("default")
+    if configured is None:
+        path = "the default (no TASKS setting)"
+    else:
+        backend = configured.get("BACKEND", "")
+        if not _is_immediate(backend):
+            return []
+        path = repr(backend)
+    return [
+        Warning(
+            f"The task backend is {path}, which runs each task inside the request that queues "
+            "it: document ingestion, resumed approvals, compaction and evaluation runs would "
+            "block web requests.",
+            hint='Install django-tasks-db: INSTALLED_APPS += ["django_tasks", "django_tasks_db"], '
+            'TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", '
+            '"QUEUES": ["default"]}}, migrate, and run `manage.py db_worker`.',
+            id="advisors_app.W017",
+        )
+    ]
+
+
+def _is_immediate(path: str) -> bool:
+    if path in _IMMEDIATE_BACKENDS:
+        return True
+    try:
+        backend = import_string(path)
+    except ImportError:
+        return False  # the tasks API's own check reports a backend that does not import
+    for name in _IMMEDIATE_BACKENDS:
+        try:
+            immediate = import_string(name)
+        except ImportError:
+            continue
+        if isinstance(backend, type) and issubclass(backend, immediate):
+            return True
+    return False
 
 
 _MODEL_SETTINGS = (

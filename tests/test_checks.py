@@ -1,4 +1,5 @@
-"""System checks (E001–E014, W005, W010, W015, W016), each against real connections or settings."""
+"""System checks (E001–E014, W005, W010, W015–W017), each against real connections or
+settings."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from advisors_app.checks import (
     check_model_configs,
     check_project,
     check_settings,
+    check_tasks,
     database_errors,
 )
 
@@ -230,3 +232,22 @@ def test_silencing_one_id_silences_only_its_problem() -> None:
         shown = {m.id for m in found if not m.is_silenced()}
     assert {m.id for m in found} == {"advisors_app.W005", "advisors_app.W015", "advisors_app.W016"}
     assert shown == {"advisors_app.W005", "advisors_app.W016"}
+
+
+def test_w017_tasks_would_run_inline_with_debug_off() -> None:
+    immediate = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+    database = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
+    with override_settings(DEBUG=False, TASKS=database):
+        assert check_tasks(None) == []
+    with override_settings(DEBUG=False, TASKS=immediate):
+        [warning] = check_tasks(None)
+    assert warning.id == "advisors_app.W017" and "ImmediateBackend" in warning.msg
+    assert "django_tasks_db.DatabaseBackend" in warning.hint
+    with override_settings(DEBUG=False):
+        from django.conf import settings
+
+        del settings.TASKS  # the tasks API's default: the immediate backend
+        [warning] = check_tasks(None)
+    assert warning.id == "advisors_app.W017" and "no TASKS setting" in warning.msg
+    with override_settings(DEBUG=True, TASKS=immediate):
+        assert check_tasks(None) == []  # development: inline is what one wants

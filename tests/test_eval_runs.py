@@ -288,8 +288,11 @@ def test_version_names_the_chain_version_not_djangos(capsys: Any) -> None:
     ManagementUtility(argv).execute()
     body = json.loads(capsys.readouterr().out)
     assert (body["version"], body["status"]) == (2, "done")
+    argv[argv.index("--version")] = "--chain-version"  # the spelling manage.py chat shares
+    ManagementUtility(argv).execute()
+    assert json.loads(capsys.readouterr().out)["version"] == 2
     with pytest.raises(SystemExit):
         ManagementUtility(["manage.py", "eval_run", "--help"]).execute()
     help_text = capsys.readouterr().out
-    assert "--version VERSION" in help_text and "A chain version" in help_text
+    assert "--chain-version N, --version N" in help_text and "A chain version" in help_text
     assert django.get_version() not in help_text

@@ -99,6 +99,10 @@ def test_guard_eval_gives_the_exact_precision_and_recall(tmp_path):
     text = StringIO()
     call_command("guard_eval", str(path), "--chain", "guarded", stdout=text)
     assert "documents: precision 0.667  recall 0.667" in text.getvalue()
+    pinned = StringIO()  # version 1, in the spelling manage.py chat and eval_run share
+    args = ("--chain", "guarded", "--chain-version", "1", "--json")
+    call_command("guard_eval", str(path), *args, stdout=pinned)
+    assert json.loads(pinned.getvalue())["precision"] == 0.75
 
 
 def test_guard_eval_refuses_bad_files_and_unguarded_chains(tmp_path):

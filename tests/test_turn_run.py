@@ -239,6 +239,24 @@ async def test_a_stream_closed_before_its_first_event_still_ends_the_turn(
     assert (log["status"], log["trace_id"]) == ("cancelled", stream.trace_id)
 
 
+async def test_a_stream_closed_at_its_start_event_still_ends_the_turn(
+    chain: Any, user: Any
+) -> None:
+    """Closed after ``start``, before the chain ran (a client that left at once): finished as
+    a cancel — logged, the conversation it started removed — and only once."""
+    model = await script(chain.slug, "never")
+    stream = await stream_turn(chain.slug, user, "hi")
+    assert isinstance(await anext(stream), StartEvent)
+    await stream.aclose()
+    await stream.aclose()
+    assert model.prompts == []
+    done = stream.final_event.to_dict()
+    assert (done["reason"], done["conversation_id"], done["stored"]) == ("cancelled", None, False)
+    assert not await Conversation.objects.aexists()
+    [log] = await alogs()
+    assert (log["status"], log["trace_id"]) == ("cancelled", stream.trace_id)
+
+
 async def test_closing_the_stream_stops_the_model_and_still_logs(chain: Any, user: Any) -> None:
     model = await script(chain.slug, ["a", "b", "c", "d", "e"])
     model.chunk_delay = 0.05

@@ -266,3 +266,14 @@ def test_the_page_opens_on_the_configured_default_chain(alice: Any, settings: An
     assert logged_in(alice).get("/chat/").context["chain"] == "python-docs"
     settings.ADVISORS = {"CHAT_PAGE_DEFAULT_CHAIN": "gone"}  # unknown: the first by slug
     assert logged_in(alice).get("/chat/").context["chain"] == "alpha"
+
+
+def test_the_composer_takes_a_long_paste_whole_and_names_the_limit(alice: Any) -> None:
+    """No ``maxlength`` on the message box (a browser cuts a paste there without a word and
+    sends the rest); the limit is on the form for the page's script, which says so and refuses
+    to send (tests/browser/test_rough_edges.py), as the server would (field ``message``)."""
+    make_chain("support")
+    page = logged_in(alice).get("/chat/").content.decode()
+    textarea = page[page.index('<textarea id="prompt"') :].split(">", 1)[0]
+    assert "maxlength" not in textarea
+    assert 'data-max-chars="8000"' in page

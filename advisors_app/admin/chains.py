@@ -33,6 +33,7 @@ from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
 from advisors_app.core.serialization import to_jsonable
 from advisors_app.definition import Checked, check_draft
 from advisors_app.definition.registry import advisor_types
+from advisors_app.memory.conversations import unlist
 from advisors_app.models import AdvisorChain, AdvisorConfig, CallLog
 from advisors_app.orders import format_order
 from advisors_app.security.redaction import redact
@@ -216,6 +217,9 @@ class AdvisorChainAdmin(ChainWorkflowAdmin):
             event = error_event(exc)
             detail = redact(str(exc))  # a provider may quote the key back
             return {"failure": {"type": type(exc).__name__, "detail": detail, "code": event.code}}
+        if result.conversation_id and not data["conversation_id"]:
+            # A test of the chain, not one of the staff member's chats: out of their sidebar.
+            unlist(request.user, result.conversation_id)
         log = CallLog.objects.filter(trace_id=result.trace_id).first()
         ran = "the draft" if result.version is None else f"v{result.version}"
         return {

@@ -292,7 +292,8 @@ class ChainWorkflowAdmin(admin.ModelAdmin):
         if form.is_valid():
             name, number = form.cleaned_data["label"], form.cleaned_data["version"]
             version = chain.versions.get(number=number)
-            if request.method == "POST":
+            # "Show what changes" posts the form too (its CSRF token stays out of the URL).
+            if request.method == "POST" and "preview" not in request.POST:
                 return self._promote(request, chain, name, version, form)
             preview = self._preview(request, chain, name, version)
         return self._promote_page(request, chain, form, preview)

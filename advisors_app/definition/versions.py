@@ -248,7 +248,8 @@ def rollback(chain: AdvisorChain, name: str, *, user: Any = None, reason: str = 
         target = rollback_target(label)
         if target is None:
             raise VersionLookupError(
-                f"label {name!r} of chain {chain.slug!r} has nothing to roll back to"
+                f"label {name!r} of chain {chain.slug!r} has nothing to roll back to: it never "
+                "moved, or every move was rolled back already (move it to a version instead)"
             )
         current = label.version.number
         return _move(locked, name, target, actor, reason or f"roll back from v{current}", undo=True)

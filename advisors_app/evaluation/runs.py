@@ -444,11 +444,14 @@ def _evaluate_item(
 ) -> None:
     from advisors_app.evaluation.evaluators import EvalCase
 
-    public = None
+    # Each item's turn runs in a conversation made here, out of the user's lists while it
+    # lives (deleted after the item): a run is no chat of theirs.
+    public = f"eval-{run.pk}-{uuid.uuid4().hex}"
+    key, _, _, _ = create_conversation(
+        user, public, title=item.message, chain_version_id=run.chain_version_id, listed=False
+    )
     history = _history(item.input)
     if history:
-        public = f"eval-{run.pk}-{uuid.uuid4().hex}"
-        key, _, _, _ = create_conversation(user, public, title=item.message)
         _repository.save_all(key, history)
     _clear_rate(user)
 
@@ -477,10 +480,7 @@ def _evaluate_item(
     try:
         outcome, error, case, scores = async_to_sync(turn_and_judge)()
     finally:
-        if public is not None:
-            _discard(user, public)
-    if outcome is not None and outcome.conversation_id:
-        _discard(user, outcome.conversation_id)  # the conversation the turn started
+        _discard(user, public)
     _store(run, item, repeat, outcome, error, case, scores)
 
 

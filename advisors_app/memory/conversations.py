@@ -43,9 +43,11 @@ __all__ = [
     "create_conversation_with_message",
     "discard_if_empty",
     "find_conversation",
+    "listed_conversations",
     "public_conversation_id",
     "turn_conversation_of",
     "turn_conversation_read",
+    "unlist",
     "user_conversations",
 ]
 
@@ -149,12 +151,18 @@ def turn_conversation_of(user: Any, rows: list[tuple[Any, ...]]) -> StoredConver
 
 
 def create_conversation(
-    user: Any, public_id: str | None, *, title: str = "", chain_version_id: int | None = None
+    user: Any,
+    public_id: str | None,
+    *,
+    title: str = "",
+    chain_version_id: int | None = None,
+    listed: bool = True,
 ) -> tuple[str, str, bool, str]:
     """``(key, public id, created, title)`` of a new conversation of ``user`` (blocking): one
     ``INSERT`` for a server-generated id (``public_id=None``); a client-chosen id another
     request created meanwhile is taken as it is (``created`` false; :func:`discard_if_empty`
-    removes a created one again if the turn stores nothing)."""
+    removes a created one again if the turn stores nothing). ``listed=False``: kept out of
+    the user's lists (:func:`listed_conversations`)."""
     if public_id is None:
         public = uuid.uuid4().hex
         key = conversation_key(user, public)
@@ -163,6 +171,7 @@ def create_conversation(
             owner_id=user.pk,
             title=_title(title),
             chain_version_id=chain_version_id,
+            listed=listed,
         )
         return key, public, True, _title(title)
     key = conversation_key(user, public_id)
@@ -172,6 +181,7 @@ def create_conversation(
             "owner_id": user.pk,
             "title": _title(title),
             "chain_version_id": chain_version_id,
+            "listed": listed,
         },
     )
     if conversation.owner_id != user.pk:
@@ -212,6 +222,20 @@ def discard_if_empty(key: str) -> bool:
 def user_conversations(user: Any) -> QuerySet[Conversation]:
     """The conversations ``user`` owns (newest first)."""
     return Conversation.objects.filter(owner_id=user.pk)
+
+
+def listed_conversations(user: Any) -> QuerySet[Conversation]:
+    """The conversations ``user``'s lists show (the chat sidebar, ``GET /api/conversations/``):
+    theirs but those of the admin playground and evaluation runs (:func:`unlist`)."""
+    return user_conversations(user).filter(listed=True)
+
+
+def unlist(user: Any, public_id: str) -> None:
+    """Keep ``user``'s conversation ``public_id`` out of their lists (blocking): a staff
+    member's playground test is not one of their chats."""
+    Conversation.objects.filter(conversation_id=conversation_key(user, public_id)).update(
+        listed=False
+    )
 
 
 def find_conversation(user: Any, public_id: str) -> Conversation | None:

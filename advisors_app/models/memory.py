@@ -45,6 +45,12 @@ class Conversation(models.Model):
         blank=True,
         related_name="conversations",
     )
+    listed = models.BooleanField(
+        default=True,
+        help_text="Listed in its owner's chat sidebar and GET /api/conversations/. Off for "
+        "the conversations of the admin playground, its comparisons and evaluation runs: "
+        "a staff member's tests are not their chats (still opened by id).",
+    )
     #: The highest sequence number handed out so far (kept even when messages are deleted).
     last_sequence = models.BigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

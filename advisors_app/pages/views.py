@@ -31,8 +31,8 @@ from advisors_app.core.messages import MessageType
 from advisors_app.memory.conversations import (
     TRACE_ID,
     find_conversation,
+    listed_conversations,
     public_conversation_id,
-    user_conversations,
 )
 from advisors_app.memory.pending import INTERRUPTED_STATE, PENDING_STATE, message_state
 from advisors_app.models import (
@@ -216,7 +216,7 @@ def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpRespon
         chain = preferred if preferred in slugs else (slugs[0] if slugs else None)
     conversations = [
         {"id": public_conversation_id(c.conversation_id), "title": c.title}
-        for c in user_conversations(request.user).only("conversation_id", "title")[
+        for c in listed_conversations(request.user).only("conversation_id", "title")[
             :CONVERSATION_LIST_SIZE
         ]
     ]

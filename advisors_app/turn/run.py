@@ -232,7 +232,8 @@ class TurnStream:
         self.chain = turn.compiled.slug
         self.final_event: DoneEvent | ErrorEvent | None = None
         self.exception: BaseException | None = None
-        self._started = False
+        #: Whether the turn still has to be finished (once, by whichever path ends it).
+        self._unfinished = True
         self._events = self._run()
         #: The task that iterated last (registered as running a turn).
         self._task: asyncio.Task[Any] | None = None
@@ -250,10 +251,11 @@ class TurnStream:
     async def aclose(self) -> None:
         """Stop the turn (a no-op once it ended)."""
         await self._events.aclose()
-        if not self._started:
-            # Closed before its first step: nothing ran, so end it here as a cancel would
-            # (call log; the conversation it started, still empty, is removed).
-            self._started = True
+        if self._unfinished:
+            # Closed before the chain ran — before the first step, or at the ``start`` or a
+            # ``budget_warning`` event: end it here as a cancel would (call log; the
+            # conversation it started, still empty, is removed).
+            self._unfinished = False
             turn = self._turn
             turn.times.add(stages.Stage.RUN, turn.started)
             outcome = outcome_of(turn, CallLog.Status.CANCELLED, None)
@@ -268,7 +270,6 @@ class TurnStream:
         await self.aclose()
 
     async def _run(self) -> AsyncIterator[TurnEvent]:
-        self._started = True
         turn = self._turn
         try:
             yield StartEvent(self.conversation_id, self.chain, self.trace_id, turn.target.number)
@@ -317,6 +318,7 @@ class TurnStream:
                 outcome = outcome_of(turn, CallLog.Status.CANCELLED, partial, first)
                 # Kept should finishing be cancelled too; replaced once it is known what stayed.
                 self.final_event = DoneEvent("cancelled", outcome)
+                self._unfinished = False
                 outcome = await finish(turn, outcome, partial)
                 self.final_event = DoneEvent("cancelled", outcome)
                 raise
@@ -328,6 +330,7 @@ class TurnStream:
                     exc, conversation_id=self.conversation_id, trace_id=self.trace_id
                 )
                 outcome = outcome_of(turn, CallLog.Status.ERROR, partial, first)
+                self._unfinished = False
                 outcome = await finish(turn, outcome, partial, exc)
                 self.final_event = error_event(
                     exc, conversation_id=outcome.conversation_id, trace_id=self.trace_id
@@ -344,6 +347,7 @@ class TurnStream:
                 yield sources
             turn.times.add(stages.Stage.RUN, turn.started)
             outcome = outcome_of(turn, CallLog.Status.OK, aggregated, first)
+            self._unfinished = False
             outcome = await finish(turn, outcome, aggregated)
             if outcome.pending_approvals:
                 yield ApprovalRequiredEvent(outcome.pending_approvals)

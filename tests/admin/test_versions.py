@@ -165,6 +165,15 @@ def test_promote_then_roll_back_change_the_next_answer_and_are_recorded(
     preview = admin_client.get(url(chain, "promote") + "?label=production&version=2")
     assert preview.context["preview"]["current"].number == 1
     assert preview.context["preview"]["diff"]["chain_fields"] == ["chat_model"]
+    # "Show what changes" posts the form (a GET would carry its CSRF token into the URL)...
+    page = preview.content.decode()
+    assert 'formmethod="get"' not in page and 'name="preview"' in page
+    shown_changes = admin_client.post(
+        url(chain, "promote"), {"label": "production", "version": "2", "preview": "1"}
+    )
+    assert shown_changes.status_code == 200  # ...and moves nothing
+    assert shown_changes.context["preview"]["diff"]["chain_fields"] == ["chat_model"]
+    assert ChainLabel.objects.get(chain=chain, name="production").version.number == 1
     response = admin_client.post(
         url(chain, "promote"),
         {"label": "production", "version": "2", "reason": "try model two"},

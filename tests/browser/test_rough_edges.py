@@ -170,6 +170,34 @@ def test_a_message_over_the_limit_is_refused_in_the_page(
     assert not ChatMessage.objects.exists()
 
 
+def test_a_pasted_message_over_the_limit_is_kept_whole_and_not_sent(
+    chat_server: LiveServer, new_page: Any, chains: None
+) -> None:
+    """A paste one character over the limit: the page says so at once, keeps every character
+    (no maxlength cuts it) and refuses to send it; shortened, it goes."""
+    page = new_page()
+    log_in(page, chat_server, "alice", "/chat/?chain=plain")
+    connected(page)
+    textbox = page.get_by_role("textbox", name="Message")
+    textbox.focus()
+    page.keyboard.insert_text("y" * 8001)  # as a paste arrives: user input, not a script
+    alert = page.get_by_role("alert")
+    expect(alert).to_have_text(
+        "The message is 8,001 characters long; at most 8,000 can be sent. Shorten it and "
+        "send again."
+    )
+    expect(textbox).to_have_attribute("aria-invalid", "true")
+    assert textbox.evaluate("(node) => node.value.length") == 8001
+    textbox.press("Enter")
+    expect(page.locator(".msg")).to_have_count(0)
+    assert not ChatMessage.objects.exists()
+    textbox.press("Backspace")
+    expect(alert).to_be_hidden()
+    textbox.press("Enter")
+    wait_done(page)
+    assert len(ChatMessage.objects.filter(message_type="user").get().text) == 8000
+
+
 def test_a_socket_dropped_before_any_answer_says_nothing_was_saved(
     chat_server: LiveServer, new_page: Any, chains: None
 ) -> None:

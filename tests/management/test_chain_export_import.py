@@ -133,6 +133,7 @@ def test_version_label_and_draft_choose_the_snapshot() -> None:
     assert prompt() == "Answer in one sentence."  # production still on v1
     assert prompt("--version", "1") == "Answer in one sentence."
     assert prompt("--version", "2") == "Second version."
+    assert prompt("--chain-version", "1") == "Answer in one sentence."  # chat's spelling
     assert prompt("--label", "staging") == "Second version."
     assert prompt("--label", PRODUCTION) == "Answer in one sentence."
     assert prompt("--draft") == "Draft only."

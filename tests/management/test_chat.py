@@ -153,9 +153,45 @@ def test_refused_input_and_unknown_users_are_command_errors(scripted: Any) -> No
     assert json.loads(printed.getvalue())["code"] == "chain_not_found"
 
 
-def test_without_an_admin_user_it_says_what_to_do(settings: Any, demo: Collection) -> None:
-    with pytest.raises(CommandError, match="advisors_setup"):
+def test_a_refusal_says_its_message_once(scripted: Any) -> None:
+    with pytest.raises(CommandError) as refused:
+        chat("nope", QUESTION)
+    assert str(refused.value) == "No enabled chain 'nope'."  # not again as the chain's error
+
+
+def test_without_a_user_to_chat_as_it_says_what_to_do(
+    settings: Any, demo: Collection, django_user_model: Any
+) -> None:
+    with pytest.raises(CommandError, match="pass --user NAME"):
         chat("python-docs", QUESTION)
+    django_user_model.objects.create_user("ann", password="pw")
+    django_user_model.objects.create_user("bob", password="pw")
+    with pytest.raises(CommandError, match="pass --user NAME"):  # which of them?
+        chat("python-docs", QUESTION)
+
+
+def test_no_admin_user_is_needed(scripted: Any, django_user_model: Any) -> None:
+    django_user_model.objects.filter(username="admin").delete()
+    owner = django_user_model.objects.create_superuser("owner", password="pw")
+    chat("python-docs", QUESTION)
+    assert Conversation.objects.get().owner == owner  # the first superuser
+    django_user_model.objects.all().delete()
+    only = django_user_model.objects.create_user("solo", password="pw")
+    chat("python-docs", QUESTION)
+    assert Conversation.objects.filter(owner=only).count() == 1  # the only user
+
+
+def test_a_label_or_chain_version_picks_what_runs(scripted: Any) -> None:
+    start = events(chat("python-docs", QUESTION, "--json", "--chain-version", "draft"))[0]
+    assert start["type"] == "start" and start["version"] is None
+    start = events(chat("python-docs", QUESTION, "--json", "--chain-version", "1"))[0]
+    assert start["version"] == 1
+    start = events(chat("python-docs", QUESTION, "--json", "--label", "production"))[0]
+    assert start["version"] == 1
+    with pytest.raises(CommandError, match="has no version 9"):
+        chat("python-docs", QUESTION, "--chain-version", "9")
+    with pytest.raises(CommandError, match="a number or 'draft'"):
+        chat("python-docs", QUESTION, "--chain-version", "two")
 
 
 #: Shorter answers than the demo's 120 tokens keep the test quick on busy cores.

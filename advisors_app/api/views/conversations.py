@@ -21,7 +21,7 @@ from advisors_app.api.serializers.conversations import (
     ConversationSerializer,
 )
 from advisors_app.core.advisors.vector_store_chat_memory import CONVERSATION_ID_METADATA
-from advisors_app.memory.conversations import find_conversation, user_conversations
+from advisors_app.memory.conversations import find_conversation, listed_conversations
 from advisors_app.models import ChatMessage, Conversation, ConversationBoundary, Document, Score
 from advisors_app.stores.memory import DjangoChatMemoryRepository
 
@@ -53,13 +53,14 @@ def forget_conversation(user: Any, conversation: Conversation) -> None:
     )
 )
 class ConversationListView(ApiView, generics.ListAPIView):
-    """``GET /api/conversations/``: the caller's conversations (paginated)."""
+    """``GET /api/conversations/``: the caller's conversations (paginated), those of the admin
+    playground and evaluation runs left out (``Conversation.listed``)."""
 
     serializer_class = ConversationSerializer
     pagination_class = ApiPagination
 
     def get_queryset(self) -> QuerySet[Conversation]:
-        return user_conversations(self.request.user).order_by("-updated_at", "-pk")
+        return listed_conversations(self.request.user).order_by("-updated_at", "-pk")
 
 
 @extend_schema_view(

@@ -395,9 +395,11 @@ class ChainLabelRollbackView(_ChainScoped):
     @extend_schema(
         tags=_TAGS,
         summary="Roll a label back (staff with change_chainlabel)",
-        description="Moves the label back to the version it pointed at before its last move "
-        "(no new version is made) and records the move in its history. The same permissions "
-        "as moving it; 409 when the label has never been moved.",
+        description="Undoes the label's latest move not undone yet: points it back to the "
+        "version it pointed at before that move (no new version is made) and records the roll "
+        "back in its history. Rolling back again undoes the move before (after v1 → v2 → v3: "
+        "v2, then v1). The same permissions as moving it; 409 when nothing is left to undo: the "
+        "label never moved, or every move was rolled back already.",
         request=LabelRollbackSerializer,
         responses={
             200: ChainLabelSerializer,
@@ -405,7 +407,11 @@ class ChainLabelRollbackView(_ChainScoped):
             **_AUTH,
             **_forbidden("advisors_app.change_chainlabel (or promote_production)"),
             **_LABEL_MISSING,
-            409: OpenApiResponse(ErrorSerializer, description="Nothing to roll back to."),
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="Nothing to roll back to: the label never moved, or every move "
+                "was rolled back already.",
+            ),
         },
     )
     def post(self, request: Request, slug: str, name: str) -> Response:

@@ -76,7 +76,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("slug", help="Slug of the chain, e.g. python-docs.")
         which = parser.add_mutually_exclusive_group()
-        which.add_argument("--version", type=int, metavar="N", help="Export version N.")
+        which.add_argument(
+            "--chain-version",
+            "--version",  # the first spelling, kept
+            dest="version",
+            type=int,
+            metavar="N",
+            help="Export version N.",
+        )
         which.add_argument(
             "--label", metavar="NAME", help="Export the version label NAME points at."
         )

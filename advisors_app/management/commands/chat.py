@@ -1,7 +1,10 @@
 """``manage.py chat CHAIN "question"``: one turn of a stored chain, streamed to the terminal.
 
 Runs the turn through :func:`advisors_app.turn.stream_turn` — what every transport
-uses — as a user (``--user``, default the ``admin`` user, else the first superuser). The
+uses — as a user (``--user NAME``; by default a user named ``admin``, else the first superuser,
+else the only active user — the command says so when none fits), on the version
+``production`` points at (``--label NAME`` or ``--chain-version N|draft`` for another;
+``--version`` is Django's, as in every command: it prints Django's version). The
 answer is printed as it streams, then the cited sources, the token usage, the time taken and
 the conversation id to pass to ``--conversation`` for a follow-up (not when the turn stored
 nothing and left no conversation: a guard's refusal of a first message); ``--params`` takes the
@@ -26,7 +29,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from advisors_app.core.advisors.safe_guard import CONTENT_FILTER, SAFEGUARD_MATCHED
-from advisors_app.turn import stream_turn
+from advisors_app.turn import TurnInput, stream_turn
 from advisors_app.turn.events import (
     DeltaEvent,
     DoneEvent,
@@ -48,13 +51,19 @@ def _user(username: str | None) -> Any:
             return model._default_manager.get_by_natural_key(username)
         except model.DoesNotExist:
             raise CommandError(f"no user {username!r}") from None
+    users = model._default_manager.all()
     user = (
-        model._default_manager.filter(**{model.USERNAME_FIELD: DEFAULT_USERNAME}).first()
-        or model._default_manager.filter(is_superuser=True).order_by("pk").first()
+        users.filter(**{model.USERNAME_FIELD: DEFAULT_USERNAME}).first()
+        or users.filter(is_superuser=True).order_by("pk").first()
     )
     if user is None:
+        # A project whose one user is not a superuser (or not named admin) needs no flag.
+        active = list(users.filter(is_active=True).order_by("pk")[:2])
+        user = active[0] if len(active) == 1 else None
+    if user is None:
         raise CommandError(
-            "no admin user to chat as: run `manage.py advisors_setup` or pass --user"
+            "no user to chat as: pass --user NAME (or create an admin user with "
+            "`manage.py advisors_setup`)"
         )
     return user
 
@@ -81,8 +90,19 @@ class Command(BaseCommand):
             "--json", action="store_true", help="Print each event as one line of JSON."
         )
         parser.add_argument(
-            "--user", help=f"Username to chat as (default: {DEFAULT_USERNAME!r}, else a superuser)."
+            "--user",
+            help=f"Username to chat as (default: {DEFAULT_USERNAME!r}, else the first superuser, "
+            "else the only active user).",
         )
+        which = parser.add_mutually_exclusive_group()
+        which.add_argument(
+            "--chain-version",
+            dest="chain_version",
+            metavar="N",
+            help='Run chain version N, or "draft" (default: the version production points at; '
+            "--version prints Django's version).",
+        )
+        which.add_argument("--label", help="Run the version this label points at.")
         parser.add_argument(
             "--params",
             type=json.loads,
@@ -91,16 +111,19 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = _user(options["user"])
-        asyncio.run(
-            self._chat(
-                options["chain"],
-                user,
-                options["message"],
-                options["conversation"],
-                options["params"],
-                options["json"],
-            )
+        version = options["chain_version"]
+        if version is not None and version != "draft":
+            if not (version.isascii() and version.isdigit()):
+                raise CommandError(f"--chain-version must be a number or 'draft', got {version!r}")
+            version = int(version)
+        data = TurnInput(
+            options["message"],
+            options["conversation"],
+            options["params"],
+            options["label"],
+            version,
         )
+        asyncio.run(self._chat(options["chain"], user, data, options["json"]))
 
     def _write(self, text: str, ending: str = "\n") -> None:
         self.stdout.write(text, ending=ending)
@@ -110,18 +133,21 @@ class Command(BaseCommand):
         self,
         chain: str,
         user: Any,
-        message: str,
-        conversation: str | None,
-        params: Any,
+        data: TurnInput,
         as_json: bool,
     ) -> None:
         started = time.perf_counter()
         try:
-            stream = await stream_turn(chain, user, message, conversation, params)
+            stream = await stream_turn(chain, user, data)
         except TurnError as exc:
             if as_json:
                 self._write(json.dumps(error_event(exc).to_dict(), ensure_ascii=False))
-            details = "; ".join(f"{f}: {' '.join(m)}" for f, m in exc.errors.items())
+            # A field's message that only repeats the refusal's own is said once.
+            details = "; ".join(
+                f"{field}: {' '.join(messages)}"
+                for field, messages in exc.errors.items()
+                if " ".join(messages) != exc.message
+            )
             raise CommandError(f"{exc.message} {details}".strip(), returncode=1) from None
         first_token: float | None = None
         async with stream:

@@ -1,13 +1,14 @@
-"""``manage.py eval_run DATASET --chain SLUG [--version N|--label L] [--evaluator KEY[:JSON]]...
-[--repeats N] [--chat-options JSON] [--as-of TIME] [--json]``: evaluate a chain version on a
-dataset, synchronously.
+"""``manage.py eval_run DATASET --chain SLUG [--chain-version N|--label L]
+[--evaluator KEY[:JSON]]... [--repeats N] [--chat-options JSON] [--as-of TIME] [--json]``:
+evaluate a chain version on a dataset, synchronously.
 
 Runs what a queued run runs (:mod:`advisors_app.evaluation.runs`: every item through the real turn
 pipeline, the evaluators, the results and scores stored), in this process, and prints the
 summary — per score key the mean and pass rate — or, with ``--json``, ``{"run", "status",
 "dataset", "chain", "version", "label", "repeats", "chat_options", "as_of", "summary"}``.
-``--version`` takes a chain version's number or ``draft`` — it replaces Django's
-``--version`` (which would print Django's version) in this command; without it, ``--label``
+``--chain-version`` takes a chain version's number or ``draft`` (``manage.py chat`` and
+``guard_eval`` spell it the same); ``--version``, its first spelling, still works here and
+replaces Django's ``--version`` (which would print Django's version); without it, ``--label``
 (default ``production``). ``--evaluator`` (repeatable) names a registered evaluator with
 optional JSON params (``contains:{"values": ["5 days"]}``); without any, the defaults for what
 the items expect. ``--repeats`` runs each item that many times; ``--chat-options`` replaces the
@@ -143,7 +144,13 @@ class Command(ChainVersionCommand):
         parser.add_argument("dataset", help="The dataset's slug.")
         parser.add_argument("--chain", required=True, help="The chain's slug.")
         which = parser.add_mutually_exclusive_group()
-        which.add_argument("--version", help='A chain version: its number, or "draft".')
+        which.add_argument(
+            "--chain-version",
+            "--version",  # the first spelling, kept
+            dest="version",
+            metavar="N",
+            help='A chain version: its number, or "draft".',
+        )
         which.add_argument("--label", help="A label (default: production).")
         add_run_options(parser)
         parser.add_argument("--as-of", help="The dataset as it was then (ISO date/time).")

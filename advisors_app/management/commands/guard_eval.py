@@ -32,7 +32,13 @@ class Command(ChainVersionCommand):
         parser.add_argument("file", help="Guard dataset: JSON list of {text, label, rail}.")
         parser.add_argument("--chain", required=True, help="Slug of the chain.")
         parser.add_argument("--label", default=None, help="Version label (default production).")
-        parser.add_argument("--version", default=None, help="Version number, or 'draft'.")
+        parser.add_argument(
+            "--chain-version",
+            "--version",  # the first spelling, kept
+            dest="version",
+            default=None,
+            help="Version number, or 'draft'.",
+        )
         parser.add_argument("--json", action="store_true", help="Print JSON.")
         parser.add_argument("--items", action="store_true", help="With --json: per-item results.")
 

@@ -1291,15 +1291,34 @@
     "chain_not_found", "version_not_found", "budget_exceeded",
   ];
 
+  /* What is wrong with the composer's text for its length ("" when it fits). The textarea has
+   * no maxlength: a browser would cut a pasted text there without a word, and send the rest. */
+  function overLimit(text) {
+    var limit = Number($("composer").dataset.maxChars);
+    if (!(limit > 0 && text.length > limit)) return "";
+    return "The message is " + text.length.toLocaleString() + " characters long; at most " +
+      limit.toLocaleString() + " can be sent. Shorten it and send again.";
+  }
+
+  /* Said as soon as the text is too long (a paste), and again when it is sent anyway. */
+  function checkLength() {
+    var problem = overLimit(prompt.value);
+    if (problem) {
+      prompt.setAttribute("aria-invalid", "true");
+      showAlert(problem);
+    } else if (prompt.hasAttribute("aria-invalid")) {
+      prompt.removeAttribute("aria-invalid");
+      showAlert("");
+    }
+    return !problem;
+  }
+
   function send() {
     var text = prompt.value;
     if (!text.trim() || state.reply || !state.ws || state.ws.readyState !== WebSocket.OPEN) return;
     // The server refuses longer messages (MAX_MESSAGE_CHARS): say so here, before a frame that
     // large is sent at all (past the server's frame limit the socket is simply dropped).
-    var limit = Number($("composer").dataset.maxChars);
-    if (limit > 0 && text.length > limit) {
-      showAlert("The message is " + text.length.toLocaleString() + " characters long; at most " +
-        limit.toLocaleString() + " can be sent. Shorten it and send again.");
+    if (!checkLength()) {
       prompt.focus();
       return;
     }
@@ -1338,6 +1357,7 @@
     event.preventDefault();
     send();
   });
+  prompt.addEventListener("input", checkLength);
   prompt.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();

@@ -299,6 +299,11 @@ def test_a_production_move_changes_the_next_call_and_rollback_restores_it(
         "releaser",
         "bad",
     )
+    # The one move is undone: a second roll back has nothing left to undo (the docs say so).
+    again = ops.post("/api/chains/support/labels/production/rollback/", {}, format="json")
+    assert again.status_code == 409
+    assert "every move was rolled back already" in again.json()["error"]["message"]
+    assert ask(api) == "one"
 
 
 def test_rollback_needs_an_earlier_version(chain: AdvisorChain, ops: APIClient) -> None:
