@@ -379,11 +379,12 @@ class DjangoChatMemoryRepository(ChatMemoryRepository):
     ) -> int:
         """Blocking, one statement: create the conversation ``conversation_id`` (of user
         ``owner_id``; its key must be new) holding ``text`` as its first message, pending as
-        :meth:`write_pending` stores it; the message's id."""
+        :meth:`write_pending` stores it; the message's id. A conversation a turn starts is
+        listed (``Conversation.listed``: the playground and evaluations create theirs first)."""
         sql = (
             "WITH c AS (INSERT INTO {conversation} (conversation_id, owner_id, title, "
-            "chain_version_id, last_sequence, created_at, updated_at) VALUES (%(key)s, "
-            "%(owner_id)s, %(title)s, %(version)s, 1, %(now)s, %(now)s) "
+            "chain_version_id, last_sequence, listed, created_at, updated_at) VALUES (%(key)s, "
+            "%(owner_id)s, %(title)s, %(version)s, 1, true, %(now)s, %(now)s) "
             "RETURNING id, last_sequence) "
         )
         values = {
