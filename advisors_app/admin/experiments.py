@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import URLPattern, path, reverse
 
+from advisors_app.admin.widgets import Textarea
 from advisors_app.exceptions import Refusal
 from advisors_app.experiments import status as statuses
 from advisors_app.experiments.assignment import rule_errors
@@ -98,6 +99,11 @@ class ExperimentForm(forms.ModelForm):
     class Meta:
         model = Experiment
         fields = ["chain", "name", "label", "unit", "guardrails", "targeting", "ramp"]
+        # The admin's Textarea folds the browser's CRLF line breaks, as every admin text box.
+        widgets = {
+            name: Textarea(attrs={"rows": 4, "cols": 80})
+            for name in ("guardrails", "targeting", "ramp")
+        }
 
     def clean_ramp(self) -> Any:
         value = self.cleaned_data["ramp"]
