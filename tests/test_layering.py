@@ -5,6 +5,7 @@ module of the app sits on a ranked layer it imports only down from (docs/layout.
     transports  api  admin  channels  mcp_server  pages  management      how a turn is asked for
                 templatetags  demo.management  security.body_limits
     callers     approvals.jobs  evaluation.runs  evaluation.gate         run turns themselves
+                protocols
     turn        turn/  approvals.pauses                                  one chat turn
     features    memory/  costs/  evaluation/  ingestion/  security/      one folder a feature
                 guards/  demo/  definition.advisor_types
@@ -75,6 +76,8 @@ PACKAGE = ROOT / "advisors_app"
 #: * ``approvals.pauses`` is part of the turn: it parses the turn's decisions and the turn's stages
 #:   call it to pause and resume at a tool call; it stays beside the approval jobs and admin.
 #: * ``approvals.jobs``, ``evaluation.runs`` and ``evaluation.gate`` run turns: callers of the turn.
+#: * ``protocols`` (AG-UI, the AI SDK's UI message stream) translates a turn's input and frames
+#:   for the views that serve those protocols: above the turn, below the transports.
 #: * ``security.body_limits`` is an ASGI middleware, the HTTP front door, answering in the REST
 #:   API's error shape (``api.errors``): a transport, though it lives in ``security/``.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -127,6 +130,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "advisors_app.approvals.jobs",
             "advisors_app.evaluation.runs",
             "advisors_app.evaluation.gate",
+            "advisors_app.protocols",
         ),
     ),
     (
