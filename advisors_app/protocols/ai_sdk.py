@@ -258,7 +258,8 @@ class UiMessageParts:
         return parts
 
     def _on_done(self, frame: Mapping[str, Any]) -> list[dict[str, Any]]:
-        reason = _FINISH_REASONS.get(str(frame.get("finish_reason") or "").upper(), "other")
+        # A model that names no finish reason ended its answer normally.
+        reason = _FINISH_REASONS.get(str(frame.get("finish_reason") or "STOP").upper(), "other")
         finish = {"type": "finish", "finishReason": reason, "messageMetadata": run_result(frame)}
         return [*self._end_text(), finish]
 

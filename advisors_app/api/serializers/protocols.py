@@ -118,4 +118,4 @@ class AiSdkChatSerializer(serializers.Serializer):
     version = _VersionField(required=False, help_text='A version number or "draft".')
 
     class Meta:
-        ref_name = "AiSdkChatRequest"
+        ref_name = "AiSdkChat"
