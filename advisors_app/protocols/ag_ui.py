@@ -37,7 +37,8 @@ whose ``resume`` answers every interrupt: ``status: "resolved"`` with ``{"approv
 (approve), ``{"approved": true, "editedArgs": {...}}`` (edit: the arguments replaced whole),
 ``{"approved": false, "reason"?}`` (reject), ``"grant": true`` to allow the tool for the rest of
 the conversation; ``status: "cancelled"`` rejects. The resumed run does not repeat the calls'
-``TOOL_CALL_START`` / ``ARGS`` / ``END``: it sends their ``TOOL_CALL_RESULT``. A run without
+``TOOL_CALL_START`` / ``ARGS`` / ``END``: it sends their ``TOOL_CALL_RESULT`` (a rejected call's
+right after ``RUN_STARTED``: ``{"ok": false, "error"}``). A run without
 ``resume`` on a thread with waiting calls answers them as not run, as a new message does on
 every transport (the protocol would refuse it; the turn's rule is kept, one rule everywhere).
 
@@ -68,6 +69,7 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    TextPart,
     TokenUsage,
     ToolCallArgsEvent,
     ToolCallEndEvent,
@@ -94,7 +96,6 @@ FIELD_NAMES = {
 }
 #: Longest run id echoed back.
 MAX_RUN_ID = 255
-_FORWARDED = ("params", "label", "version")
 _PAYLOAD_KEYS = ("approved", "editedArgs", "reason", "grant")
 _encoder = EventEncoder()
 
@@ -102,12 +103,14 @@ _encoder = EventEncoder()
 @dataclass(frozen=True, slots=True)
 class AgUiRun:
     """A ``RunAgentInput`` read: its thread and run, the turn it asks for, and the tool calls
-    its ``resume`` decides (their proposals were sent by the run that paused)."""
+    its ``resume`` decides (their proposals were sent by the run that paused; ``rejected``:
+    those refused, which will not run)."""
 
     thread_id: str
     run_id: str
     turn: TurnInput
     resumed: frozenset[str]
+    rejected: frozenset[str] = frozenset()
 
 
 def run_input(data: Any) -> AgUiRun:
@@ -142,11 +145,14 @@ def run_input(data: Any) -> AgUiRun:
     turn = TurnInput(
         message,
         run.thread_id,
-        *(forwarded.get(name) for name in _FORWARDED),
+        forwarded.get("params"),
+        forwarded.get("label"),
+        forwarded.get("version"),
         decisions=decisions,
     )
     resumed = frozenset(entry.interrupt_id for entry in run.resume or ())
-    return AgUiRun(run.thread_id, run.run_id, turn, resumed)
+    rejected = frozenset(d["approval_id"] for d in decisions or () if d["decision"] == "reject")
+    return AgUiRun(run.thread_id, run.run_id, turn, resumed, rejected)
 
 
 def _validation_errors(exc: ValidationError) -> FieldErrors:
@@ -168,7 +174,7 @@ def _new_message(run: RunAgentInput, errors: FieldErrors) -> str | None:
     content = run.messages[-1].content
     if isinstance(content, str):
         return content
-    texts = [part.text for part in content if getattr(part, "type", None) == "text"]
+    texts = [part.text for part in content if isinstance(part, TextPart)]
     if not texts:
         errors[f"messages.{len(run.messages) - 1}.content"] = ["Send the message's text."]
         return None
@@ -231,10 +237,17 @@ def _response_schema(allowed: Collection[str]) -> dict[str, Any]:
 class AgUiEvents:
     """Translates one turn's frames, in order, into AG-UI events (see the module)."""
 
-    def __init__(self, thread_id: str, run_id: str, resumed: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        thread_id: str,
+        run_id: str,
+        resumed: Collection[str] = (),
+        rejected: Collection[str] = (),
+    ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self._resumed = frozenset(resumed)
+        self._rejected = sorted(rejected)
         self._trace = ""
         self._text: str | None = None  # the open text message's id
         self._last_text: str | None = None
@@ -267,13 +280,23 @@ class AgUiEvents:
     def _on_start(self, frame: Mapping[str, Any]) -> list[BaseEvent]:
         self._trace = frame["trace_id"]
         about = {key: frame[key] for key in ("conversation_id", "chain", "trace_id", "version")}
-        return [
-            RunStartedEvent(
-                thread_id=self.thread_id,
-                run_id=self.run_id,
-                protocol_version=PROTOCOL_VERSION,
-                metadata=about,
+        started = RunStartedEvent(
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            protocol_version=PROTOCOL_VERSION,
+            metadata=about,
+        )
+        # A rejected call never runs, so the turn sends nothing of it: its result says so,
+        # and the client's call is not left waiting.
+        refused = {"ok": False, "error": "Rejected: the call did not run."}
+        return [started] + [
+            ToolCallResultEvent(
+                message_id=f"{self._trace}-result-{call_id}",
+                tool_call_id=call_id,
+                content=json.dumps(refused),
+                role="tool",
             )
+            for call_id in self._rejected
         ]
 
     def _on_delta(self, frame: Mapping[str, Any]) -> list[BaseEvent]:

@@ -157,7 +157,7 @@ def _last_user_text(messages: list[Any], errors: FieldErrors) -> str | None:
     for number in range(len(messages) - 1, -1, -1):
         item = messages[number]
         if isinstance(item, Mapping) and item.get("role") == "user":
-            texts = [
+            texts: list[Any] = [
                 part.get("text")
                 for part in _parts(item)
                 if isinstance(part, Mapping) and part.get("type") == "text"

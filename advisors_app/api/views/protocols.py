@@ -119,7 +119,8 @@ class ChainAgUiView(_ProtocolView):
         assert self.turn is not None and self.run is not None
         stream = await self.turn.stream()
         publisher = TurnPublisher(request.user, stream.conversation_id, stream.trace_id)
-        events = ag_ui.AgUiEvents(self.run.thread_id, self.run.run_id, self.run.resumed)
+        run = self.run
+        events = ag_ui.AgUiEvents(run.thread_id, run.run_id, run.resumed, run.rejected)
         return self._sse(_ag_ui_sse(turn_frames(stream, publisher), events))
 
     async def _resume(self, request: Request, last_event_id: str) -> Any:
@@ -133,7 +134,7 @@ class ChainAgUiView(_ProtocolView):
         frames = await resumed_frames(request.user, run.thread_id, None)
         if frames is None:
             raise nothing_to_resume(run.thread_id)
-        events = ag_ui.AgUiEvents(run.thread_id, run.run_id, run.resumed)
+        events = ag_ui.AgUiEvents(run.thread_id, run.run_id, run.resumed, run.rejected)
         return self._sse(_ag_ui_sse(frames, events, after=last_event_id))
 
 

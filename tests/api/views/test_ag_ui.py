@@ -280,6 +280,17 @@ def test_an_approval_pause_is_an_interrupt_the_next_run_resumes(chain: Any, alic
     assert ToolApproval.objects.get().status == "edited"
 
 
+def test_a_rejected_interrupt_gets_a_result_saying_it_did_not_run(chain: Any, alice: Any) -> None:
+    script(chain.slug, memo_call("m1"), "Not saved.")
+    stream(alice, chain.slug, run_body("Save a memo: milk"))
+    resume = [{"interruptId": "m1", "status": "cancelled"}]
+    events = stream(alice, chain.slug, run_body(None, run="run-2", resume=resume))
+    assert [e.type for e in events][:2] == [EventType.RUN_STARTED, EventType.TOOL_CALL_RESULT]
+    assert events[1].tool_call_id == "m1" and json.loads(events[1].content)["ok"] is False
+    assert events[-1].outcome.type == "success"
+    assert saved == [] and ToolApproval.objects.get().status == "rejected"
+
+
 def test_another_users_thread_is_not_theirs(chain: Any, alice: Any, bob: Any) -> None:
     script(chain.slug, "For Alice.", memo_call("m1"), "For Bob.")
     stream(alice, chain.slug, run_body("my secret is 7", thread="shared"))
