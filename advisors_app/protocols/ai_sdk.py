@@ -31,7 +31,8 @@ error                ``text-end`` (of open text), ``error`` (``errorText``), ``f
 ===================  ==========================================================================
 
 A resumed call rejected by the user gets ``tool-output-denied``; the resumed calls' inputs are
-not sent again (the paused message has them).
+not sent again (the paused message has them). A page that reconnects to a running turn
+(``useChat``'s ``resume``) gets its parts translated from its first frame.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ ENDPOINTS = {
     "/api/chains/{slug}/stream/": {"post"},
     "/api/chains/{slug}/ag-ui/": {"post"},
     "/api/chains/{slug}/ai-sdk/": {"post"},
+    "/api/chains/{slug}/ai-sdk/{chat_id}/stream/": {"get"},
     "/api/chains/{slug}/versions/": {"get", "post"},
     "/api/chains/{slug}/versions/{number}/": {"get"},
     "/api/chains/{slug}/versions/{number}/restore/": {"post"},

@@ -17,6 +17,7 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.request import Request
+from rest_framework.response import Response
 
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers.protocols import AgUiRunSerializer, AiSdkChatSerializer
@@ -32,10 +33,10 @@ from advisors_app.exceptions import Refusal
 from advisors_app.protocols import ag_ui, ai_sdk
 from advisors_app.protocols.common import invalid, rename_fields
 from advisors_app.turn import TurnInput
-from advisors_app.turn.buffer import TurnPublisher, parse_event_id
+from advisors_app.turn.buffer import TurnPublisher, parse_event_id, turn_buffer
 from advisors_app.turn.delivery import nothing_to_resume, resume_errors
 
-__all__ = ["ChainAgUiView", "ChainAiSdkView"]
+__all__ = ["ChainAgUiView", "ChainAiSdkStreamView", "ChainAiSdkView"]
 
 
 class _ProtocolView(TurnView):
@@ -221,3 +222,40 @@ async def _ai_sdk_sse(frames: Any, parts: ai_sdk.UiMessageParts) -> AsyncIterato
             if translated:
                 yield "".join(ai_sdk.encode(part) for part in translated)
     yield ai_sdk.DONE
+
+
+class ChainAiSdkStreamView(TurnView):
+    """``GET /api/chains/<slug>/ai-sdk/<chat id>/stream/``: ``useChat``'s reconnect
+    (``resume: true``) — the chat's running turn, from its start, then live; 204 when none runs
+    (its last turn ended, none is kept, or the chat is another user's)."""
+
+    @extend_schema(
+        operation_id="chains_ai_sdk_stream",
+        tags=["chat"],
+        summary="Reconnect to a chat's running turn (AI SDK UI message stream)",
+        description="`useChat`'s `resume: true`: the parts of the chat's turn that is still "
+        "running, from its `start`, then the rest live, then `[DONE]`; 204 when no turn of the "
+        "chat runs (point `prepareReconnectToStreamRequest` here: see docs/protocols.md).",
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR, description="UI message stream parts, as the POST sends them."
+            ),
+            204: OpenApiResponse(description="No turn of the chat is running."),
+            400: _ERRORS[400],
+            401: _ERRORS[401],
+        },
+    )
+    async def get(self, request: Request, slug: str, chat_id: str) -> Any:
+        errors = resume_errors({"conversation_id": chat_id}, ())
+        if errors:
+            raise invalid(rename_fields(errors, ai_sdk.FIELD_NAMES))
+        kept = await turn_buffer().read(request.user.pk, chat_id)
+        if not kept or kept[-1].get("type") in ("done", "error"):
+            return Response(status=204)  # an ended turn is in the chat's stored messages
+        frames = await resumed_frames(request.user, chat_id, None)
+        if frames is None:  # forgotten meanwhile
+            return Response(status=204)
+        response = self._sse(_ai_sdk_sse(frames, ai_sdk.UiMessageParts()))
+        for name, value in ai_sdk.HEADERS.items():
+            response[name] = value
+        return response

@@ -4,22 +4,25 @@ part checked against the protocol's published part schema (``uiMessageChunkSchem
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
 import pytest
+from django.test import AsyncClient, override_settings
 
 from advisors_app.core import ProviderUnavailableError, ToolCall
 from advisors_app.core.testing import tool_call_response
 from advisors_app.definition.tools import tool_registry
 from advisors_app.models import ChatMessage, Conversation, ToolApproval
 from tests.api.conftest import client_for
-from tests.api.views.test_ag_ui import order_status
+from tests.api.views.test_ag_ui import _user, order_status
 from tests.api.views.test_chat import read_stream, script
 from tests.factories import make_chain, scripted_model
 from tests.test_approvals import memo_call, save_memo, saved
+from tests.test_consumers import script as ascript
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -330,3 +333,42 @@ def test_bad_input_is_a_400_with_field_errors(
 def test_anonymous_callers_are_refused(chain: Any) -> None:
     response = client_for(None).post("/api/chains/agent/ai-sdk/", chat_body("hi"), format="json")
     assert response.status_code == 401
+
+
+@override_settings(ADVISORS={"DISCONNECT_POLICY": "continue"})
+async def test_use_chat_reconnects_to_a_running_turn(chain: Any, alice: Any) -> None:
+    """``resume: true``: the turn still running after its client left is sent again from its
+    start; once it ended (or for another user) there is nothing to reconnect to."""
+    await ascript(chain.slug, [f"w{n} " for n in range(10)], delay=0.03)
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    response = await client.post(
+        f"/api/chains/{chain.slug}/ai-sdk/", chat_body("count"), content_type="application/json"
+    )
+    read = 0
+
+    async def reader() -> None:
+        nonlocal read
+        async for _ in response.streaming_content:
+            read += 1
+
+    task = asyncio.create_task(reader())
+    while read < 2:  # the start and the first text: the turn runs
+        await asyncio.sleep(0.005)
+    task.cancel()  # the page reloads: the server cancels the task streaming the response
+    await asyncio.gather(task, return_exceptions=True)
+    url = f"/api/chains/{chain.slug}/ai-sdk/chat-1/stream/"
+    again = await client.get(url)
+    assert again.status_code == 200 and again["x-vercel-ai-ui-message-stream"] == "v1"
+    body = b"".join([part async for part in again.streaming_content]).decode()
+    resumed = parse_parts(body)
+    text = "".join(p["delta"] for p in resumed if p["type"] == "text-delta")
+    assert text == "".join(f"w{n} " for n in range(10))
+    assert (await client.get(url)).status_code == 204  # it ended
+    assert (await client.get(f"/api/chains/{chain.slug}/ai-sdk/other/stream/")).status_code == 204
+    other = AsyncClient()
+    await other.aforce_login(await _user("bob"))
+    assert (await other.get(url)).status_code == 204  # not bob's chat
+    bad = await client.get(f"/api/chains/{chain.slug}/ai-sdk/a%20b/stream/")
+    assert bad.status_code == 400 and set((bad.json())["error"]["fields"]) == {"id"}
+    assert (await AsyncClient().get(url)).status_code == 401
