@@ -6,7 +6,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
-from advisors_app.api.serializers.chat import _VersionField
+from advisors_app.api.serializers.chat import VersionField
 
 __all__ = ["AgUiRunSerializer", "AiSdkChatSerializer"]
 
@@ -26,7 +26,7 @@ class _ResumeEntrySerializer(serializers.Serializer):
 class _ForwardedPropsSerializer(serializers.Serializer):
     params = serializers.DictField(required=False, help_text="The turn's params.")
     label = serializers.CharField(required=False, help_text="Run this label's version.")
-    version = _VersionField(required=False, help_text='A version number or "draft".')
+    version = VersionField(required=False, help_text='A version number or "draft".')
 
     class Meta:
         ref_name = "AgUiForwardedProps"
@@ -115,7 +115,7 @@ class AiSdkChatSerializer(serializers.Serializer):
     messageId = serializers.CharField(required=False, help_text="Not read.")
     params = serializers.DictField(required=False, help_text="The turn's params.")
     label = serializers.CharField(required=False, help_text="Run this label's version.")
-    version = _VersionField(required=False, help_text='A version number or "draft".')
+    version = VersionField(required=False, help_text='A version number or "draft".')
 
     class Meta:
         ref_name = "AiSdkChat"

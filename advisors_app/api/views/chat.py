@@ -63,6 +63,7 @@ from advisors_app.turn.events import TurnEvent
 
 __all__ = [
     "KEEPALIVE",
+    "TURN_ERRORS",
     "ChainCallView",
     "ChainStreamView",
     "JSONOnlyNegotiation",
@@ -74,7 +75,8 @@ __all__ = [
     "turn_frames",
 ]
 
-_ERRORS = {
+#: The refusals of a turn's request, documented on every view that runs one.
+TURN_ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Refused input (code invalid)."),
     401: OpenApiResponse(ErrorSerializer, description="Not authenticated."),
     404: OpenApiResponse(ErrorSerializer, description="No enabled chain with this slug."),
@@ -364,7 +366,7 @@ class ChainCallView(TurnView):
         description="Runs the chain on the message and answers with the whole reply. "
         "Provider failures answer 429/502/503/504 with the provider's status and message.",
         request=ChatRequestSerializer,
-        responses={200: ChatResultSerializer, **_ERRORS, **_CALL_FAILURES},
+        responses={200: ChatResultSerializer, **TURN_ERRORS, **_CALL_FAILURES},
     )
     async def post(self, request: Request, slug: str) -> Response:
         assert self.turn is not None
@@ -396,7 +398,7 @@ class ChainStreamView(TurnView):
                 description="start, delta..., then done or error (see above).",
                 examples=[OpenApiExample("A short answer", value=_SSE_EXAMPLE)],
             ),
-            **_ERRORS,
+            **TURN_ERRORS,
             500: OpenApiResponse(ErrorSerializer, description="chain_misconfigured."),
         },
     )

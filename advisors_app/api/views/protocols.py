@@ -22,9 +22,9 @@ from rest_framework.response import Response
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.serializers.protocols import AgUiRunSerializer, AiSdkChatSerializer
 from advisors_app.api.views.chat import (
-    _ERRORS,
     KEEPALIVE,
     SSE_KEEPALIVE,
+    TURN_ERRORS,
     TurnView,
     resumed_frames,
     turn_frames,
@@ -58,7 +58,7 @@ def _stream_responses(description: str, example: str) -> dict[Any, Any]:
             description=description,
             examples=[OpenApiExample("A short answer", value=example)],
         ),
-        **_ERRORS,
+        **TURN_ERRORS,
         404: OpenApiResponse(ErrorSerializer, description="No enabled chain with this slug, or "
                              "(a resume) no turn of the thread is kept."),
         500: OpenApiResponse(ErrorSerializer, description="chain_misconfigured."),
@@ -241,8 +241,8 @@ class ChainAiSdkStreamView(TurnView):
                 OpenApiTypes.STR, description="UI message stream parts, as the POST sends them."
             ),
             204: OpenApiResponse(description="No turn of the chat is running."),
-            400: _ERRORS[400],
-            401: _ERRORS[401],
+            400: TURN_ERRORS[400],
+            401: TURN_ERRORS[401],
         },
     )
     async def get(self, request: Request, slug: str, chat_id: str) -> Any:
