@@ -5,7 +5,7 @@ module of the app sits on a ranked layer it imports only down from (docs/layout.
     transports  api  admin  channels  mcp_server  pages  management      how a turn is asked for
                 templatetags  demo.management  security.body_limits
     callers     approvals.jobs  evaluation.runs  evaluation.gate         run turns themselves
-                experiments.lifecycle  integration
+                experiments.lifecycle  integration  protocols
     turn        turn/  approvals.pauses                                  one chat turn
     features    memory/  costs/  evaluation/  ingestion/  security/      one folder a feature
                 guards/  demo/  definition.advisor_types  experiments/
@@ -78,6 +78,8 @@ PACKAGE = ROOT / "advisors_app"
 #: * ``approvals.jobs``, ``evaluation.runs`` and ``evaluation.gate`` run turns: callers of the turn.
 #:   ``integration`` (the Python API for projects) runs turns and moves labels through the gate.
 #: * ``experiments.lifecycle`` concludes through the promotion gate (``evaluation.gate``).
+#: * ``protocols`` (AG-UI, the AI SDK's UI message stream) translates a turn's input and frames
+#:   for the views that serve those protocols: above the turn, below the transports.
 #: * ``security.body_limits`` is an ASGI middleware, the HTTP front door, answering in the REST
 #:   API's error shape (``api.errors``): a transport, though it lives in ``security/``.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -133,6 +135,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "advisors_app.evaluation.gate",
             "advisors_app.experiments.lifecycle",
             "advisors_app.integration",
+            "advisors_app.protocols",
         ),
     ),
     (

@@ -120,6 +120,47 @@ def test_the_sse_error_event_has_no_key(
     assert_no_key(key, logs, body)
 
 
+@pytest.mark.parametrize(
+    ("protocol", "body", "marker"),
+    [
+        (
+            "ag-ui",
+            {
+                "threadId": "t",
+                "runId": "r",
+                "messages": [{"id": "u", "role": "user", "content": "hi"}],
+            },
+            '"type":"RUN_ERROR"',
+        ),
+        (
+            "ai-sdk",
+            {
+                "id": "c",
+                "messages": [
+                    {"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+                ],
+            },
+            '"type":"error"',
+        ),
+    ],
+)
+def test_the_protocol_streams_error_events_have_no_key(
+    chain: str,
+    server: ScriptedOpenAiServer,
+    key: str,
+    alice: Any,
+    logs: Any,
+    protocol: str,
+    body: dict[str, Any],
+    marker: str,
+) -> None:
+    refuse_key(server, key)
+    response = client_for(alice).post(f"/api/chains/{chain}/{protocol}/", body, format="json")
+    text = read_stream(response)
+    assert marker in text and MARKER in text
+    assert_no_key(key, logs, text)
+
+
 async def test_the_websocket_error_frame_has_no_key(
     chain: str, server: ScriptedOpenAiServer, key: str, alice: Any, logs: Any
 ) -> None:

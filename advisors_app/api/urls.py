@@ -34,6 +34,11 @@ from advisors_app.api.views.experiments import (
     ExperimentResultsView,
 )
 from advisors_app.api.views.feedback import MessageFeedbackView
+from advisors_app.api.views.protocols import (
+    ChainAgUiView,
+    ChainAiSdkStreamView,
+    ChainAiSdkView,
+)
 from advisors_app.api.views.recall import ConversationSearchView
 from advisors_app.api.views.usage import UsageView
 from advisors_app.api.views.versions import (
@@ -57,6 +62,13 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("chains/<slug:slug>/", ChainDetailView.as_view(), name="api-chain"),
     path("chains/<slug:slug>/call/", ChainCallView.as_view(), name="api-chain-call"),
     path("chains/<slug:slug>/stream/", ChainStreamView.as_view(), name="api-chain-stream"),
+    path(_CHAIN + "ag-ui/", ChainAgUiView.as_view(), name="api-chain-ag-ui"),
+    path(_CHAIN + "ai-sdk/", ChainAiSdkView.as_view(), name="api-chain-ai-sdk"),
+    path(
+        _CHAIN + "ai-sdk/<str:chat_id>/stream/",
+        ChainAiSdkStreamView.as_view(),
+        name="api-chain-ai-sdk-stream",
+    ),
     path(_CHAIN + "versions/", ChainVersionListView.as_view(), name="api-chain-versions"),
     path(
         _CHAIN + "versions/<int:number>/",

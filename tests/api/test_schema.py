@@ -25,6 +25,9 @@ ENDPOINTS = {
     "/api/chains/{slug}/": {"get", "put", "patch", "delete"},
     "/api/chains/{slug}/call/": {"post"},
     "/api/chains/{slug}/stream/": {"post"},
+    "/api/chains/{slug}/ag-ui/": {"post"},
+    "/api/chains/{slug}/ai-sdk/": {"post"},
+    "/api/chains/{slug}/ai-sdk/{chat_id}/stream/": {"get"},
     "/api/chains/{slug}/versions/": {"get", "post"},
     "/api/chains/{slug}/versions/{number}/": {"get"},
     "/api/chains/{slug}/versions/{number}/restore/": {"post"},
@@ -110,6 +113,24 @@ def test_the_stream_endpoint_documents_server_sent_events(openapi: dict[str, Any
         "trace_id",
         "reset_at",
     }
+
+
+def test_the_protocol_endpoints_document_their_bodies_and_streams(
+    openapi: dict[str, Any],
+) -> None:
+    schemas = openapi["components"]["schemas"]
+    for path, body, words in (
+        ("/api/chains/{slug}/ag-ui/", "AgUiRunAgentInput", ("`RUN_STARTED`", "`RUN_ERROR`")),
+        ("/api/chains/{slug}/ai-sdk/", "AiSdkChat", ("`source-document`", "[DONE]")),
+    ):
+        operation = openapi["paths"][path]["post"]
+        assert set(operation["responses"]["200"]["content"]) == {"text/event-stream"}
+        assert all(word in operation["description"] for word in words), path
+        media = operation["requestBody"]["content"]["application/json"]
+        assert media["schema"] == {"$ref": f"#/components/schemas/{body}Request"}
+    required = set(schemas["AgUiRunAgentInputRequest"]["required"])
+    assert {"threadId", "runId", "messages"} <= required
+    assert {"id", "messages"} <= set(schemas["AiSdkChatRequest"]["required"])
 
 
 def test_swagger_ui_is_served_without_any_cdn(client: Client) -> None:

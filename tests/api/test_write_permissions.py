@@ -259,6 +259,8 @@ WRITES = [
 OWN = {
     ("api-chain-call", "post"): "a chat turn on a chain the caller may call",
     ("api-chain-stream", "post"): "a chat turn on a chain the caller may call",
+    ("api-chain-ag-ui", "post"): "a chat turn on a chain the caller may call (AG-UI)",
+    ("api-chain-ai-sdk", "post"): "a chat turn on a chain the caller may call (AI SDK)",
     ("api-conversation", "patch"): "the caller's own conversation",
     ("api-conversation", "delete"): "the caller's own conversation",
     ("api-collections", "post"): "creates a collection the caller owns",
@@ -275,6 +277,21 @@ OWN = {
 OWN_WRITES = [
     Write("api-chain-call", "post", "/api/chains/support/call/", {"message": "hi"}),
     Write("api-chain-stream", "post", "/api/chains/support/stream/", {"message": "hi"}),
+    Write(
+        "api-chain-ag-ui",
+        "post",
+        "/api/chains/support/ag-ui/",
+        {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}]},
+    ),
+    Write(
+        "api-chain-ai-sdk",
+        "post",
+        "/api/chains/support/ai-sdk/",
+        {
+            "id": "c",
+            "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+        },
+    ),
     Write("api-conversation", "patch", "/api/conversations/talk/", {"title": "Renamed"}),
     Write("api-conversation", "delete", "/api/conversations/talk/", None, ok=204),
     Write("api-collections", "post", "/api/collections/", {"slug": "more", "name": "M"}, ok=201),

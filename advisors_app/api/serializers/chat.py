@@ -19,6 +19,7 @@ __all__ = [
     "TimingsSerializer",
     "ToolRunSerializer",
     "UsageSerializer",
+    "VersionField",
 ]
 
 
@@ -57,7 +58,7 @@ class PendingApprovalSerializer(serializers.Serializer):
 @extend_schema_field(
     {"oneOf": [{"type": "integer", "minimum": 1}, {"type": "string", "enum": ["draft"]}]}
 )
-class _VersionField(serializers.JSONField):
+class VersionField(serializers.JSONField):
     """A version number or ``"draft"`` (validated by the turn service)."""
 
 
@@ -117,7 +118,7 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text="Run the version this label points at (default: production). Staff only "
         "for any other label.",
     )
-    version = _VersionField(
+    version = VersionField(
         required=False,
         help_text='Run this version number, or "draft" for the editable rows. Staff only.',
     )

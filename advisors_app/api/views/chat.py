@@ -69,15 +69,21 @@ from advisors_app.turn.events import TurnEvent
 from advisors_app.turn.shutdown import delivering, stopping
 
 __all__ = [
+    "KEEPALIVE",
+    "TURN_ERRORS",
     "ChainCallView",
     "ChainStreamView",
     "JSONOnlyNegotiation",
+    "TurnView",
+    "resumed_frames",
     "sse_event",
     "sse_events",
     "sse_frame",
+    "turn_frames",
 ]
 
-_ERRORS = {
+#: The refusals of a turn's request, documented on every view that runs one.
+TURN_ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Refused input (code invalid)."),
     401: OpenApiResponse(ErrorSerializer, description="Not authenticated."),
     404: OpenApiResponse(ErrorSerializer, description="No enabled chain with this slug."),
@@ -182,20 +188,29 @@ def sse_frame(frame: dict[str, Any]) -> str:
 
 
 SSE_KEEPALIVE = ": keep-alive\n\n"
+#: What :func:`turn_frames` and :func:`resumed_frames` yield while the turn is silent: the
+#: transport's keep-alive (an SSE comment line).
+KEEPALIVE = object()
 _END = object()
-_KEEPALIVE = object()
 
 
 async def sse_events(
     stream: TurnStream, publisher: TurnPublisher | None = None
 ) -> AsyncIterator[str]:
-    """The turn's events as SSE text, deltas coalesced as on the websocket
-    (:class:`~advisors_app.turn.delivery.DeltaCoalescer`), with keep-alive comments while it is
+    """The turn's events as SSE text (:func:`turn_frames`, each frame :func:`sse_frame`)."""
+    async with contextlib.aclosing(turn_frames(stream, publisher)) as frames:
+        async for frame in frames:
+            yield SSE_KEEPALIVE if frame is KEEPALIVE else sse_frame(frame)
+
+
+async def turn_frames(stream: TurnStream, publisher: TurnPublisher | None = None) -> Any:
+    """The turn's events as frames (``to_dict()``), deltas coalesced as on the websocket
+    (:class:`~advisors_app.turn.delivery.DeltaCoalescer`), with :data:`KEEPALIVE` while it is
     silent; closing or cancelling it stops the turn (see module) — unless
     ``ADVISORS["DISCONNECT_POLICY"]`` is ``"continue"``: then the turn runs on to its end and
     is stored whole. With ``publisher``
     each event gets its id and is published (buffer, the user's sockets), so a client can
-    resume it."""
+    resume it. Every stream transport (SSE, the AG-UI and AI SDK protocols) encodes these."""
     interval = app_settings.SSE_KEEPALIVE_SECONDS or None
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)  # the turn runs at most one event ahead
     detached = False
@@ -216,7 +231,7 @@ async def sse_events(
         while True:
             await asyncio.sleep(max(last_event + interval - loop.time(), 0.0))
             if loop.time() - last_event >= interval and queue.empty():
-                queue.put_nowait(_KEEPALIVE)
+                queue.put_nowait(KEEPALIVE)
                 last_event = loop.time()
 
     async def pump() -> None:
@@ -255,14 +270,11 @@ async def sse_events(
     try:
         while True:
             item = await queue.get()
-            if item is _KEEPALIVE:
-                yield SSE_KEEPALIVE
-                continue
             if item is _END:
                 return
             if isinstance(item, Exception):
                 raise item
-            yield sse_frame(item)
+            yield item
     finally:
         if alive is not None:
             alive.cancel()
@@ -280,24 +292,39 @@ async def sse_events(
 async def resumed_events(user: Any, conversation_id: str, last_event_id: str | None) -> Any:
     """The frames of the conversation's last turn after ``last_event_id`` as SSE text, then the
     rest as they come, with keep-alive comments; ``None`` when no turn is kept."""
+    frames = await resumed_frames(user, conversation_id, last_event_id)
+    if frames is None:
+        return None
+
+    async def events() -> AsyncIterator[str]:
+        async with contextlib.aclosing(frames) as kept:
+            async for frame in kept:
+                yield SSE_KEEPALIVE if frame is KEEPALIVE else sse_frame(frame)
+
+    return events()
+
+
+async def resumed_frames(user: Any, conversation_id: str, last_event_id: str | None) -> Any:
+    """The frames of the conversation's last turn after ``last_event_id``, then the rest as
+    they come, with :data:`KEEPALIVE` while it is silent; ``None`` when no turn is kept."""
     buffer = turn_buffer()
     if await buffer.read(user.pk, conversation_id) is None:
         return None
     interval = app_settings.SSE_KEEPALIVE_SECONDS or None
 
-    async def events() -> AsyncIterator[str]:
+    async def events() -> AsyncIterator[Any]:
         frames = buffer.follow(user.pk, conversation_id, last_event_id)
         step: asyncio.Future[dict[str, Any]] | None = None
         try:
             while True:
                 step = asyncio.ensure_future(anext(frames))
                 while not (await asyncio.wait((step,), timeout=interval))[0]:
-                    yield SSE_KEEPALIVE
+                    yield KEEPALIVE
                 try:
                     frame = step.result()
                 except StopAsyncIteration:
                     return
-                yield sse_frame(frame)
+                yield frame
         finally:
             if step is not None and not step.done():
                 step.cancel()
@@ -341,7 +368,12 @@ def _accepts(header: str, offered: tuple[str, ...]) -> bool:
     return False
 
 
-class _ChatView(AsyncAPIView):
+class TurnView(AsyncAPIView):
+    """A view that runs a turn on ``POST``: JSON in, DRF's checks, then the turn opened in the
+    same worker thread. The chat views and the stream-protocol views
+    (:mod:`advisors_app.api.views.protocols`) share it, so they share authentication,
+    permissions, CSRF and the turn's own checks."""
+
     parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
     content_negotiation_class = JSONOnlyNegotiation
@@ -357,7 +389,7 @@ class _ChatView(AsyncAPIView):
         if request.method != "POST":
             return
         if self._starts_turn(request.data):
-            data = TurnInput.from_data(request.data)
+            data = self._turn_input(request.data)
             self.turn = prepare_turn(kwargs["slug"], request.user, data)
         else:
             self._check_resume(request)
@@ -369,8 +401,20 @@ class _ChatView(AsyncAPIView):
         """A request that resumes a turn instead of running one: checked by the view that
         takes it, in DRF's worker thread."""
 
+    def _turn_input(self, data: Any) -> TurnInput:
+        """The turn the body asks for; a stream protocol's view translates its own body."""
+        return TurnInput.from_data(data)
 
-class ChainCallView(_ChatView):
+    @staticmethod
+    def _sse(events: AsyncIterator[str]) -> StreamingHttpResponse:
+        response = StreamingHttpResponse(events, content_type="text/event-stream; charset=utf-8")
+        # Proxies and browsers must pass each event on at once (nginx honours the header).
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+
+
+class ChainCallView(TurnView):
     """``POST /api/chains/<slug>/call/``: run one turn and answer with the whole reply."""
 
     @extend_schema(
@@ -380,7 +424,7 @@ class ChainCallView(_ChatView):
         description="Runs the chain on the message and answers with the whole reply. "
         "Provider failures answer 429/502/503/504 with the provider's status and message.",
         request=ChatRequestSerializer,
-        responses={200: ChatResultSerializer, **_ERRORS, **_CALL_FAILURES},
+        responses={200: ChatResultSerializer, **TURN_ERRORS, **_CALL_FAILURES},
     )
     async def post(self, request: Request, slug: str) -> Response:
         assert self.turn is not None
@@ -394,7 +438,7 @@ def _resumes(data: Any) -> bool:
     return isinstance(data, dict) and "resume" in data
 
 
-class ChainStreamView(_ChatView):
+class ChainStreamView(TurnView):
     """``POST /api/chains/<slug>/stream/``: run one turn as Server-Sent Events."""
 
     #: What it answers besides JSON (:class:`JSONOnlyNegotiation`).
@@ -427,7 +471,7 @@ class ChainStreamView(_ChatView):
                 description="start, delta..., then done or error (see above).",
                 examples=[OpenApiExample("A short answer", value=_SSE_EXAMPLE)],
             ),
-            **_ERRORS,
+            **TURN_ERRORS,
             500: OpenApiResponse(ErrorSerializer, description="chain_misconfigured."),
         },
     )
@@ -450,11 +494,3 @@ class ChainStreamView(_ChatView):
         if events is None:
             raise nothing_to_resume(conversation_id)
         return self._sse(events)
-
-    @staticmethod
-    def _sse(events: AsyncIterator[str]) -> StreamingHttpResponse:
-        response = StreamingHttpResponse(events, content_type="text/event-stream; charset=utf-8")
-        # Proxies and browsers must pass each event on at once (nginx honours the header).
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
