@@ -40,6 +40,8 @@ __all__ = ["ChainAgUiView", "ChainAiSdkStreamView", "ChainAiSdkView"]
 
 
 class _ProtocolView(TurnView):
+    #: What it answers besides JSON (refusals): the protocol's events (``JSONOnlyNegotiation``).
+    media_types = ("text/event-stream",)
     #: The turn's field names → the protocol body's, for the turn's field errors.
     field_names: Mapping[str, str] = {}
 
@@ -228,6 +230,8 @@ class ChainAiSdkStreamView(TurnView):
     """``GET /api/chains/<slug>/ai-sdk/<chat id>/stream/``: ``useChat``'s reconnect
     (``resume: true``) — the chat's running turn, from its start, then live; 204 when none runs
     (its last turn ended, none is kept, or the chat is another user's)."""
+
+    media_types = ("text/event-stream",)
 
     @extend_schema(
         operation_id="chains_ai_sdk_stream",
