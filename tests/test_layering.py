@@ -122,6 +122,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "advisors_app.demo",
             "advisors_app.approvals",  # the package's __init__; its modules are ranked below
             "advisors_app.experiments",
+            "advisors_app.telemetry",
         ),
     ),
     ("turn", ("advisors_app.turn", "advisors_app.approvals.pauses")),
