@@ -8,7 +8,7 @@ module of the app sits on a ranked layer it imports only down from (docs/layout.
                 experiments.lifecycle  integration
     turn        turn/  approvals.pauses                                  one chat turn
     features    memory/  costs/  evaluation/  ingestion/  security/      one folder a feature
-                guards/  demo/  definition.advisor_types  experiments/
+                guards/  demo/  definition.advisor_types  experiments/  telemetry/
     definition  definition/ (snapshot, lint, compile, versions, runtime) rows → a chain
     stores      stores/  mcp/  costs.pricing                             what a chain is built from
     models      models/                                                  the tables
