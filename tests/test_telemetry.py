@@ -14,6 +14,7 @@ from django.test import override_settings
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from advisors_app.checks import check_settings
 from advisors_app.core import Usage
@@ -210,3 +211,23 @@ def test_a_secret_header_is_never_shown_by_the_check() -> None:
     with override_settings(ADVISORS={"OPENTELEMETRY": value}):
         errors = check_settings(None)
     assert errors and all("s3cret" not in e.msg + str(e.hint) for e in errors)
+
+
+def test_a_failed_turn_is_an_error_span_naming_the_error_type_only(
+    spans: InMemorySpanExporter, user: Any
+) -> None:
+    make_chain("broken", model=scripted_model("broken-model", responses=(), repeat=False))
+    load_chain("broken").client.chat_model.add(RuntimeError(f"upstream said {SECRET_TEXT}"))
+    with pytest.raises(Exception):  # noqa: B017 (how the failure surfaces is not the point)
+        call_chain("broken", user, "Hi")
+
+    finished = spans.get_finished_spans()
+    [root] = [span for span in finished if span.parent is None]
+    assert root.status.status_code is StatusCode.ERROR
+    assert (root.attributes or {})["error.type"] == CallLog.objects.get().error_type
+    failed = [s for s in finished if s.name.startswith("advisor ")]
+    assert failed and all(s.status.status_code is StatusCode.ERROR for s in failed)
+    assert {(s.attributes or {})["error.type"] for s in failed} == {"RuntimeError"}
+    for span in finished:
+        assert all(SECRET_TEXT not in str(v) for v in (span.attributes or {}).values())
+        assert SECRET_TEXT not in str(span.status.description)
