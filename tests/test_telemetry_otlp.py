@@ -4,9 +4,13 @@ exporter the setting configures — as a dict, and as ``True`` with the ``OTEL_*
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +26,11 @@ from advisors_app.models import CallLog
 from advisors_app.telemetry import export
 from advisors_app.turn import stages
 from tests.factories import make_chain, scripted_model
+from tests.helpers import database_url_for_subprocess
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -156,3 +163,44 @@ def test_an_invalid_setting_connects_nothing() -> None:
     with override_settings(ADVISORS={"OPENTELEMETRY": {"endpoint": "nowhere"}}):
         assert not export.connect()
     assert export.provider() is None
+
+
+_STARTUP = """
+import django
+django.setup()
+from django.core import checks
+from advisors_app.telemetry import export
+from advisors_app.turn import stages
+hooked = export.export_turn in stages.hooks(stages.Stage.AFTER_COMMIT)
+ids = [m.id for m in checks.run_checks() if m.id == "advisors_app.E015"]
+print(hooked, export.provider() is not None, ids)
+"""
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ({"endpoint": "http://127.0.0.1:9"}, "True True []"),
+        ({"endpoint": "nowhere"}, "False False ['advisors_app.E015']"),
+        (False, "False False []"),
+    ],
+)
+def test_the_app_connects_the_export_only_when_the_setting_is_on_and_valid(
+    tmp_path: Any, setting: Any, expected: str
+) -> None:
+    """A process starting with the setting: the hook and the provider, or (off, or invalid:
+    the check says so) neither."""
+    (tmp_path / "otel_settings.py").write_text(
+        f"from tests.settings import *\nADVISORS = {{**ADVISORS, 'OPENTELEMETRY': {setting!r}}}\n"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "otel_settings",
+        "DATABASE_URL": database_url_for_subprocess(),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _STARTUP], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == expected
