@@ -3,7 +3,8 @@
 log record of the process and from chat models' replies
 (:mod:`advisors_app.security.redaction`); in a task worker, it recovers the ingestion jobs of
 dead workers as the worker starts (:mod:`advisors_app.ingestion.recovery`), and the turns of
-dead processes (:mod:`advisors_app.turn.recovery`)."""
+dead processes (:mod:`advisors_app.turn.recovery`); with ``ADVISORS["OPENTELEMETRY"]`` set it
+exports every turn's spans (:mod:`advisors_app.telemetry`)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,11 @@ class AdvisorsAppConfig(AppConfig):
         stages.add_hook(stages.Stage.ASSIGN, experiments.assign)
         stages.add_hook(stages.Stage.AFTER_COMMIT, guardrails.count_turn)
         turn_recovery.connect()
+        # OpenTelemetry export: imported (with its SDK) only when the setting is on.
+        from advisors_app.conf import app_settings
+
+        if app_settings.OPENTELEMETRY:
+            from advisors_app.telemetry import export as telemetry
+
+            if telemetry.connect():
+                stages.add_hook(stages.Stage.AFTER_COMMIT, telemetry.export_turn)

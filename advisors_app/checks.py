@@ -61,6 +61,7 @@ from advisors_app.core.providers.registry import (
     missing_api_key_env,
     validate_model_config,
 )
+from advisors_app.telemetry.setting import opentelemetry_errors
 
 __all__ = [
     "REQUIRED_APPS",
@@ -142,6 +143,9 @@ def check_settings(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                     id="advisors_app.E006",
                 )
             )
+            continue
+        if key == "OPENTELEMETRY":  # a bool or a dict: its own check
+            errors.extend(opentelemetry_errors(item))
             continue
         expected = type(DEFAULTS[key])
         # Exact: True must not pass as an int; a whole number may stand for a float.

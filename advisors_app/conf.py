@@ -60,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDING_MODELS": {},
     "MCP_SERVERS": {},
     "MCP_DISCOVERY_TTL_SECONDS": 300.0,
+    "OPENTELEMETRY": False,
 }
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -318,6 +319,15 @@ class AdvisorsSettings:
         response; the others keep times, status and chunk counts only. Turns run while
         ``DEBUG`` is on, and in the admin playground, always keep them."""
         return float(self._get("TRACE_PAYLOAD_SAMPLE"))
+
+    @property
+    def OPENTELEMETRY(self) -> bool | dict[str, Any]:
+        """Export each turn as OpenTelemetry spans (:mod:`advisors_app.telemetry`): ``False``
+        (off), ``True`` (the exporter reads the ``OTEL_*`` environment variables), or
+        ``{"endpoint": "http://127.0.0.1:4318", "service_name"?: ..., "headers"?: {...},
+        "timeout"?: 10}``. Read when the app starts."""
+        value = self._get("OPENTELEMETRY")
+        return dict(value) if isinstance(value, dict) else bool(value)
 
     @property
     def MCP_SERVERS(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ module of the app sits on a ranked layer it imports only down from (docs/layout.
                 experiments.lifecycle  integration  protocols
     turn        turn/  approvals.pauses                                  one chat turn
     features    memory/  costs/  evaluation/  ingestion/  security/      one folder a feature
-                guards/  demo/  definition.advisor_types  experiments/
+                guards/  demo/  definition.advisor_types  experiments/  telemetry/
     definition  definition/ (snapshot, lint, compile, versions, runtime) rows → a chain
     stores      stores/  mcp/  costs.pricing                             what a chain is built from
     models      models/                                                  the tables
@@ -124,6 +124,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "advisors_app.demo",
             "advisors_app.approvals",  # the package's __init__; its modules are ranked below
             "advisors_app.experiments",
+            "advisors_app.telemetry",
         ),
     ),
     ("turn", ("advisors_app.turn", "advisors_app.approvals.pauses")),

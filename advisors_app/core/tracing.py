@@ -312,6 +312,11 @@ class CallTrace:
         return accumulator.result() if accumulator is not None and entry.chunks else None
 
     @property
+    def origin(self) -> float:
+        """The ``time.perf_counter()`` the entries' ``started`` count from."""
+        return self._origin
+
+    @property
     def duration(self) -> float | None:
         """Seconds the outermost invocations took (``None`` while one is still running)."""
         roots = [e for e in self.entries if e.parent is None]

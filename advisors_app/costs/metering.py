@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -90,6 +91,10 @@ class _Round:
     cost: Cost | None = None
     usage: Usage | None = None
     estimated: bool = False
+    #: When the model call went out and when it ended (``time.perf_counter()``; ``None``:
+    #: not yet): the spans of an OpenTelemetry export (:mod:`advisors_app.telemetry`).
+    started: float | None = None
+    ended: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         usage = self.usage or Usage()
@@ -181,6 +186,7 @@ class _MeteredCall:
 
     def finished(self, usage: Usage | None, texts: Sequence[str], completed: bool) -> None:
         round_ = self._round
+        round_.ended = time.perf_counter()
         if usage is None or usage.is_empty:
             # No usage reported (a provider without it, a cut stream): estimate what went out
             # and what came back, and say so.
@@ -297,6 +303,7 @@ class TurnMeter:
             if round_.price is not None:
                 round_.reserved = estimates.get(round_.price.currency)
             self.warn(warnings)
+        round_.started = time.perf_counter()  # after the reservation: the call itself
         self.rounds.append(round_)
         return _MeteredCall(self, model, round_)
 

@@ -131,6 +131,7 @@ class _TurnRecorder:
         entry.update(ok=None, error=None, duration_ms=None)
         self._calls[id(call)] = entry
         self._turn.tools.append(entry)
+        self._turn.tool_started.append(time.perf_counter())
         self._event(ToolCallEvent(call.id, call.name, call.arguments))
 
     def tool_call_finished(

@@ -135,6 +135,9 @@ class Turn:
     final_prompt: Any = None
     #: The tool calls run so far, as the outcome lists them (``id``, ``name``, ...).
     tools: list[dict[str, Any]] = field(default_factory=list)
+    #: When each of ``tools`` started (``time.perf_counter()``, same order): kept apart, since
+    #: ``tools`` is what the outcome shows.
+    tool_started: list[float] = field(default_factory=list)
     #: Where a stream's tool events go as they happen (``None``: a call, or no tool loop).
     tool_events: asyncio.Queue[Any] | None = None
     #: The documents the turn cites (:class:`~advisors_app.turn.sources.TurnSources`).
