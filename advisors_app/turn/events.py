@@ -35,6 +35,8 @@ done         ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` 
              reply), ``content`` (the whole answer; on cancel, what was streamed), ``usage``
              (``prompt_tokens``, ``completion_tokens``, ``total_tokens``; or ``None``),
              ``metadata`` (response metadata, JSON-compatible), ``finish_reason``,
+             ``finish_category`` (``stop``, ``length``, ``tool_calls``, ``content_filter``,
+             ``guardrail``, ``approval_required``, ``cancelled``, ``error``; or ``None``),
              ``trace_id``, ``version``, ``sources``, ``tools`` (the tool calls that ran:
              ``id``, ``name``, ``arguments``, ``ok``, ``error``, ``duration_ms``), ``timings``
              (``latency_ms``, ``time_to_first_token_ms``), ``pending_approvals`` (as in
@@ -242,6 +244,10 @@ class DoneEvent:
     @property
     def finish_reason(self) -> str | None:
         return self.outcome.finish_reason
+
+    @property
+    def finish_category(self) -> str | None:
+        return self.outcome.finish_category
 
     @property
     def trace_id(self) -> str:

@@ -127,7 +127,8 @@ exactly one `done` or `error`:
   `STREAM_COALESCE_CHARS`)
 - `done`: `{"type": "done", "reason": "complete", "conversation_id", "message_id", "stored",
   "content", "usage": {"prompt_tokens", "completion_tokens", "total_tokens"} | null,
-  "metadata", "finish_reason", "trace_id", "version", "sources", "tools", "timings":
+  "metadata", "finish_reason", "finish_category", "trace_id", "version", "sources", "tools",
+  "timings":
   {"latency_ms", "time_to_first_token_ms"}, "pending_approvals", "cost": {"input", "output",
   "total", "currency", "price_source"}, "budget_warnings", "guard", "experiment"?}` — the
   same body as `call` answers with (cost amounts are decimal strings, null when a price is
@@ -162,7 +163,8 @@ _SSE_EXAMPLE = (
     'event: delta\ndata: {"type": "delta", "text": "lo!"}\n\n'
     'event: done\ndata: {"type": "done", "reason": "complete", "conversation_id": "7f9c...", '
     '"message_id": 42, "stored": true, "content": "Hello!", "usage": null, "metadata": {}, '
-    '"finish_reason": "STOP", "trace_id": "4be1...", "version": 3, "sources": [], "tools": [], '
+    '"finish_reason": "STOP", "finish_category": "stop", "trace_id": "4be1...", "version": 3, '
+    '"sources": [], "tools": [], '
     '"timings": {"latency_ms": 412.5, "time_to_first_token_ms": 88.1}}\n\n'
 )
 
