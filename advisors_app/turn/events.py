@@ -11,6 +11,9 @@ type         payload (besides ``"type"``)
 ===========  ===============================================================================
 start        ``conversation_id``, ``chain``, ``trace_id``, ``version``
 sources      ``sources``: ``[{"document_id", "title", "source", "score", "snippet", "retrieval"}]``
+tool_call_   a piece of a tool call's arguments as the model streams them (tool loops only):
+delta        ``id``, ``name``, ``arguments_delta`` (the next JSON text; ``""`` when the call is
+             first named); before that call's ``tool_call``
 tool_call    ``id``, ``name``, ``arguments`` (the JSON text the model sent)
 tool_result  ``id``, ``name``, ``ok``, ``error`` (text the model got instead, or ``None``),
              ``duration_ms``
@@ -88,6 +91,7 @@ __all__ = [
     "GuardEvent",
     "SourcesEvent",
     "StartEvent",
+    "ToolCallDeltaEvent",
     "ToolCallEvent",
     "ToolResultEvent",
     "TurnError",
@@ -152,6 +156,25 @@ class ToolCallEvent:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDeltaEvent:
+    """A piece of a tool call's arguments as the model streams them, before its ``tool_call``
+    (``arguments_delta``: the next JSON text; ``""`` when the call is first named)."""
+
+    id: str
+    name: str
+    arguments_delta: str
+    type: str = field(default="tool_call_delta", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "id": self.id,
+            "name": self.name,
+            "arguments_delta": self.arguments_delta,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +320,7 @@ class ErrorEvent:
 TurnEvent = (
     StartEvent
     | SourcesEvent
+    | ToolCallDeltaEvent
     | ToolCallEvent
     | ToolResultEvent
     | GuardEvent

@@ -19,8 +19,9 @@ The ``run`` stage:
    ``ContextOverflowError`` (``error_event`` code ``context_overflow``), stored as any failed
    turn: call log only;
 2. runs the ``run`` hooks (:mod:`advisors_app.turn.stages`), then the chain — a call, or a
-   stream whose events are ``start``, ``budget_warning``, ``guard``, ``sources``, ``tool_call`` /
-   ``tool_result``, ``delta``, then ``done`` or ``error`` — recording the per-advisor trace
+   stream whose events are ``start``, ``budget_warning``, ``guard``, ``sources``,
+   ``tool_call_delta``, ``tool_call`` / ``tool_result``, ``delta``, then ``done`` or ``error`` —
+   recording the per-advisor trace
    (``core.tracing.CallTrace``, plus OpenTelemetry spans), the last prompt that reached the
    model, each tool call as it starts and ends, and the sources retrieval found
    (:class:`~advisors_app.turn.sources.TurnSources`);
@@ -52,7 +53,7 @@ from advisors_app.core.tracing import CompositeObserver, OpenTelemetryObserver
 from advisors_app.exceptions import TurnError
 from advisors_app.models import CallLog
 from advisors_app.security.redaction import redact
-from advisors_app.turn import stages
+from advisors_app.turn import stages, tool_deltas
 from advisors_app.turn.events import (
     ApprovalRequiredEvent,
     BudgetWarningEvent,
@@ -104,7 +105,11 @@ class _TurnRecorder:
 
     def observe_stream(self, advisor: Any, request: Any, proceed: Any) -> Any:
         self._record(advisor, request)
-        return proceed(request)
+        chunks = proceed(request)
+        if getattr(advisor, "is_model_advisor", False) and self._turn.tool_events is not None:
+            # The tool loop holds tool-call chunks back: their arguments stream from here.
+            return tool_deltas.watched(chunks, self._event)
+        return chunks
 
     def _event(self, event: TurnEvent) -> None:
         queue = self._turn.tool_events

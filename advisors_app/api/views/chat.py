@@ -105,13 +105,16 @@ SSE_DESCRIPTION = """\
 Runs one turn and streams it as Server-Sent Events (`text/event-stream`). Each event is
 `event: <type>` and `data: <JSON>` followed by a blank line; the JSON is identical to the
 websocket frame and holds `"type"` too. A stream is `start`, `sources` (when retrieval ran),
-`tool_call` and `tool_result` for each call of each tool round, any number of `delta`, then
+`tool_call_delta` while the model streams a call's arguments, `tool_call` and `tool_result` for
+each call of each tool round, any number of `delta`, then
 exactly one `done` or `error`:
 
 - `start`: `{"type": "start", "conversation_id", "chain", "trace_id", "version"}` — `version`
   is the number of the chain version that runs (null: the draft)
 - `sources`: `{"type": "sources", "sources": [{"document_id", "title", "source", "score",
   "snippet", "retrieval"}]}` — the documents retrieval found, before the first `delta`
+- `tool_call_delta`: `{"type": "tool_call_delta", "id", "name", "arguments_delta"}` — the
+  model streams a tool call's arguments (before its `tool_call`)
 - `tool_call`: `{"type": "tool_call", "id", "name", "arguments"}` — a tool starts to run
   (`arguments`: the JSON text the model sent)
 - `tool_result`: `{"type": "tool_result", "id", "name", "ok", "error", "duration_ms"}` — it

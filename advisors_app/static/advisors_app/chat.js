@@ -1,6 +1,6 @@
 /* The chat page: one websocket per chain (/ws/chat/<slug>/), replies streamed as Markdown.
  *
- * Frames are those of advisors_app/consumers.py (start, sources, tool_call, tool_result,
+ * Frames are those of advisors_app/consumers.py (start, sources, tool_call_delta, tool_call, tool_result,
  * guard, delta, approval_required, done | error). Model output is rendered by markdown-it with raw HTML off and images
  * off (a remote image in an answer could leak the conversation through its URL), dunder names
  * kept literal and a JSON answer drawn as an indented block; everything else the server sends
@@ -502,6 +502,10 @@
   }
 
   /* The card of tool call ``call`` in ``cards`` (id -> card), made now if there is none. */
+  function toolArgs(card) {
+    return card.querySelector(".tool-args pre");
+  }
+
   function cardFor(article, cards, call) {
     var key = String(call.id);
     if (!Object.prototype.hasOwnProperty.call(cards, key)) {
@@ -1190,9 +1194,17 @@
         showSources(reply.article, frame.sources);
         scrollToEnd();
         break;
+      case "tool_call_delta":
+        /* The card fills in as the model streams the call's arguments (raw JSON text). */
+        if (!reply) return;
+        toolArgs(cardFor(reply.article, reply.toolCards, frame)).textContent +=
+          String(frame.arguments_delta || "");
+        scrollToEnd();
+        break;
       case "tool_call":
         if (!reply) return;
-        cardFor(reply.article, reply.toolCards, frame);
+        toolArgs(cardFor(reply.article, reply.toolCards, frame)).textContent =
+          prettyArguments(frame.arguments);
         scrollToEnd();
         break;
       case "tool_result":
