@@ -22,6 +22,8 @@ guard        a guard check flagged (or failed on) a text of the turn: ``rail`` (
              name), ``action`` (``block``, ``redact``, ``drop``, ``reask``, ``hold``, ``log``),
              ``failed`` (the check errored or timed out and acted as it fails); as the
              verdict is made, before what it changed reaches the stream
+reasoning    ``text`` (a non-empty piece of the model's reasoning, apart from the answer: not in
+             ``content``, not stored in memory)
 delta        ``text`` (a non-empty piece of the answer)
 budget_      a budget that counts this turn is past its soft limit (or a ``warn`` budget past
 warning      its limit): ``budget``, ``spent`` (spent + reserved, a decimal string), ``limit``,
@@ -89,6 +91,7 @@ __all__ = [
     "DoneEvent",
     "ErrorEvent",
     "GuardEvent",
+    "ReasoningEvent",
     "SourcesEvent",
     "StartEvent",
     "ToolCallDeltaEvent",
@@ -129,6 +132,18 @@ class DeltaEvent:
 
     text: str
     type: str = field(default="delta", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningEvent:
+    """A piece of the model's reasoning (OpenAI-compatible ``reasoning_content``), in order;
+    apart from the answer's text."""
+
+    text: str
+    type: str = field(default="reasoning", init=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "text": self.text}
@@ -324,6 +339,7 @@ TurnEvent = (
     | ToolCallEvent
     | ToolResultEvent
     | GuardEvent
+    | ReasoningEvent
     | DeltaEvent
     | ApprovalRequiredEvent
     | BudgetWarningEvent

@@ -61,6 +61,7 @@ from advisors_app.turn.events import (
     DoneEvent,
     ErrorEvent,
     GuardEvent,
+    ReasoningEvent,
     SourcesEvent,
     StartEvent,
     ToolCallEvent,
@@ -305,11 +306,14 @@ class TurnStream:
                         accumulator.add(item)
                         # The chunk's text (inline: this runs for every chunk).
                         chat = item.chat_response
-                        text = (
-                            chat.generations[0].output.text
+                        output = (
+                            chat.generations[0].output
                             if chat is not None and chat.generations
-                            else ""
+                            else None
                         )
+                        text = output.text if output is not None else ""
+                        if output is not None and output.reasoning:
+                            yield ReasoningEvent(output.reasoning)
                         if text:
                             if first is None:
                                 first = time.perf_counter() - turn.started

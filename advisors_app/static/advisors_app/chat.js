@@ -1,6 +1,6 @@
 /* The chat page: one websocket per chain (/ws/chat/<slug>/), replies streamed as Markdown.
  *
- * Frames are those of advisors_app/consumers.py (start, sources, tool_call_delta, tool_call, tool_result,
+ * Frames are those of advisors_app/consumers.py (start, sources, tool_call_delta, tool_call, tool_result, reasoning,
  * guard, delta, approval_required, done | error). Model output is rendered by markdown-it with raw HTML off and images
  * off (a remote image in an answer could leak the conversation through its URL), dunder names
  * kept literal and a JSON answer drawn as an indented block; everything else the server sends
@@ -501,11 +501,24 @@
     return box;
   }
 
-  /* The card of tool call ``call`` in ``cards`` (id -> card), made now if there is none. */
+  /* The model's reasoning (``reasoning`` frames), collapsed above the answer: shown on
+   * request, never part of the answer's text. */
+  function reasoningText(article) {
+    var box = part(article, ".msg-reasoning");
+    if (!box) {
+      box = el("details", "msg-reasoning");
+      box.appendChild(el("summary", null, "Reasoning"));
+      box.appendChild(el("pre", null, ""));
+      article.insertBefore(box, part(article, ".msg-body"));
+    }
+    return box.querySelector("pre");
+  }
+
   function toolArgs(card) {
     return card.querySelector(".tool-args pre");
   }
 
+  /* The card of tool call ``call`` in ``cards`` (id -> card), made now if there is none. */
   function cardFor(article, cards, call) {
     var key = String(call.id);
     if (!Object.prototype.hasOwnProperty.call(cards, key)) {
@@ -1210,6 +1223,10 @@
       case "tool_result":
         if (!reply) return;
         showToolResult(cardFor(reply.article, reply.toolCards, frame), frame);
+        break;
+      case "reasoning":
+        if (!reply) return;
+        reasoningText(reply.article).textContent += String(frame.text || "");
         break;
       case "delta":
         if (!reply) return;
