@@ -15,6 +15,7 @@ from asgiref.sync import sync_to_async
 
 from advisors_app.core import ChatResponse, ProviderUnavailableError, ScriptedChatModel
 from advisors_app.core.finish_reasons import FinishReasonCategory, finish_category
+from advisors_app.core.testing import tool_call_response
 from advisors_app.definition.runtime import load_chain
 from advisors_app.models import CallLog, ChatMessage
 from tests.api.conftest import client_for
@@ -62,6 +63,12 @@ pytestmark_db = pytest.mark.django_db(transaction=True)
 CASES = {
     "stop": ("Fine.", "STOP", "stop"),
     "length": (ChatResponse.of_text("Cut", finish_reason="LENGTH"), "LENGTH", "length"),
+    # A chain without a tool loop hands the model's calls back to the caller.
+    "tool_calls": (
+        tool_call_response(("calculator", {"expression": "1+1"})),
+        "TOOL_CALLS",
+        "tool_calls",
+    ),
     "content_filter": (
         ChatResponse.of_text("", finish_reason="CONTENT_FILTER"),
         "CONTENT_FILTER",
