@@ -119,3 +119,43 @@ async def test_a_stream_sends_reasoning_events_apart_from_the_answer(
     check(payloads)
     rows = await sync_to_async(stored)(payloads[-1]["conversation_id"], alice)
     assert rows == [("user", "hi"), ("assistant", ANSWER)]
+
+
+@pytest.fixture
+def tool_chain(server: ScriptedOpenAiServer, fresh_chain_cache: Any) -> str:
+    model = ChatModelConfig.objects.create(
+        slug="tool-thinker", provider="openai", model="scripted-model", base_url=server.base_url
+    )
+    make_chain(
+        "tool-thinking",
+        model=model,
+        advisors=(("message_chat_memory", {}), ("tool_calling", {})),
+        tools=["calculator"],
+    )
+    return "tool-thinking"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tool_round_s_reasoning_is_streamed_before_its_call(
+    tool_chain: str, server: ScriptedOpenAiServer, alice: Any
+) -> None:
+    """The tool loop holds a round back (and drops a tool round's chunks): reasoning is sent as
+    the model streams it, once, in both rounds."""
+    call = {
+        "id": "call_1",
+        "function": {"name": "calculator", "arguments": '{"expression": "6*7"}'},
+    }
+    server.add(
+        Completion(
+            reasoning="I need the calculator.", tool_calls=[call], finish_reason="tool_calls"
+        ),
+        Completion(text="It is 42.", reasoning="It said 42."),
+    )
+    payloads = [e.to_dict() async for e in await stream_turn(tool_chain, alice, "6*7?")]
+    kinds = [p["type"] for p in payloads]
+    reasoning = "".join(p["text"] for p in payloads if p["type"] == "reasoning")
+    assert reasoning == "I need the calculator.It said 42."
+    assert kinds.index("reasoning") < kinds.index("tool_call_delta") < kinds.index("tool_call")
+    assert payloads[-1]["content"] == "It is 42."
+    rows = await sync_to_async(stored)(payloads[-1]["conversation_id"], alice)
+    assert rows[-1] == ("assistant", "It is 42.")

@@ -53,7 +53,7 @@ from advisors_app.core.tracing import CompositeObserver, OpenTelemetryObserver
 from advisors_app.exceptions import TurnError
 from advisors_app.models import CallLog
 from advisors_app.security.redaction import redact
-from advisors_app.turn import stages, tool_deltas
+from advisors_app.turn import model_stream, stages
 from advisors_app.turn.events import (
     ApprovalRequiredEvent,
     BudgetWarningEvent,
@@ -108,8 +108,8 @@ class _TurnRecorder:
         self._record(advisor, request)
         chunks = proceed(request)
         if getattr(advisor, "is_model_advisor", False) and self._turn.tool_events is not None:
-            # The tool loop holds tool-call chunks back: their arguments stream from here.
-            return tool_deltas.watched(chunks, self._event)
+            # The tool loop holds chunks back: tool-call arguments and reasoning stream from here.
+            return model_stream.watched(chunks, self._event)
         return chunks
 
     def _event(self, event: TurnEvent) -> None:
@@ -284,6 +284,7 @@ class TurnStream:
                 yield BudgetWarningEvent(warning.to_dict())
             accumulator = ChatClientResponseAccumulator()
             first: float | None = None
+            tool_loop = turn.compiled.has_tool_loop  # its model stream is watched (model_stream)
             try:
                 stream = turn.spec(_observer(turn)).stream().chat_client_responses()
                 # Closed in reverse order: the tool-event reader stops reading ``chunks``
@@ -312,8 +313,8 @@ class TurnStream:
                             else None
                         )
                         text = output.text if output is not None else ""
-                        if output is not None and output.reasoning:
-                            yield ReasoningEvent(output.reasoning)
+                        if output is not None and output.reasoning and not tool_loop:
+                            yield ReasoningEvent(output.reasoning)  # else sent as it came
                         if text:
                             if first is None:
                                 first = time.perf_counter() - turn.started
