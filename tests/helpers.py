@@ -33,7 +33,9 @@ def subprocess_env(**overrides: str) -> dict[str, str]:
 
 #: What a stored reply keeps of its turn's outcome besides its trace id
 #: (``TurnOutcome.reply_metadata``).
-OUTCOME_KEYS = frozenset({"version", "timings", "sources", "tools", "usage", "finish_reason"})
+OUTCOME_KEYS = frozenset(
+    {"version", "timings", "sources", "tools", "usage", "finish_reason", "finish_category"}
+)
 
 
 def without_outcome(metadata: dict) -> dict:

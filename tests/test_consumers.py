@@ -239,6 +239,7 @@ async def test_b31_cancel_is_acted_on_promptly_while_tokens_stream(
     assert loop.time() - cancelled_at < 0.2
     done = frames[-1]
     assert (done["type"], done["reason"]) == ("done", "cancelled")
+    assert done["finish_category"] == "cancelled"
     assert [f["type"] for f in frames].count("done") == 1
     assert (done["conversation_id"], done["stored"]) == (frames[0]["conversation_id"], True)
     assert model.events == ["stream", "cancel"]  # the upstream stream was closed

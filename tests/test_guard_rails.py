@@ -320,6 +320,14 @@ RAIL_CASES = {
     "tool_results": ("browse", "What does the shop say?", RESULT_DROP[0], "STOP"),
     "output": ("out", "What now?", ("output", "secrets", "block"), "CONTENT_FILTER"),
 }
+#: rail → the finish category: a guard's refusal is ``guardrail`` (issue 43).
+RAIL_CATEGORIES = {
+    "input": "guardrail",
+    "documents": "stop",
+    "tool_arguments": "approval_required",
+    "tool_results": "stop",
+    "output": "guardrail",
+}
 
 
 async def over(transport: str, user: Any, slug: str, message: str) -> tuple[dict, list[dict]]:
@@ -356,6 +364,7 @@ async def test_each_rail_over_each_transport(
     assert final.get("type", "done") == "done", final
     assert triples(final["guard"]) == [verdict]
     assert final["finish_reason"] == finish_reason
+    assert final["finish_category"] == RAIL_CATEGORIES[rail]
     assert KEY not in str(final["content"]) and "developer mode" not in final["content"]
     if transport != "rest":
         assert [(e["rail"], e["check"], e["action"]) for e in events] == [verdict]
@@ -378,6 +387,7 @@ async def test_a_streamed_answer_that_turns_bad_is_cut_and_the_stored_reply_says
     reply = await sync_to_async(stored)()
     assert KEY not in reply.text
     assert reply.metadata["finish_reason"] == "CONTENT_FILTER"
+    assert reply.metadata["finish_category"] == "guardrail"
     assert triples(reply.metadata["guard"]) == [("output", "secrets", "block")]
 
 

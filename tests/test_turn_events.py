@@ -163,6 +163,7 @@ async def test_a_turn_cut_short_keeps_the_sources_it_sent(rag_chain: Any, alice:
     await stream.aclose()  # the client left
     done = stream.final_event.to_dict()
     assert (done["reason"], done["finish_reason"]) == ("cancelled", "cancelled")
+    assert done["finish_category"] == "cancelled"
     assert done["sources"] == events[1].to_dict()["sources"]
     await sync_to_async(check_stored)(done["message_id"], done)
 

@@ -75,7 +75,15 @@ class CallLogAdmin(AddToDatasetMixin, ReadOnlyAdmin):
         "cost",
         "error_type",
     )
-    list_filter = ("status", "mode", "chain_slug", "price_source", "created", "error_type")
+    list_filter = (
+        "status",
+        "mode",
+        "finish_category",
+        "chain_slug",
+        "price_source",
+        "created",
+        "error_type",
+    )
     date_hierarchy = "created"
     search_fields = ("trace_id", "conversation_id", "error_message", "user__username")
     list_select_related = ("user", "chain_version")
@@ -94,6 +102,7 @@ class CallLogAdmin(AddToDatasetMixin, ReadOnlyAdmin):
         "usage_json",
         "cost_detail",
         "finish_reason",
+        "finish_category",
         "guard_table",
         "error_type",
         "error_text",

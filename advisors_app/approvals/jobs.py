@@ -155,6 +155,7 @@ async def run_resume(message_id: int) -> dict[str, Any]:
         "status": "done",
         "message_id": message_id,
         "finish_reason": final.get("finish_reason"),
+        "finish_category": final.get("finish_category"),
         "event": final.get("type"),
     }
 

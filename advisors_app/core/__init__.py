@@ -58,6 +58,7 @@ from .exceptions import (
     RateLimitedError,
     ToolCallLimitExceededError,
 )
+from .finish_reasons import FinishReasonCategory, finish_category
 from .mappings import ReadOnlyMap
 from .messages import (
     AssistantMessage,
@@ -123,6 +124,7 @@ __all__ = [
     "ContextOverflowError",
     "DefaultAroundAdvisorChain",
     "EmbeddingModel",
+    "FinishReasonCategory",
     "Generation",
     "MalformedResponseError",
     "Media",
@@ -156,6 +158,7 @@ __all__ = [
     "Usage",
     "UsageAccumulator",
     "UserMessage",
+    "finish_category",
     "has_role",
     "merge_options",
     "message_from_dict",

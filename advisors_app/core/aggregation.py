@@ -134,6 +134,7 @@ class _GenerationSlot:
         "has_thoughts",
         "message_metadata",
         "plain",
+        "reasoning",
         "text",
         "thoughts",
         "tool_calls",
@@ -143,6 +144,7 @@ class _GenerationSlot:
         self.text: list[str] = []
         self.thoughts: list[str] = []
         self.plain: list[str] = []
+        self.reasoning: list[str] = []
         self.has_thoughts = False
         self.message_metadata: dict[str, Any] = {}
         self.tool_calls: list[ToolCall] = []
@@ -164,6 +166,8 @@ class _GenerationSlot:
                 self.plain.append(text)
         if message_metadata is not EMPTY and message_metadata:
             self.message_metadata.update(message_metadata)
+        if output.reasoning:
+            self.reasoning.append(output.reasoning)
         if output.tool_calls:
             merge_tool_call_deltas(self.tool_calls, output.tool_calls)
         metadata = generation.metadata
@@ -181,7 +185,7 @@ class _GenerationSlot:
             metadata["output_without_thoughts"] = "".join(self.plain)
         calls = tuple(ToolCall(c.id, c.name, c.arguments or "{}", c.type) for c in self.tool_calls)
         return Generation(
-            AssistantMessage("".join(self.text), metadata, calls),
+            AssistantMessage("".join(self.text), metadata, calls, "".join(self.reasoning)),
             ChatGenerationMetadata(self.finish_reason, self.generation_extra),
         )
 

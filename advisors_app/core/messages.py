@@ -145,11 +145,16 @@ class AssistantMessage(_MessageBase):
     """Output of the model (Spring AI ``AssistantMessage``); may carry ``tool_calls``.
 
     ``text`` may be given as ``None`` (a pure tool-call message); it is stored as ``""``.
+    ``reasoning`` is the model's reasoning part (OpenAI-compatible ``reasoning_content``),
+    kept apart from the text: not content, not validated as output, left out of
+    :meth:`to_dict` and so of chat memory, and of equality (the same answer reasoned
+    differently is the same answer).
     """
 
     text: str = ""
     metadata: Mapping[str, Any] = field(default=EMPTY, compare=False)
     tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: str = field(default="", compare=False)
     message_type: ClassVar[MessageType] = MessageType.ASSISTANT
 
     def __post_init__(self) -> None:

@@ -46,6 +46,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         },
         "message_id": {"type": ["integer", "null"], "description": "The stored reply's id."},
         "finish_reason": {"type": ["string", "null"]},
+        "finish_category": {
+            "type": ["string", "null"],
+            "description": "Why the answer ended, provider-neutral: stop, length, tool_calls, "
+            "content_filter, guardrail (a guard refused), approval_required, cancelled, error.",
+        },
         "trace_id": {"type": "string", "description": "Names the turn in the call logs."},
         "version": {"type": ["integer", "null"], "description": "The chain version that ran."},
         "sources": {

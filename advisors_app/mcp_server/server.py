@@ -6,12 +6,12 @@ caller ask; ``tools/call`` of ``ask_<slug>`` runs one turn through the turn
 (:func:`~advisors_app.turn.call_turn`), exactly as ``POST /api/chains/<slug>/call/`` does:
 the same :class:`~advisors_app.turn.input.TurnInput` validation, throttling, budgets, guards,
 memory and conversation ownership. The answer is the reply's text, with ``conversation_id``,
-``message_id``, ``finish_reason``, ``trace_id``, ``version`` (and ``sources`` when retrieval
-cited any) as structured content. Everything that is not an answer is a tool error
-(``isError``) whose text says what went wrong — refused input with its field errors, a
-throttled or over-budget caller, a guard's refusal, a paused turn, a failed provider — with
-the message the REST API gives (secrets redacted, :func:`~advisors_app.turn.events.error_event`),
-never a protocol error and never a crash.
+``message_id``, ``finish_reason``, ``finish_category``, ``trace_id``, ``version`` (and
+``sources`` when retrieval cited any) as structured content. Everything that is not an answer
+is a tool error (``isError``) whose text says what went wrong — refused input with its field
+errors, a throttled or over-budget caller, a guard's refusal, a paused turn, a failed
+provider — with the message the REST API gives (secrets redacted,
+:func:`~advisors_app.turn.events.error_event`), never a protocol error and never a crash.
 
 Who calls is the Django user the endpoint (:mod:`advisors_app.mcp_server.asgi`) put in the
 HTTP request's ASGI scope under ``"user"``, after checking the token.
@@ -118,6 +118,7 @@ def _answer(outcome: TurnOutcome) -> types.CallToolResult:
         "conversation_id": outcome.conversation_id,
         "message_id": outcome.message_id,
         "finish_reason": outcome.finish_reason,
+        "finish_category": outcome.finish_category,
         "trace_id": outcome.trace_id,
         "version": outcome.version,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from advisors_app.core.finish_reasons import FinishReasonCategory
 from advisors_app.models.costs import PriceSource, cost_field
 
 __all__ = ["CallLog"]
@@ -75,6 +76,12 @@ class CallLog(models.Model):
     #: costs as strings, ``price_source`` — what ``manage.py reprice`` recomputes from.
     cost_rounds = models.JSONField(default=list, blank=True)
     finish_reason = models.CharField(max_length=64, blank=True)
+    #: The provider-neutral category of ``finish_reason`` (issue 43; blank: no reason).
+    finish_category = models.CharField(
+        max_length=20,
+        blank=True,
+        choices=[(c.value, c.value.replace("_", " ")) for c in FinishReasonCategory],
+    )
     error_type = models.CharField(max_length=200, blank=True)
     error_message = models.TextField(blank=True)
     #: HTTP status the model provider answered with, for provider errors.

@@ -68,6 +68,7 @@ REPLY_DETAIL_KEYS = (
     "tools",
     "usage",
     "finish_reason",
+    "finish_category",
     "timings",
     "interrupted",
 )
@@ -268,6 +269,7 @@ def trace(request: HttpRequest, trace_id: str) -> JsonResponse:
             "time_to_first_token": log.time_to_first_token,
             "usage": log.usage,
             "finish_reason": log.finish_reason,
+            "finish_category": log.finish_category,
             "error": f"{log.error_type}: {log.error_message}" if log.error_type else "",
             "rows": trace_rows(log.trace),
             "admin_url": _reverse_or_none("admin:advisors_app_calllog_change", log.pk),

@@ -11,6 +11,9 @@ type         payload (besides ``"type"``)
 ===========  ===============================================================================
 start        ``conversation_id``, ``chain``, ``trace_id``, ``version``
 sources      ``sources``: ``[{"document_id", "title", "source", "score", "snippet", "retrieval"}]``
+tool_call_   a piece of a tool call's arguments as the model streams them (tool loops only):
+delta        ``id``, ``name``, ``arguments_delta`` (the next JSON text; ``""`` when the call is
+             first named); before that call's ``tool_call``
 tool_call    ``id``, ``name``, ``arguments`` (the JSON text the model sent)
 tool_result  ``id``, ``name``, ``ok``, ``error`` (text the model got instead, or ``None``),
              ``duration_ms``
@@ -19,6 +22,8 @@ guard        a guard check flagged (or failed on) a text of the turn: ``rail`` (
              name), ``action`` (``block``, ``redact``, ``drop``, ``reask``, ``hold``, ``log``),
              ``failed`` (the check errored or timed out and acted as it fails); as the
              verdict is made, before what it changed reaches the stream
+reasoning    ``text`` (a non-empty piece of the model's reasoning, apart from the answer: not in
+             ``content``, not stored in memory)
 delta        ``text`` (a non-empty piece of the answer)
 budget_      a budget that counts this turn is past its soft limit (or a ``warn`` budget past
 warning      its limit): ``budget``, ``spent`` (spent + reserved, a decimal string), ``limit``,
@@ -35,6 +40,8 @@ done         ``reason`` (``"complete"`` | ``"cancelled"``), ``conversation_id`` 
              reply), ``content`` (the whole answer; on cancel, what was streamed), ``usage``
              (``prompt_tokens``, ``completion_tokens``, ``total_tokens``; or ``None``),
              ``metadata`` (response metadata, JSON-compatible), ``finish_reason``,
+             ``finish_category`` (``stop``, ``length``, ``tool_calls``, ``content_filter``,
+             ``guardrail``, ``approval_required``, ``cancelled``, ``error``; or ``None``),
              ``trace_id``, ``version``, ``sources``, ``tools`` (the tool calls that ran:
              ``id``, ``name``, ``arguments``, ``ok``, ``error``, ``duration_ms``), ``timings``
              (``latency_ms``, ``time_to_first_token_ms``), ``pending_approvals`` (as in
@@ -84,8 +91,10 @@ __all__ = [
     "DoneEvent",
     "ErrorEvent",
     "GuardEvent",
+    "ReasoningEvent",
     "SourcesEvent",
     "StartEvent",
+    "ToolCallDeltaEvent",
     "ToolCallEvent",
     "ToolResultEvent",
     "TurnError",
@@ -129,6 +138,18 @@ class DeltaEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningEvent:
+    """A piece of the model's reasoning (OpenAI-compatible ``reasoning_content``), in order;
+    apart from the answer's text."""
+
+    text: str
+    type: str = field(default="reasoning", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
 class SourcesEvent:
     """The documents retrieval found for this turn, before the first ``delta``."""
 
@@ -150,6 +171,25 @@ class ToolCallEvent:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDeltaEvent:
+    """A piece of a tool call's arguments as the model streams them, before its ``tool_call``
+    (``arguments_delta``: the next JSON text; ``""`` when the call is first named)."""
+
+    id: str
+    name: str
+    arguments_delta: str
+    type: str = field(default="tool_call_delta", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "id": self.id,
+            "name": self.name,
+            "arguments_delta": self.arguments_delta,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +284,10 @@ class DoneEvent:
         return self.outcome.finish_reason
 
     @property
+    def finish_category(self) -> str | None:
+        return self.outcome.finish_category
+
+    @property
     def trace_id(self) -> str:
         return self.outcome.trace_id
 
@@ -291,9 +335,11 @@ class ErrorEvent:
 TurnEvent = (
     StartEvent
     | SourcesEvent
+    | ToolCallDeltaEvent
     | ToolCallEvent
     | ToolResultEvent
     | GuardEvent
+    | ReasoningEvent
     | DeltaEvent
     | ApprovalRequiredEvent
     | BudgetWarningEvent

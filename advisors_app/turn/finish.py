@@ -39,6 +39,7 @@ from django.db import transaction
 
 from advisors_app.core.advisors.safe_guard import SAFEGUARD_STAGE
 from advisors_app.core.exceptions import ProviderError
+from advisors_app.core.finish_reasons import finish_category
 from advisors_app.core.memory import CANCELLED, ERROR, FINISH_REASON, INTERRUPTED, HeldAppend
 from advisors_app.core.messages import AssistantMessage, MessageType, UserMessage
 from advisors_app.core.requests import ChatClientResponse
@@ -97,6 +98,7 @@ def outcome_of(
         metadata = to_jsonable(dict(chat.metadata.extra))
     # An interrupted turn says why, as its stored reply does (the memory advisors' flag).
     finish_reason = finish_reason or _interruption(status)
+    category = finish_category(finish_reason, chat.metadata if chat is not None else None)
     latency = time.perf_counter() - turn.started
     return TurnOutcome(
         status=status,
@@ -105,6 +107,7 @@ def outcome_of(
         usage=usage,
         metadata=metadata or {},
         finish_reason=finish_reason,
+        finish_category=category.value if category is not None else None,
         trace_id=turn.trace_id,
         chain=turn.compiled.slug,
         version=turn.target.number,
@@ -200,6 +203,7 @@ def _call_log(turn: Turn, outcome: TurnOutcome, exc: BaseException | None) -> Ca
         time_to_first_token=None if first_ms is None else first_ms / 1000,
         usage=outcome.usage or {},
         finish_reason=outcome.finish_reason or "",
+        finish_category=outcome.finish_category or "",
         error_type=type(exc).__name__ if exc is not None else "",
         # Redacted before it is cut, so a key is never left half-cut
         # (advisors_app.security.redaction).

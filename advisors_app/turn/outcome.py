@@ -51,6 +51,9 @@ class TurnOutcome:
     budget_warnings: list[dict[str, Any]] = field(default_factory=list)
     #: ``{"id", "arm"}`` when an experiment chose the version (issue 37), else ``None``.
     experiment: dict[str, Any] | None = None
+    #: The provider-neutral category of ``finish_reason``
+    #: (:class:`~advisors_app.core.finish_reasons.FinishReasonCategory` value, or ``None``).
+    finish_category: str | None = None
     #: The guard verdicts of the turn, in order (``Verdict.to_dict()``: ``rail``, ``check``,
     #: ``action``, ``detail``, ``failed``, ``ms``).
     guard: list[dict[str, Any]] = field(default_factory=list)
@@ -68,6 +71,7 @@ class TurnOutcome:
             "usage": self.usage,
             "metadata": self.metadata,
             "finish_reason": self.finish_reason,
+            "finish_category": self.finish_category,
             "trace_id": self.trace_id,
             "version": self.version,
             "sources": self.sources,
@@ -86,14 +90,15 @@ class TurnOutcome:
         """What the stored reply keeps of its turn, so a reopened conversation shows it as the
         live reply did (the conversation API's message ``metadata``, the chat page, the admin).
         ``trace_id``, ``version`` and ``timings`` always; ``sources``, ``tools``, ``usage``,
-        ``finish_reason``, ``guard`` (its verdicts: why a reply was cut or refused) and
-        ``experiment`` when the turn had them."""
+        ``finish_reason`` and ``finish_category``, ``guard`` (its verdicts: why a reply was cut
+        or refused) and ``experiment`` when the turn had them."""
         kept = {"trace_id": self.trace_id, "version": self.version, "timings": self.timings}
         optional = {
             "sources": self.sources,
             "tools": self.tools,
             "usage": self.usage,
             "finish_reason": self.finish_reason,
+            "finish_category": self.finish_category,
             "experiment": self.experiment,
             "guard": self.guard,
         }

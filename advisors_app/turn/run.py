@@ -19,8 +19,9 @@ The ``run`` stage:
    ``ContextOverflowError`` (``error_event`` code ``context_overflow``), stored as any failed
    turn: call log only;
 2. runs the ``run`` hooks (:mod:`advisors_app.turn.stages`), then the chain — a call, or a
-   stream whose events are ``start``, ``budget_warning``, ``guard``, ``sources``, ``tool_call`` /
-   ``tool_result``, ``delta``, then ``done`` or ``error`` — recording the per-advisor trace
+   stream whose events are ``start``, ``budget_warning``, ``guard``, ``sources``,
+   ``tool_call_delta``, ``tool_call`` / ``tool_result``, ``delta``, then ``done`` or ``error`` —
+   recording the per-advisor trace
    (``core.tracing.CallTrace``, plus OpenTelemetry spans), the last prompt that reached the
    model, each tool call as it starts and ends, and the sources retrieval found
    (:class:`~advisors_app.turn.sources.TurnSources`);
@@ -52,7 +53,7 @@ from advisors_app.core.tracing import CompositeObserver, OpenTelemetryObserver
 from advisors_app.exceptions import TurnError
 from advisors_app.models import CallLog
 from advisors_app.security.redaction import redact
-from advisors_app.turn import stages
+from advisors_app.turn import model_stream, stages
 from advisors_app.turn.events import (
     ApprovalRequiredEvent,
     BudgetWarningEvent,
@@ -60,6 +61,7 @@ from advisors_app.turn.events import (
     DoneEvent,
     ErrorEvent,
     GuardEvent,
+    ReasoningEvent,
     SourcesEvent,
     StartEvent,
     ToolCallEvent,
@@ -104,7 +106,11 @@ class _TurnRecorder:
 
     def observe_stream(self, advisor: Any, request: Any, proceed: Any) -> Any:
         self._record(advisor, request)
-        return proceed(request)
+        chunks = proceed(request)
+        if getattr(advisor, "is_model_advisor", False) and self._turn.tool_events is not None:
+            # The tool loop holds chunks back: tool-call arguments and reasoning stream from here.
+            return model_stream.watched(chunks, self._event)
+        return chunks
 
     def _event(self, event: TurnEvent) -> None:
         queue = self._turn.tool_events
@@ -279,6 +285,7 @@ class TurnStream:
                 yield BudgetWarningEvent(warning.to_dict())
             accumulator = ChatClientResponseAccumulator()
             first: float | None = None
+            tool_loop = turn.compiled.has_tool_loop  # its model stream is watched (model_stream)
             try:
                 stream = turn.spec(_observer(turn)).stream().chat_client_responses()
                 # Closed in reverse order: the tool-event reader stops reading ``chunks``
@@ -301,11 +308,14 @@ class TurnStream:
                         accumulator.add(item)
                         # The chunk's text (inline: this runs for every chunk).
                         chat = item.chat_response
-                        text = (
-                            chat.generations[0].output.text
+                        output = (
+                            chat.generations[0].output
                             if chat is not None and chat.generations
-                            else ""
+                            else None
                         )
+                        text = output.text if output is not None else ""
+                        if output is not None and output.reasoning and not tool_loop:
+                            yield ReasoningEvent(output.reasoning)  # else sent as it came
                         if text:
                             if first is None:
                                 first = time.perf_counter() - turn.started

@@ -70,6 +70,7 @@ def test_lists_the_chains_answers_and_continues(mcp_site: str, alice: Any) -> No
         "conversation_id",
         "message_id",
         "finish_reason",
+        "finish_category",
         "trace_id",
         "version",
     }
@@ -206,6 +207,7 @@ def test_refusals_and_bad_input_are_tool_errors(mcp_site: str, alice: Any) -> No
     assert guard.content[0].text.startswith("I'm unable to respond to that")
     assert guard.structured_content["code"] == "refused"
     assert guard.structured_content["finish_reason"] == "CONTENT_FILTER"
+    assert guard.structured_content["finish_category"] == "guardrail"
     assert blank.structured_content["code"] == "invalid"
     assert "message" in blank.structured_content["errors"]
     assert label.structured_content["errors"] == {"label": ["Unknown field."]}

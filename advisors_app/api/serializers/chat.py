@@ -10,6 +10,8 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
+from advisors_app.core.finish_reasons import FinishReasonCategory
+
 __all__ = [
     "ChatRequestSerializer",
     "ChatResultSerializer",
@@ -212,7 +214,15 @@ class ChatResultSerializer(serializers.Serializer):
         help_text="Response metadata: retrieved documents (qa_retrieved_documents), "
         "citations, semantic_cache_hit, model, ..."
     )
-    finish_reason = serializers.CharField(allow_null=True)
+    finish_reason = serializers.CharField(
+        allow_null=True, help_text="The raw finish reason (STOP, LENGTH, TOOL_CALLS, ...)."
+    )
+    finish_category = serializers.ChoiceField(
+        choices=[c.value for c in FinishReasonCategory],
+        allow_null=True,
+        help_text="The provider-neutral category of finish_reason (a guard's refusal: "
+        "guardrail; docs/events.md).",
+    )
     trace_id = serializers.CharField(help_text="Finds the call log row of this turn.")
     version = serializers.IntegerField(
         allow_null=True, help_text="The chain version that answered (null: the draft)."

@@ -111,13 +111,16 @@ SSE_DESCRIPTION = """\
 Runs one turn and streams it as Server-Sent Events (`text/event-stream`). Each event is
 `event: <type>` and `data: <JSON>` followed by a blank line; the JSON is identical to the
 websocket frame and holds `"type"` too. A stream is `start`, `sources` (when retrieval ran),
-`tool_call` and `tool_result` for each call of each tool round, any number of `delta`, then
+`tool_call_delta` while the model streams a call's arguments, `tool_call` and `tool_result` for
+each call of each tool round, any number of `delta`, then
 exactly one `done` or `error`:
 
 - `start`: `{"type": "start", "conversation_id", "chain", "trace_id", "version"}` — `version`
   is the number of the chain version that runs (null: the draft)
 - `sources`: `{"type": "sources", "sources": [{"document_id", "title", "source", "score",
   "snippet", "retrieval"}]}` — the documents retrieval found, before the first `delta`
+- `tool_call_delta`: `{"type": "tool_call_delta", "id", "name", "arguments_delta"}` — the
+  model streams a tool call's arguments (before its `tool_call`)
 - `tool_call`: `{"type": "tool_call", "id", "name", "arguments"}` — a tool starts to run
   (`arguments`: the JSON text the model sent)
 - `tool_result`: `{"type": "tool_result", "id", "name", "ok", "error", "duration_ms"}` — it
@@ -133,7 +136,8 @@ exactly one `done` or `error`:
   `STREAM_COALESCE_CHARS`)
 - `done`: `{"type": "done", "reason": "complete", "conversation_id", "message_id", "stored",
   "content", "usage": {"prompt_tokens", "completion_tokens", "total_tokens"} | null,
-  "metadata", "finish_reason", "trace_id", "version", "sources", "tools", "timings":
+  "metadata", "finish_reason", "finish_category", "trace_id", "version", "sources", "tools",
+  "timings":
   {"latency_ms", "time_to_first_token_ms"}, "pending_approvals", "cost": {"input", "output",
   "total", "currency", "price_source"}, "budget_warnings", "guard", "experiment"?}` — the
   same body as `call` answers with (cost amounts are decimal strings, null when a price is
@@ -168,7 +172,8 @@ _SSE_EXAMPLE = (
     'event: delta\ndata: {"type": "delta", "text": "lo!"}\n\n'
     'event: done\ndata: {"type": "done", "reason": "complete", "conversation_id": "7f9c...", '
     '"message_id": 42, "stored": true, "content": "Hello!", "usage": null, "metadata": {}, '
-    '"finish_reason": "STOP", "trace_id": "4be1...", "version": 3, "sources": [], "tools": [], '
+    '"finish_reason": "STOP", "finish_category": "stop", "trace_id": "4be1...", "version": 3, '
+    '"sources": [], "tools": [], '
     '"timings": {"latency_ms": 412.5, "time_to_first_token_ms": 88.1}}\n\n'
 )
 

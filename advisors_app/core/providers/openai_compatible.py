@@ -78,6 +78,14 @@ def _finish_reason(reason: str | None) -> str | None:
     return reason.upper() if reason else None
 
 
+def _reasoning(message: Any) -> str:
+    """The reasoning part of a message or stream delta: ``reasoning_content``, which
+    OpenAI-compatible servers of reasoning models (DeepSeek, vLLM, llama.cpp) send beside
+    ``content`` — an extra field the SDK keeps as an attribute."""
+    reasoning = getattr(message, "reasoning_content", None) if message is not None else None
+    return reasoning if isinstance(reasoning, str) else ""
+
+
 def _logprobs(choice: Any) -> dict[str, Any]:
     """``{"logprobs": [...]}`` when the provider returned token log-probabilities (asked for
     with ``ChatOptions(extra={"logprobs": True, "top_logprobs": n})``): per answer token its
@@ -367,8 +375,9 @@ class OpenAiCompatibleChatModel:
             refusal = getattr(message, "refusal", None)
             metadata = {"refusal": refusal} if refusal else {}
             generation_metadata = ChatGenerationMetadata(finish, _logprobs(choice))
+            reasoning = secrets.text(_reasoning(message))
             generations.append(
-                Generation(AssistantMessage(text, metadata, calls), generation_metadata)
+                Generation(AssistantMessage(text, metadata, calls, reasoning), generation_metadata)
             )
         return ChatResponse(
             tuple(generations),
@@ -478,12 +487,14 @@ class OpenAiCompatibleChatModel:
                     rest, calls, finish = output.finish(finish)
                     text += rest
             text, calls = self._redacted(state, choice.index or 0, text, calls, finish)
+            reasoning = state.secrets.text(_reasoning(delta))
             if finish is not None:
                 state.finished = True
-            if text or calls or finish:
+            if text or calls or finish or reasoning:
                 meaningful = True
                 generations[choice.index or 0] = Generation(
-                    AssistantMessage(text, tool_calls=calls), ChatGenerationMetadata(finish)
+                    AssistantMessage(text, tool_calls=calls, reasoning=reasoning),
+                    ChatGenerationMetadata(finish),
                 )
         usage = usage_from_openai(getattr(chunk, "usage", None))
         if not meaningful and usage is None:

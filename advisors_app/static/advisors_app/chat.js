@@ -1,6 +1,6 @@
 /* The chat page: one websocket per chain (/ws/chat/<slug>/), replies streamed as Markdown.
  *
- * Frames are those of advisors_app/consumers.py (start, sources, tool_call, tool_result,
+ * Frames are those of advisors_app/consumers.py (start, sources, tool_call_delta, tool_call, tool_result, reasoning,
  * guard, delta, approval_required, done | error). Model output is rendered by markdown-it with raw HTML off and images
  * off (a remote image in an answer could leak the conversation through its URL), dunder names
  * kept literal and a JSON answer drawn as an indented block; everything else the server sends
@@ -499,6 +499,23 @@
       article.insertBefore(box, part(article, ".msg-body"));
     }
     return box;
+  }
+
+  /* The model's reasoning (``reasoning`` frames), collapsed above the answer: shown on
+   * request, never part of the answer's text. */
+  function reasoningText(article) {
+    var box = part(article, ".msg-reasoning");
+    if (!box) {
+      box = el("details", "msg-reasoning");
+      box.appendChild(el("summary", null, "Reasoning"));
+      box.appendChild(el("pre", null, ""));
+      article.insertBefore(box, part(article, ".msg-body"));
+    }
+    return box.querySelector("pre");
+  }
+
+  function toolArgs(card) {
+    return card.querySelector(".tool-args pre");
   }
 
   /* The card of tool call ``call`` in ``cards`` (id -> card), made now if there is none. */
@@ -1190,14 +1207,26 @@
         showSources(reply.article, frame.sources);
         scrollToEnd();
         break;
+      case "tool_call_delta":
+        /* The card fills in as the model streams the call's arguments (raw JSON text). */
+        if (!reply) return;
+        toolArgs(cardFor(reply.article, reply.toolCards, frame)).textContent +=
+          String(frame.arguments_delta || "");
+        scrollToEnd();
+        break;
       case "tool_call":
         if (!reply) return;
-        cardFor(reply.article, reply.toolCards, frame);
+        toolArgs(cardFor(reply.article, reply.toolCards, frame)).textContent =
+          prettyArguments(frame.arguments);
         scrollToEnd();
         break;
       case "tool_result":
         if (!reply) return;
         showToolResult(cardFor(reply.article, reply.toolCards, frame), frame);
+        break;
+      case "reasoning":
+        if (!reply) return;
+        reasoningText(reply.article).textContent += String(frame.text || "");
         break;
       case "delta":
         if (!reply) return;

@@ -33,6 +33,7 @@ __all__ = [
 def chunk(
     content: str | None = None,
     *,
+    reasoning: str | None = None,
     finish_reason: str | None = None,
     tool_calls: list[dict[str, Any]] | None = None,
     usage: dict[str, Any] | None = None,
@@ -43,6 +44,8 @@ def chunk(
     delta: dict[str, Any] = {}
     if content is not None:
         delta["content"] = content
+    if reasoning is not None:
+        delta["reasoning_content"] = reasoning
     if tool_calls is not None:
         delta["tool_calls"] = tool_calls
     payload: dict[str, Any] = {
@@ -93,9 +96,11 @@ class Hang:
 
 @dataclass
 class Completion:
-    """A chat answer rendered as JSON for a call or as SSE chunks (of ``chunk_size`` chars)."""
+    """A chat answer rendered as JSON for a call or as SSE chunks (of ``chunk_size`` chars);
+    ``reasoning`` is sent as ``reasoning_content``, before the text in a stream."""
 
     text: str = ""
+    reasoning: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str = "stop"
     usage: dict[str, Any] | None = field(
@@ -106,6 +111,8 @@ class Completion:
     def render(self, streaming: bool) -> JsonReply | SseReply:
         if not streaming:
             message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+            if self.reasoning:
+                message["reasoning_content"] = self.reasoning
             if self.tool_calls:
                 message["tool_calls"] = [
                     {"id": c["id"], "type": "function", "function": c["function"]}
@@ -122,6 +129,10 @@ class Completion:
             return JsonReply(body)
         events: list[Any] = [chunk("")]
         size = self.chunk_size
+        events += [
+            chunk(reasoning=self.reasoning[i : i + size])
+            for i in range(0, len(self.reasoning), size)
+        ]
         events += [chunk(self.text[i : i + size]) for i in range(0, len(self.text), size)]
         for position, call in enumerate(self.tool_calls):
             arguments = call["function"]["arguments"]
