@@ -83,7 +83,15 @@ def _runner() -> Any:
 
     user = get_user_model().objects.create_user("runner", password="pw", is_staff=True)
     user.user_permissions.add(
-        *Permission.objects.filter(codename__in=["run_experiment", "view_advisorchain"])
+        # Starting on production needs the rights of a promotion of production.
+        *Permission.objects.filter(
+            codename__in=[
+                "run_experiment",
+                "view_advisorchain",
+                "change_chainlabel",
+                "promote_production",
+            ]
+        )
     )
     return user
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from django.db import transaction
 
-from advisors_app.definition import can_move_label, move_label
+from advisors_app.definition import move_label
 from advisors_app.evaluation.gate import gate_refusal
 from advisors_app.experiments.editing import ExperimentError
-from advisors_app.experiments.status import change_status
+from advisors_app.experiments.status import change_status, require_label_right
 from advisors_app.models import Experiment
 
 __all__ = ["conclude"]
@@ -39,13 +39,7 @@ def conclude(experiment: Experiment, winner: Any, *, user: Any) -> Experiment:
             "Name the winning arm.", fields={"winner": [f"Choose one of the arms: {names}."]}
         )
     label = experiment.label
-    if not can_move_label(user, label):
-        needs = "change_chainlabel" + (" and promote_production" if label == "production" else "")
-        raise ExperimentError(
-            f"Concluding moves label {label!r}: it needs the advisors_app.{needs} permission.",
-            code="permission_denied",
-            http_status=403,
-        )
+    require_label_right(user, label, "Concluding an experiment")
     chain = experiment.chain
     refused = gate_refusal(chain, label, arm.version)
     if refused:

@@ -7,7 +7,9 @@ process's turns read (:mod:`.serving`). Concluding, which moves the label, is in
 action        from                what turns get afterwards
 ============  ==================  =========================================================
 start         draft, paused       their arm; refused while another experiment of the label
-                                  runs or is paused (field error on ``label``)
+                                  runs or is paused (field error on ``label``), and to a
+                                  user who may not move the label (403: an experiment
+                                  serves its candidates on that label, as a promotion would)
 pause         running             the control arm's version, every unit (pinned too)
 stop          running, paused     the label's version (the experiment no longer applies)
 ============  ==================  =========================================================
@@ -20,11 +22,12 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from advisors_app.definition import can_move_label
 from advisors_app.experiments.editing import ExperimentError
 from advisors_app.experiments.signals import experiment_paused
 from advisors_app.models import Experiment, ExperimentEvent
 
-__all__ = ["change_status", "pause", "start", "stop"]
+__all__ = ["change_status", "pause", "require_label_right", "start", "stop"]
 
 Status = Experiment.Status
 
@@ -112,7 +115,24 @@ def change_status(
     return True
 
 
+def require_label_right(user: Any, label: str, doing: str) -> None:
+    """Refuse (403) a ``user`` who may not move ``label``: starting an experiment serves its
+    candidates' versions on the label and concluding moves it, so both need the right a
+    promotion needs (``change_chainlabel``; ``production`` also ``promote_production``).
+    ``user=None`` is the project's own code (tasks, the Python API without a user)."""
+    if user is None or can_move_label(user, label):
+        return
+    needs = "change_chainlabel" + (" and promote_production" if label == "production" else "")
+    raise ExperimentError(
+        f"{doing} serves versions on label {label!r}: it needs the advisors_app.{needs} "
+        "permission.",
+        code="permission_denied",
+        http_status=403,
+    )
+
+
 def start(experiment: Experiment, *, user: Any = None, reason: str = "") -> Experiment:
+    require_label_right(user, experiment.label, "Starting an experiment")
     change_status(experiment, Status.RUNNING, user=user, reason=reason or "started")
     return experiment
 

@@ -250,6 +250,27 @@ def test_conclude_needs_the_permission_to_move_the_label(
     assert chain.labels.get(name="production").version.number == 1
 
 
+def test_starting_needs_the_permission_to_move_the_label(
+    chain: Any, django_user_model: Any, runner: Any
+) -> None:
+    """Found by the security pass: a runner without the label's rights put an unpromoted
+    version on 99.99 % of production by starting an experiment."""
+    half = grant(
+        django_user_model.objects.create_user("half", password="pw", is_staff=True),
+        "run_experiment",
+        "view_advisorchain",
+        "change_chainlabel",
+    )
+    experiment = make_experiment(chain, status=Experiment.Status.DRAFT)
+    refused = client_for(half).post(f"/api/experiments/{experiment.pk}/start/")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (403, "permission_denied")
+    assert "promote_production" in refused.json()["error"]["message"]
+    experiment.refresh_from_db()
+    assert experiment.status == Experiment.Status.DRAFT
+    started = client_for(runner).post(f"/api/experiments/{experiment.pk}/start/")
+    assert (started.status_code, started.json()["status"]) == (200, "running")
+
+
 def test_the_call_body_and_sse_done_carry_the_experiment(chain: Any, alice: Any) -> None:
     experiment = make_experiment(chain, (("control", 1, 0), ("treatment", 2, 10_000)))
     api = client_for(alice)
