@@ -226,7 +226,7 @@ WRITES = [
         "post",
         "/api/experiments/{draft_experiment}/start/",
         {},
-        ("run_experiment",),
+        ("run_experiment", "change_chainlabel"),
         id="start-experiment",
     ),
     Write(
