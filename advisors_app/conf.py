@@ -31,6 +31,8 @@ DEFAULTS: dict[str, Any] = {
     "PENDING_TURN_SECONDS": 900.0,
     "DISCONNECT_POLICY": "cancel",
     "WEBSOCKET_MAX_PENDING_FRAMES": 32,
+    "WEBSOCKET_FRAME_RATE": 10.0,
+    "WEBSOCKET_FRAME_BURST": 64,
     "CHAT_THROTTLE_RATE": "30/minute",
     "MAX_UPLOAD_BYTES": 10 * 1024 * 1024,
     "MAX_REQUEST_BODY_BYTES": 1024 * 1024,
@@ -131,6 +133,17 @@ class AdvisorsSettings:
         """Frames a chat socket may have read but not yet handled (resumes waiting, votes being
         stored); one more closes it (:mod:`advisors_app.channels.consumers`)."""
         return int(self._get("WEBSOCKET_MAX_PENDING_FRAMES"))
+
+    @property
+    def WEBSOCKET_FRAME_RATE(self) -> float:
+        """Frames per second a chat socket may send once its burst is spent (0: no bound;
+        :mod:`advisors_app.channels.frame_rate`)."""
+        return float(self._get("WEBSOCKET_FRAME_RATE"))
+
+    @property
+    def WEBSOCKET_FRAME_BURST(self) -> int:
+        """Frames a chat socket may send at once before ``WEBSOCKET_FRAME_RATE`` applies."""
+        return int(self._get("WEBSOCKET_FRAME_BURST"))
 
     @property
     def CHAT_THROTTLE_RATE(self) -> str:

@@ -198,3 +198,53 @@ async def test_unauthenticated_sockets_take_no_place(alice: Any) -> None:
         await mine.send_json_to({"type": "bogus"})
         assert (await mine.receive_json_from(timeout=5))["code"] == "invalid"
         await mine.disconnect()
+
+
+class Clock:
+    """A clock the test moves (the frame budget never reads the wall clock here)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    from advisors_app.channels import frame_rate
+
+    fixed = Clock()
+    monkeypatch.setattr(frame_rate, "clock", fixed)
+    return fixed
+
+
+@override_settings(ADVISORS={"WEBSOCKET_FRAME_BURST": 5, "WEBSOCKET_FRAME_RATE": 2})
+async def test_a_socket_flooding_any_frames_is_closed_past_its_budget(
+    alice: Any, clock: Clock
+) -> None:
+    """Found by the security pass: invalid frames (answered at once, never read) queued in
+    daphne and Twisted without bound; only resumes and votes were bounded."""
+    socket = await open_socket(alice, slug="any")
+    for _ in range(5):
+        await socket.send_json_to({"nope": 1})
+        assert (await socket.receive_json_from(timeout=5))["code"] == "invalid"
+    clock.now += 1.0  # two more frames' worth
+    for _ in range(2):
+        await socket.send_json_to({"nope": 1})
+        assert (await socket.receive_json_from(timeout=5))["code"] == "invalid"
+    await socket.send_json_to({"type": "cancel"})  # valid frames count too
+    refused = await socket.receive_json_from(timeout=5)
+    assert refused["code"] == "too_many_frames" and "WEBSOCKET_FRAME_RATE" in refused["message"]
+    closed = await socket.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": CLOSE_TOO_MANY_FRAMES}
+    await socket.wait()
+
+
+@override_settings(ADVISORS={"WEBSOCKET_FRAME_BURST": 2, "WEBSOCKET_FRAME_RATE": 0})
+async def test_no_frame_budget_with_a_zero_rate(alice: Any, clock: Clock) -> None:
+    socket = await open_socket(alice, slug="any")
+    for _ in range(10):
+        await socket.send_json_to({"nope": 1})
+        assert (await socket.receive_json_from(timeout=5))["code"] == "invalid"
+    await socket.disconnect()

@@ -77,6 +77,10 @@ Protocol (JSON text frames; the payloads of :mod:`advisors_app.turn.events`):
   ``error`` frame with code ``"too_many_frames"`` and is closed with **4429**
   (:data:`CLOSE_TOO_MANY_FRAMES`): daphne queues whatever a client sends for the
   application, so a client flooding a connection is cut off instead of held in memory.
+  **Every** frame also counts against a per-connection budget
+  (:mod:`advisors_app.channels.frame_rate`): ``ADVISORS["WEBSOCKET_FRAME_BURST"]`` (64) at
+  once, then ``ADVISORS["WEBSOCKET_FRAME_RATE"]`` (10) per second; the frame past it gets the
+  same ``too_many_frames`` error and close 4429 (a flood of invalid or refused frames too).
 * ``ADVISORS["DISCONNECT_POLICY"]``: ``"cancel"`` (default) stops the running turn when the
   socket goes away (below); ``"continue"`` leaves it running to its end, stored whole, its
   frames still published (a server shutting down always cancels).
@@ -117,6 +121,7 @@ from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from advisors_app.channels.frame_rate import FrameBudget
 from advisors_app.channels.sockets import RENEW_SECONDS, socket_slots
 from advisors_app.conf import app_settings
 from advisors_app.db.threads import TurnThread, db_sync_to_async, own_thread
@@ -285,6 +290,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         #: This socket's place among its user's open sockets (``None``: it holds none).
         self._slot: str | None = None
         self._renewal: asyncio.Task[None] | None = None
+        self._frames = FrameBudget(
+            app_settings.WEBSOCKET_FRAME_RATE, app_settings.WEBSOCKET_FRAME_BURST
+        )
         await self.accept()
         if not self._authenticated:
             await self.send_json(
@@ -349,6 +357,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             logger.warning("Could not give back socket %s", slot, exc_info=True)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self._closing:
+            return
+        if not self._frames.take():
+            await self._refuse_flood(
+                "This connection sent more frames than ADVISORS['WEBSOCKET_FRAME_RATE'] allows: "
+                "it is closed."
+            )
+            return
         size = len(bytes_data or b"") if text_data is None else _utf8_size(text_data)
         if size > MAX_FRAME_BYTES:
             too_big = f"The frame is {size} bytes; at most {MAX_FRAME_BYTES} are read."
@@ -418,17 +434,20 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         ``WEBSOCKET_MAX_PENDING_FRAMES`` waiting, refuse it and close the connection."""
         bound = app_settings.WEBSOCKET_MAX_PENDING_FRAMES
         if len(self._deferred) >= bound:
-            refusal = ErrorEvent(
-                "too_many_frames",
+            await self._refuse_flood(
                 f"More than {bound} frames are waiting to be handled on this connection: "
-                "it is closed. Wait for the answers before sending more.",
+                "it is closed. Wait for the answers before sending more."
             )
-            await self.send_json(refusal.to_dict(), close=CLOSE_TOO_MANY_FRAMES)
-            self._socket_lost()  # nothing more is read or sent; the disconnect follows
             return
         self._deferred.append(content)
         if self._deferred_task is None or self._deferred_task.done():
             self._deferred_task = asyncio.create_task(self._handle_deferred())
+
+    async def _refuse_flood(self, message: str) -> None:
+        """``too_many_frames``, close 4429, and read or send nothing more on this socket."""
+        refusal = ErrorEvent("too_many_frames", message)
+        await self.send_json(refusal.to_dict(), close=CLOSE_TOO_MANY_FRAMES)
+        self._socket_lost()  # the disconnect follows
 
     async def _handle_deferred(self) -> None:
         """Handle the queued frames one at a time, in order; each stays counted as waiting
