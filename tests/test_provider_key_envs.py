@@ -133,6 +133,19 @@ def test_the_admin_form_shows_the_error_and_stores_nothing(
     assert ChatModelConfig.objects.get().api_key_env == "LLM_ACCESS"
 
 
+@pytest.mark.django_db
+def test_the_admin_list_flags_an_old_row_instead_of_saying_its_key_is_set(
+    admin_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DJANGO_SECRET_KEY", SECRET)
+    ChatModelConfig.objects.create(
+        slug="old", provider="openai", model="m", api_key_env="DJANGO_SECRET_KEY"
+    )
+    html = admin_client.get("/admin/advisors_app/chatmodelconfig/").content.decode()
+    assert "DJANGO_SECRET_KEY may not be read" in html
+    assert "DJANGO_SECRET_KEY is set" not in html and SECRET not in html
+
+
 # -- system checks ----------------------------------------------------------------------------
 
 
