@@ -26,7 +26,9 @@ class AdvisorsAppConfig(AppConfig):
             check_settings,
             check_tasks,
         )
+        from advisors_app.conf import app_settings
         from advisors_app.core.providers.echoed_secrets import set_known_secrets
+        from advisors_app.core.providers.key_envs import set_allowed_key_envs
         from advisors_app.definition import advisor_types
         from advisors_app.definition.snapshot import register_reference_kinds
         from advisors_app.experiments import guardrails
@@ -53,6 +55,9 @@ class AdvisorsAppConfig(AppConfig):
         redaction.install_log_redaction()
         # A provider echoing a key in a successful reply: redacted before anyone sees it.
         set_known_secrets(redaction.secret_values)
+        # Which variables a model config may send as its key: ADVISORS["PROVIDER_KEY_ENVS"],
+        # read at each check so overridden settings apply at once.
+        set_allowed_key_envs(lambda: app_settings.PROVIDER_KEY_ENVS)
         recovery.connect()
         # The experiments' turn hooks: the arm a turn runs (assign), and counting the turns
         # that schedule guardrail checks (after commit).
@@ -60,8 +65,6 @@ class AdvisorsAppConfig(AppConfig):
         stages.add_hook(stages.Stage.AFTER_COMMIT, guardrails.count_turn)
         turn_recovery.connect()
         # OpenTelemetry export: imported (with its SDK) only when the setting is on.
-        from advisors_app.conf import app_settings
-
         if app_settings.OPENTELEMETRY:
             from advisors_app.telemetry import export as telemetry
 

@@ -147,6 +147,17 @@ def check_settings(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
         if key == "OPENTELEMETRY":  # a bool or a dict: its own check
             errors.extend(opentelemetry_errors(item))
             continue
+        if key == "PROVIDER_KEY_ENVS":  # None or a list of names: no default's type
+            if item is not None and not (
+                isinstance(item, list | tuple) and all(isinstance(n, str) for n in item)
+            ):
+                errors.append(
+                    _wrong_type(
+                        f"settings.ADVISORS[{key!r}] must be None or a list of environment "
+                        f"variable names, got {_shown(item, list)}."
+                    )
+                )
+            continue
         expected = type(DEFAULTS[key])
         # Exact: True must not pass as an int; a whole number may stand for a float.
         if type(item) is not expected and not (expected is float and type(item) is int):

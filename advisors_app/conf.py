@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "EXPERIMENT_MIN_TURNS": 30,
     "EXPERIMENT_ALPHA": 0.05,
     "CHAT_MODELS": {},
+    "PROVIDER_KEY_ENVS": None,
     "EMBEDDING_MODELS": {},
     "MCP_SERVERS": {},
     "MCP_DISCOVERY_TTL_SECONDS": 300.0,
@@ -99,6 +100,14 @@ class AdvisorsSettings:
         this dict does not name it; an entry with that name replaces it.
         """
         return dict(self._get("CHAT_MODELS"))
+
+    @property
+    def PROVIDER_KEY_ENVS(self) -> frozenset[str] | None:
+        """The only environment variables a model config may read its API key from, or
+        ``None`` (the default): any name ending in ``_API_KEY``, ``_KEY`` or ``_TOKEN`` that is
+        none of the server's own secrets (:mod:`advisors_app.core.providers.key_envs`)."""
+        value = self._get("PROVIDER_KEY_ENVS")
+        return None if value is None else frozenset(value)
 
     @property
     def EMBEDDING_MODELS(self) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from advisors_app.admin.costs import price_status
 from advisors_app.admin.forms import PromptTemplateForm, SensitiveWordListForm
 from advisors_app.admin.protected import ReferencedByVersionsAdmin
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
+from advisors_app.core.providers.key_envs import key_env_problem
+from advisors_app.core.providers.registry import api_key_env_of
 from advisors_app.models import (
     ChatModelConfig,
     EmbeddingModelConfig,
@@ -43,6 +45,10 @@ class ModelConfigAdmin(ReferencedByVersionsAdmin):
 
     @admin.display(description="API key")
     def key_status(self, obj: ModelConfig) -> str:
+        # A row stored before the rule on key variables: say so rather than "is set".
+        name = api_key_env_of(obj.to_config())
+        if name and key_env_problem(name):
+            return format_html('<span style="color:#ba2121">{} may not be read</span>', name)
         present = obj.key_present
         if present is None:
             return "not needed" if obj.provider != "openai" else "no variable named"

@@ -32,6 +32,8 @@ scripted   chat       ``responses`` (list of answers: a text, a list of texts st
 
 ``api_key_env`` defaults to ``"OPENAI_API_KEY"`` when no ``base_url`` is given (OpenAI
 itself) and to none otherwise (local servers need no key); set it to ``None`` for no key.
+The variable must be one a provider key may live in (:mod:`.key_envs`: ``…_API_KEY``,
+``…_KEY`` or ``…_TOKEN`` and none of the server's own secrets, or the process's allowlist).
 ``model`` may be given for the embedded providers but must then name the embedded model.
 ``context_window`` (every chat provider) is the tokens one request holds, prompt and answer:
 a positive int, or ``None``/absent for the provider's figure (embedded: 4096; others:
@@ -49,6 +51,7 @@ from typing import Any
 from ..exceptions import ProviderError
 from ..model import ChatModel, EmbeddingModel
 from ..prompt import ChatOptions
+from .key_envs import key_env_problem
 
 __all__ = [
     "BUILTIN_CHAT_MODELS",
@@ -150,6 +153,12 @@ def validate_model_config(config: Mapping[str, Any], kind: str, name: str = "") 
             raise ValueError(f"{label}: {key!r} must be {names}, got {got}")
     if provider == "openai" and not config.get("model"):
         raise ValueError(f"{label}: provider 'openai' needs a 'model'")
+    # Here, not where the key is read: every config reaches a model through this function, so
+    # a disallowed variable is refused before any request could carry its value (key_envs).
+    key_env = api_key_env_of(config)
+    problem = key_env_problem(key_env) if key_env else None
+    if problem:
+        raise ValueError(f"{label}: 'api_key_env': {problem}")
     embedded = EMBEDDED_CHAT_MODEL if kind == "chat" else EMBEDDED_EMBEDDING_MODEL
     if provider == "embedded" and config.get("model", embedded) != embedded:
         raise ValueError(
