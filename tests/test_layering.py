@@ -135,6 +135,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "advisors_app.evaluation.runs",
             "advisors_app.evaluation.gate",
             "advisors_app.experiments.lifecycle",
+            "advisors_app.online",  # stores scores as evaluation.runs does (its _score_value)
             "advisors_app.integration",
             "advisors_app.protocols",
         ),
