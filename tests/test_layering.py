@@ -5,7 +5,7 @@ module of the app sits on a ranked layer it imports only down from (docs/layout.
     transports  api  admin  channels  mcp_server  pages  management      how a turn is asked for
                 templatetags  demo.management  security.body_limits
     callers     approvals.jobs  evaluation.runs  evaluation.gate         run turns themselves
-                experiments.lifecycle  integration  protocols
+                experiments.lifecycle  online/  integration  protocols
     turn        turn/  approvals.pauses                                  one chat turn
     features    memory/  costs/  evaluation/  ingestion/  security/      one folder a feature
                 guards/  demo/  definition.advisor_types  experiments/  telemetry/

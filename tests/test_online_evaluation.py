@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.test import override_settings
 from django_tasks_db.models import DBTaskResult
 
@@ -19,6 +20,7 @@ from advisors_app.evaluation.evaluators import BaseEvaluator, evaluator_registry
 from advisors_app.models import CallLog, ChatMessage, ModelPrice, OnlineEvaluation, Score
 from advisors_app.online import sampling
 from tests.api.conftest import client_for
+from tests.api.views.test_budget_transports import turn_frames
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.factories import make_chain, scripted_model
 from tests.task_worker import run_queued_tasks
@@ -226,3 +228,14 @@ def test_the_judge_is_charged_to_the_rule_until_its_budget_is_used_up(
     assert list(Score.objects.filter(call_log=second).values_list("key", flat=True)) == ["contains"]
     rule.refresh_from_db()
     assert rule.spent_usd == spent and rule.stopped_reason == "budget used up"
+
+
+@NO_THROTTLE
+async def test_a_websocket_turn_is_sampled_and_scored(chain: Any, user: Any) -> None:
+    await OnlineEvaluation.objects.acreate(chain=chain, sample_rate=1.0, evaluators=[CONTAINS])
+    frames = await turn_frames(user, {"type": "message", "message": "hi"})
+    assert frames[-1]["type"] == "done"
+    assert await sync_to_async(run_queued_tasks)() == 1
+    score = await Score.objects.select_related("call_log").aget()
+    assert (score.key, score.source, score.value) == ("contains", "online", True)
+    assert score.call_log is not None and score.call_log.trace_id == frames[-1]["trace_id"]
