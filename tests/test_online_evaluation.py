@@ -36,10 +36,10 @@ CONTAINS = {"key": "contains", "params": {"strings": ["refund"]}}
 
 @pytest.fixture(autouse=True)
 def fresh_caches() -> Iterator[None]:
-    for clear in (clear_price_cache, clear_budget_cache):
+    for clear in (clear_price_cache, clear_budget_cache, sampling.clear_rules):
         clear()
     yield
-    for clear in (clear_price_cache, clear_budget_cache):
+    for clear in (clear_price_cache, clear_budget_cache, sampling.clear_rules):
         clear()
 
 
