@@ -239,3 +239,22 @@ async def test_a_websocket_turn_is_sampled_and_scored(chain: Any, user: Any) -> 
     score = await Score.objects.select_related("call_log").aget()
     assert (score.key, score.source, score.value) == ("contains", "online", True)
     assert score.call_log is not None and score.call_log.trace_id == frames[-1]["trace_id"]
+
+
+@NO_THROTTLE
+def test_a_failing_judge_leaves_the_turn_and_the_other_scores(chain: Any, user: Any) -> None:
+    judge = scripted_model("broken-judge", responses=({"error": "judge down"},))
+    OnlineEvaluation.objects.create(
+        chain=chain,
+        sample_rate=1,
+        evaluators=[{"key": "llm_judge", "params": {"rubric": "Right?"}}, CONTAINS],
+        judge_model=judge,
+    )
+    assert ask(user)["content"] == "A refund takes 5 days."
+    run_queued_tasks()
+    scores = {s.key: s for s in Score.objects.all()}
+    assert scores["contains"].value is True
+    # No verdict: stored as the registry's "invalid" (no number made up), with why.
+    assert scores["llm_judge"].value == "invalid"
+    assert "judge" in scores["llm_judge"].comment
+    assert CallLog.objects.get().status == "ok"

@@ -91,10 +91,10 @@ def evaluate(rule: OnlineEvaluation, call_log: CallLog, reply: ChatMessage) -> i
     """Blocking: run ``rule``'s evaluators on the stored turn and write their scores."""
     calls = SideCalls(call_log.user, call_log.chain_id, purpose="judge", trace_id=call_log.trace_id)
     case = _case(call_log, reply, calls.meter)
-    judging = not rule.budget_used_up
-    evaluators = [(k, e) for k, e in _evaluators(rule) if judging or k != JUDGE]
-    if not judging and len(evaluators) < len(rule.evaluators):
+    evaluators = _evaluators(rule)
+    if rule.budget_used_up and any(key == JUDGE for key, _ in evaluators):
         _stop(rule)
+        evaluators = [(key, evaluator) for key, evaluator in evaluators if key != JUDGE]
     results: list[tuple[str, Any]] = []
 
     async def run_all() -> None:
