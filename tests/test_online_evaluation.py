@@ -19,6 +19,7 @@ from advisors_app.costs.pricing import clear_price_cache
 from advisors_app.evaluation.evaluators import BaseEvaluator, evaluator_registry, object_schema
 from advisors_app.models import CallLog, ChatMessage, ModelPrice, OnlineEvaluation, Score
 from advisors_app.online import sampling
+from advisors_app.online.aggregates import rolling_means
 from tests.api.conftest import client_for
 from tests.api.views.test_budget_transports import turn_frames
 from tests.api.views.test_chat import parse_sse, read_stream
@@ -258,3 +259,21 @@ def test_a_failing_judge_leaves_the_turn_and_the_other_scores(chain: Any, user: 
     assert scores["llm_judge"].value == "invalid"
     assert "judge" in scores["llm_judge"].comment
     assert CallLog.objects.get().status == "ok"
+
+
+@NO_THROTTLE
+def test_rolling_means_per_version_and_key(chain: Any, user: Any, admin_client: Any) -> None:
+    rule = OnlineEvaluation.objects.create(
+        chain=chain,
+        sample_rate=1,
+        evaluators=[CONTAINS, {"key": "contains", "params": {"strings": ["nope"], "key": "nope"}}],
+    )
+    for _ in range(3):
+        ask(user)
+    run_queued_tasks()
+    assert rolling_means("support", last=2) == [
+        {"version": 1, "arm": "", "key": "contains", "n": 2, "mean": 1.0},
+        {"version": 1, "arm": "", "key": "nope", "n": 2, "mean": 0.0},
+    ]
+    page = admin_client.get(f"/admin/advisors_app/onlineevaluation/{rule.pk}/change/")
+    assert "contains: mean 1.0 over 3" in page.content.decode()

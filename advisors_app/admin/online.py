@@ -11,9 +11,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.utils.html import format_html_join
+from django.utils.safestring import SafeString
 
 from advisors_app.admin.widgets import TEXTAREA_OVERRIDES
 from advisors_app.models import OnlineEvaluation
+from advisors_app.online.aggregates import rolling_means
 from advisors_app.online.rules import evaluators_errors, filters_errors
 
 __all__ = ["OnlineEvaluationAdmin"]
@@ -64,7 +67,23 @@ class OnlineEvaluationAdmin(admin.ModelAdmin):
         "stopped_reason",
     )
     list_filter = ("enabled", "chain")
-    readonly_fields = ("spent_usd", "stopped_reason", "created_at")
+    readonly_fields = ("spent_usd", "stopped_reason", "created_at", "rolling")
+
+    @admin.display(description="Rolling means (last 100 online scores)")
+    def rolling(self, obj: OnlineEvaluation) -> SafeString | str:
+        if obj.pk is None:
+            return "-"
+        rows = rolling_means(obj.chain.slug)
+        if not rows:
+            return "No online scores yet."
+        return format_html_join(
+            "",
+            "<div>version {} {} · {}: mean {} over {}</div>",
+            (
+                (r["version"], f"arm {r['arm']}" if r["arm"] else "", r["key"], r["mean"], r["n"])
+                for r in rows
+            ),
+        )
 
     def save_model(self, request: Any, obj: OnlineEvaluation, form: Any, change: bool) -> None:
         # A budget raised (or removed) lets the judge go on.
