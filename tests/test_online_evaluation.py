@@ -5,8 +5,10 @@ judge's spend charged to the rule's budget until it is used up."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +26,7 @@ from tests.api.conftest import client_for
 from tests.api.views.test_budget_transports import turn_frames
 from tests.api.views.test_chat import parse_sse, read_stream
 from tests.factories import make_chain, scripted_model
-from tests.task_worker import run_queued_tasks
+from tests.task_worker import DbWorker, run_queued_tasks
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -277,3 +279,22 @@ def test_rolling_means_per_version_and_key(chain: Any, user: Any, admin_client: 
     ]
     page = admin_client.get(f"/admin/advisors_app/onlineevaluation/{rule.pk}/change/")
     assert "contains: mean 1.0 over 3" in page.content.decode()
+
+
+@NO_THROTTLE
+def test_the_real_worker_scores_sampled_turns(chain: Any, user: Any, tmp_path: Path) -> None:
+    OnlineEvaluation.objects.create(chain=chain, sample_rate=1, evaluators=[CONTAINS])
+    with DbWorker(tmp_path / "worker.log") as worker:
+        worker.wait_ready()
+        ask(user)
+        ask_stream(user)
+        deadline = time.monotonic() + 60  # a safety net, not a timing
+        while DBTaskResult.objects.exclude(status__in=["SUCCESSFUL", "FAILED"]).exists():
+            assert worker.process is not None and worker.process.poll() is None, worker.log()
+            assert time.monotonic() < deadline, worker.log()
+            time.sleep(0.05)
+    assert set(DBTaskResult.objects.values_list("status", flat=True)) == {"SUCCESSFUL"}
+    assert sorted(Score.objects.values_list("call_log__mode", "source")) == [
+        ("call", "online"),
+        ("stream", "online"),
+    ]
