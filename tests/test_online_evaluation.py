@@ -298,3 +298,25 @@ def test_the_real_worker_scores_sampled_turns(chain: Any, user: Any, tmp_path: P
         ("call", "online"),
         ("stream", "online"),
     ]
+
+
+@NO_THROTTLE
+def test_a_judge_priced_in_another_currency_stops_a_budgeted_rule(chain: Any, user: Any) -> None:
+    judge = priced_judge(per_million=1)
+    ModelPrice.objects.filter(chat_model=judge).update(currency="EUR")
+    rule = OnlineEvaluation.objects.create(
+        chain=chain,
+        sample_rate=1,
+        evaluators=[{"key": "llm_judge", "params": {"rubric": "Right?"}}, CONTAINS],
+        judge_model=judge,
+        budget_usd=Decimal("10"),
+    )
+    ask(user)
+    run_queued_tasks()
+    rule.refresh_from_db()
+    assert rule.stopped_reason == "judge cost not countable in USD (priced in EUR)"
+    assert rule.spent_usd == 0
+    ask(user)
+    run_queued_tasks()
+    second = CallLog.objects.order_by("pk").last()
+    assert list(Score.objects.filter(call_log=second).values_list("key", flat=True)) == ["contains"]

@@ -11,7 +11,9 @@ their calls are metered as an evaluation run's are (:class:`~advisors_app.costs.
 SideCalls`, purpose ``"judge"``, added to the turn's call log) and their cost is added to the
 rule's ``spent_usd``. Once that reaches ``budget_usd`` judging stops: the rule's
 ``stopped_reason`` says ``"budget used up"`` (shown in the admin) and judges are skipped,
-while the other evaluators go on.
+while the other evaluators go on. A judge whose spend the budget cannot count (a model without
+a price, or priced in another currency) stops a rule with a budget the same way, saying why;
+saving the rule in the admin lets judging go on.
 """
 
 from __future__ import annotations
@@ -92,8 +94,9 @@ def evaluate(rule: OnlineEvaluation, call_log: CallLog, reply: ChatMessage) -> i
     calls = SideCalls(call_log.user, call_log.chain_id, purpose="judge", trace_id=call_log.trace_id)
     case = _case(call_log, reply, calls.meter)
     evaluators = _evaluators(rule)
-    if rule.budget_used_up and any(key == JUDGE for key, _ in evaluators):
-        _stop(rule)
+    stopped = rule.budget_used_up or (rule.budget_usd is not None and rule.stopped_reason)
+    if stopped and any(key == JUDGE for key, _ in evaluators):
+        _stop(rule, rule.stopped_reason or BUDGET_USED_UP)
         evaluators = [(key, evaluator) for key, evaluator in evaluators if key != JUDGE]
     results: list[tuple[str, Any]] = []
 
@@ -135,18 +138,27 @@ def _charge(rule: OnlineEvaluation, calls: SideCalls) -> None:
     judging once the budget is used up."""
     if not calls.meter.rounds:
         return
+    summary = calls.meter.summary()
     try:
-        spent = Decimal(str(calls.meter.summary().get("total_cost") or 0))
-    except (InvalidOperation, ValueError):
-        spent = Decimal(0)
+        spent = Decimal(str(summary["total_cost"]))
+    except (KeyError, InvalidOperation, ValueError):
+        spent = None
+    currency = summary.get("currency") or "USD"
+    if spent is None or currency != "USD":
+        # A spend the budget cannot count (no price, or another currency): a rule with a
+        # budget stops judging rather than spend without a limit.
+        if rule.budget_usd is not None:
+            why = "no price" if spent is None else f"priced in {currency}"
+            _stop(rule, f"judge cost not countable in USD ({why})")
+        return
     OnlineEvaluation.objects.filter(pk=rule.pk).update(spent_usd=F("spent_usd") + spent)
     rule.refresh_from_db(fields=["spent_usd", "budget_usd"])
     if rule.budget_used_up:
         _stop(rule)
 
 
-def _stop(rule: OnlineEvaluation) -> None:
-    if rule.stopped_reason != BUDGET_USED_UP:
-        rule.stopped_reason = BUDGET_USED_UP
-        OnlineEvaluation.objects.filter(pk=rule.pk).update(stopped_reason=BUDGET_USED_UP)
-        logger.warning("Online evaluation %s: judge budget used up, judging stopped", rule.pk)
+def _stop(rule: OnlineEvaluation, reason: str = BUDGET_USED_UP) -> None:
+    if rule.stopped_reason != reason:
+        rule.stopped_reason = reason
+        OnlineEvaluation.objects.filter(pk=rule.pk).update(stopped_reason=reason)
+        logger.warning("Online evaluation %s: judging stopped: %s", rule.pk, reason)
