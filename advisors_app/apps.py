@@ -35,6 +35,7 @@ class AdvisorsAppConfig(AppConfig):
         from advisors_app.experiments import serving as experiments
         from advisors_app.ingestion import recovery
         from advisors_app.memory import recall
+        from advisors_app.online import sampling as online
         from advisors_app.security import protection, redaction
         from advisors_app.turn import recovery as turn_recovery
         from advisors_app.turn import stages
@@ -63,6 +64,8 @@ class AdvisorsAppConfig(AppConfig):
         # that schedule guardrail checks (after commit).
         stages.add_hook(stages.Stage.ASSIGN, experiments.assign)
         stages.add_hook(stages.Stage.AFTER_COMMIT, guardrails.count_turn)
+        # Online evaluation: a sample of the committed turns queued for the rules' evaluators.
+        stages.add_hook(stages.Stage.AFTER_COMMIT, online.sample_turn)
         turn_recovery.connect()
         # OpenTelemetry export: imported (with its SDK) only when the setting is on.
         if app_settings.OPENTELEMETRY:

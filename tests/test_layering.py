@@ -5,7 +5,7 @@ module of the app sits on a ranked layer it imports only down from (docs/layout.
     transports  api  admin  channels  mcp_server  pages  management      how a turn is asked for
                 templatetags  demo.management  security.body_limits
     callers     approvals.jobs  evaluation.runs  evaluation.gate         run turns themselves
-                experiments.lifecycle  integration  protocols
+                experiments.lifecycle  online/  integration  protocols
     turn        turn/  approvals.pauses                                  one chat turn
     features    memory/  costs/  evaluation/  ingestion/  security/      one folder a feature
                 guards/  demo/  definition.advisor_types  experiments/  telemetry/
@@ -135,6 +135,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "advisors_app.evaluation.runs",
             "advisors_app.evaluation.gate",
             "advisors_app.experiments.lifecycle",
+            "advisors_app.online",  # stores scores as evaluation.runs does (its _score_value)
             "advisors_app.integration",
             "advisors_app.protocols",
         ),

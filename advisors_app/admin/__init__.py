@@ -16,6 +16,7 @@ from advisors_app.admin.experiments import ExperimentAdmin, ExperimentArmInline
 from advisors_app.admin.ingestion import IngestionJobAdmin
 from advisors_app.admin.logs import CallLogAdmin, ConversationAdmin
 from advisors_app.admin.mcp import McpServerAdmin
+from advisors_app.admin.online import OnlineEvaluationAdmin
 from advisors_app.admin.resources import (
     ChatModelConfigAdmin,
     EmbeddingModelConfigAdmin,
@@ -45,6 +46,7 @@ __all__ = [
     "IngestionJobAdmin",
     "McpServerAdmin",
     "ModelPriceAdmin",
+    "OnlineEvaluationAdmin",
     "PromotionGateAdmin",
     "PromptTemplateAdmin",
     "ScoreAdmin",

@@ -34,6 +34,7 @@ from advisors_app.api.views.experiments import (
     ExperimentResultsView,
 )
 from advisors_app.api.views.feedback import MessageFeedbackView
+from advisors_app.api.views.online import ChainOnlineEvaluationListView
 from advisors_app.api.views.protocols import (
     ChainAgUiView,
     ChainAiSdkStreamView,
@@ -83,6 +84,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(_CHAIN + "diff/", ChainDiffView.as_view(), name="api-chain-diff"),
     path(_CHAIN + "labels/", ChainLabelListView.as_view(), name="api-chain-labels"),
     path(_CHAIN + "experiments/", ChainExperimentListView.as_view(), name="api-chain-experiments"),
+    path(
+        _CHAIN + "online-evaluations/",
+        ChainOnlineEvaluationListView.as_view(),
+        name="api-chain-online-evaluations",
+    ),
     path("experiments/<int:pk>/", ExperimentDetailView.as_view(), name="api-experiment"),
     *(
         path(

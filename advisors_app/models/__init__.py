@@ -24,6 +24,7 @@ from advisors_app.models.ingestion import IngestionFile, IngestionJob
 from advisors_app.models.mcp import McpServer
 from advisors_app.models.memory import ChatMessage, Conversation
 from advisors_app.models.model_configs import ChatModelConfig, EmbeddingModelConfig
+from advisors_app.models.online import OnlineEvaluation
 from advisors_app.models.resources import PromptTemplate, SensitiveWordList
 from advisors_app.models.scores import Score
 from advisors_app.models.sessions import ConversationBoundary
@@ -59,6 +60,7 @@ __all__ = [
     "IngestionJob",
     "McpServer",
     "ModelPrice",
+    "OnlineEvaluation",
     "PromotionGate",
     "PromptTemplate",
     "Score",

@@ -63,6 +63,8 @@ class Score(models.Model):
         EVALUATOR = "evaluator", "Evaluator"
         #: A program sending scores through the API.
         API = "api", "API"
+        #: An online evaluation rule, on a sampled live turn (:mod:`advisors_app.online`).
+        ONLINE = "online", "Online"
 
     key = models.SlugField(
         max_length=MAX_KEY_LENGTH, help_text='What is judged, e.g. "thumbs" (a user\'s 👍/👎).'

@@ -37,6 +37,7 @@ ENDPOINTS = {
     "/api/chains/{slug}/labels/{name}/history/": {"get"},
     "/api/chains/{slug}/labels/{name}/rollback/": {"post"},
     "/api/chains/{slug}/experiments/": {"get", "post"},
+    "/api/chains/{slug}/online-evaluations/": {"get", "post"},
     "/api/experiments/{id}/": {"get", "patch"},
     "/api/experiments/{id}/start/": {"post"},
     "/api/experiments/{id}/pause/": {"post"},
