@@ -214,6 +214,15 @@ WRITES = [
         "create-experiment",
     ),
     Write(
+        "api-chain-online-evaluations",
+        "post",
+        "/api/chains/support/online-evaluations/",
+        {"sample_rate": 0.5, "evaluators": [{"key": "contains", "params": {"strings": ["x"]}}]},
+        ("add_onlineevaluation",),
+        201,
+        "create-online-evaluation",
+    ),
+    Write(
         "api-experiment",
         "patch",
         "/api/experiments/{draft_experiment}/",
