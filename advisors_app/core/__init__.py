@@ -42,6 +42,7 @@ from .chain import (
     StreamAdvisorChain,
 )
 from .client import CallResponseSpec, ChatClient, ChatClientRequestSpec, StreamResponseSpec
+from .decision import Decision, DecisionModel
 from .exceptions import (
     AdvisorStateError,
     AuthenticationError,
@@ -122,6 +123,8 @@ __all__ = [
     "ChatResponseAccumulator",
     "ChatResponseMetadata",
     "ContextOverflowError",
+    "Decision",
+    "DecisionModel",
     "DefaultAroundAdvisorChain",
     "EmbeddingModel",
     "FinishReasonCategory",
