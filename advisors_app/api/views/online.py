@@ -7,11 +7,8 @@ with field errors (an unknown evaluator, params its schema refuses, a rate outsi
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers
 from rest_framework import status as http
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
@@ -20,10 +17,10 @@ from rest_framework.response import Response
 from advisors_app.api.base import ApiView
 from advisors_app.api.errors import ErrorSerializer
 from advisors_app.api.permissions import StaffOnlyElseNotFound
-from advisors_app.models import AdvisorChain, ChatModelConfig, OnlineEvaluation
-from advisors_app.online.rules import evaluators_errors, filters_errors
+from advisors_app.api.serializers.online import OnlineEvaluationSerializer
+from advisors_app.models import AdvisorChain
 
-__all__ = ["ChainOnlineEvaluationListView", "OnlineEvaluationSerializer"]
+__all__ = ["ChainOnlineEvaluationListView"]
 
 _ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Field errors."),
@@ -31,46 +28,6 @@ _ERRORS = {
     403: OpenApiResponse(ErrorSerializer, description="Staff without the permission."),
     404: OpenApiResponse(ErrorSerializer, description="No such chain."),
 }
-
-
-class OnlineEvaluationSerializer(serializers.ModelSerializer):
-    judge_model = serializers.SlugRelatedField(
-        slug_field="slug",
-        queryset=ChatModelConfig.objects.all(),
-        required=False,
-        allow_null=True,
-    )
-    sample_rate = serializers.FloatField(min_value=0.0, max_value=1.0)
-
-    class Meta:
-        model = OnlineEvaluation
-        fields = (
-            "id",
-            "label",
-            "arm",
-            "sample_rate",
-            "filters",
-            "evaluators",
-            "judge_model",
-            "budget_usd",
-            "spent_usd",
-            "enabled",
-            "stopped_reason",
-            "created_at",
-        )
-        read_only_fields = ("id", "spent_usd", "stopped_reason", "created_at")
-
-    def validate_evaluators(self, value: Any) -> Any:
-        errors = evaluators_errors(value)
-        if errors:
-            raise serializers.ValidationError(errors)
-        return value
-
-    def validate_filters(self, value: Any) -> Any:
-        errors = filters_errors(value or {})
-        if errors:
-            raise serializers.ValidationError(errors)
-        return value or {}
 
 
 class ChainOnlineEvaluationListView(ApiView):
