@@ -122,6 +122,17 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from advisors_app.channels.frame_rate import FrameBudget
+from advisors_app.channels.frames import (
+    CLOSE_NOT_AUTHENTICATED,
+    CLOSE_SERVER_SHUTDOWN,
+    CLOSE_TOO_BIG,
+    CLOSE_TOO_MANY_FRAMES,
+    MAX_FRAME_BYTES,
+    invalid_frame,
+    not_json,
+    read_frame,
+    utf8_size,
+)
 from advisors_app.channels.sockets import RENEW_SECONDS, socket_slots
 from advisors_app.conf import app_settings
 from advisors_app.db.threads import TurnThread, db_sync_to_async, own_thread
@@ -145,10 +156,9 @@ from advisors_app.turn.delivery import (
     detach,
     keeps_running,
     nothing_to_resume,
-    resume_errors,
     shutdown_frames,
 )
-from advisors_app.turn.events import DoneEvent, ErrorEvent, TurnError, error_event
+from advisors_app.turn.events import DoneEvent, ErrorEvent, error_event
 
 __all__ = [
     "CLOSE_NOT_AUTHENTICATED",
@@ -160,75 +170,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Close code for a connection without a logged-in user (4000-4999: application codes).
-CLOSE_NOT_AUTHENTICATED = 4401
-
-#: The largest client frame read, in bytes of UTF-8: ample for a message of
-#: ``ADVISORS["MAX_MESSAGE_CHARS"]`` with its params or decisions. A larger one is answered with
-#: an ``error`` frame, then the socket is closed with 4009 (1009, RFC 6455's "message too big",
-#: is for the websocket layer itself: daphne's autobahn refuses it from an application, which
-#: may close with 1000 or 3000-4999 only, so the app's code is 4000 + 1009's last digits). Frames
-#: past the server's own limit (daphne: ``--websocket-max-message-size``, 1 MiB by default)
-#: never reach the consumer: daphne drops the socket (docs/chat-page.md), so keep that limit
-#: above this one.
-MAX_FRAME_BYTES = 256 * 1024
-CLOSE_TOO_BIG = 4009
-
-#: Close code for a connection with more frames waiting than allowed (4000 + HTTP's 429, "too
-#: many requests", as 4401 is for 401).
-CLOSE_TOO_MANY_FRAMES = 4429
-
-#: Close code for a connection whose turn the server stopped as it shut down, after the
-#: ``error`` frame ``server_shutdown`` (4000 + HTTP's 503, "unavailable, try again"; 1001,
-#: "going away", is not an application's to send).
-CLOSE_SERVER_SHUTDOWN = 4503
-
 #: A ``resume`` naming an event of a turn the buffer holds nothing of yet waits this many
 #: tenths of a second for the turn's first batch before answering ``not_found``.
 RESUME_WAIT_STEPS = 10
-
-_FRAME_TYPES = ("cancel", "feedback", "message", "resume")
-
-
-def _not_json(constant: str) -> Any:
-    """Python's json accepts NaN and Infinity; JSON (and PostgreSQL's jsonb) does not."""
-    raise ValueError(f"{constant} is not JSON")
-
-
-def _utf8_size(text: str) -> int:
-    """``len(text.encode())`` without the copy for text that cannot be past the limit."""
-    return len(text) if len(text) * 4 <= MAX_FRAME_BYTES else len(text.encode())
-
-
-def _invalid(errors: dict[str, list[str]]) -> TurnError:
-    """The refusal of a malformed frame (``error_event`` makes it the ``error`` frame)."""
-    return TurnError("invalid", "The frame is invalid.", errors=errors)
-
-
-def _frame(content: Any) -> tuple[str, TurnInput | None]:
-    """The frame's type and, for a ``message`` frame, its turn; raises :class:`TurnError`
-    (``invalid``) for a malformed frame."""
-    if not isinstance(content, dict):
-        raise _invalid({"frame": ["Expected a JSON object."]})
-    kind = content.get("type")
-    if kind not in _FRAME_TYPES:
-        known = ", ".join(_FRAME_TYPES)
-        if "type" not in content:
-            raise _invalid({"type": [f"This field is required. Known types: {known}."]})
-        raise _invalid({"type": [f"Unknown frame type {kind!r}. Known types: {known}."]})
-    if kind == "cancel":
-        unknown = sorted(set(content) - {"type"})
-        if unknown:
-            raise _invalid({name: ["Unknown field."] for name in unknown})
-        return kind, None
-    if kind == "feedback":  # checked by parse_vote, which names its own fields
-        return kind, None
-    if kind == "resume":
-        errors = resume_errors(content, ("type", "last_event_id"))
-        if errors:
-            raise _invalid(errors)
-        return kind, None
-    return kind, TurnInput.from_data(content, envelope=("type",), alias=True)
 
 
 def _turn_of(frames: list[dict[str, Any]] | None) -> str | None:
@@ -365,20 +309,22 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 "it is closed."
             )
             return
-        size = len(bytes_data or b"") if text_data is None else _utf8_size(text_data)
+        size = len(bytes_data or b"") if text_data is None else utf8_size(text_data)
         if size > MAX_FRAME_BYTES:
             too_big = f"The frame is {size} bytes; at most {MAX_FRAME_BYTES} are read."
-            await self.send_json(error_event(_invalid({"frame": [too_big]})).to_dict())
+            await self.send_json(error_event(invalid_frame({"frame": [too_big]})).to_dict())
             await self.close(code=CLOSE_TOO_BIG)
             return
         if text_data is None:
-            binary = _invalid({"frame": ["Send JSON text frames, not binary."]})
+            binary = invalid_frame({"frame": ["Send JSON text frames, not binary."]})
             await self.send_json(error_event(binary).to_dict())
             return
         try:
-            frame = json.loads(text_data, parse_constant=_not_json)
+            frame = json.loads(text_data, parse_constant=not_json)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than it can parse
-            await self.send_json(error_event(_invalid({"frame": ["Not valid JSON."]})).to_dict())
+            await self.send_json(
+                error_event(invalid_frame({"frame": ["Not valid JSON."]})).to_dict()
+            )
             return
         await self.receive_json(frame)
 
@@ -407,7 +353,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if not self._authenticated or self._closing:
             return  # being closed: see connect() and _defer()
         try:
-            kind, turn = _frame(content)
+            kind, turn = read_frame(content)
         except Refusal as refused:
             await self.send_json(error_event(refused).to_dict())
             return
